@@ -1,0 +1,1 @@
+"""The drakit companion controller: claim generation, claim lifecycle, allocation and binding."""

@@ -1,0 +1,69 @@
+"""The ``drakit`` console script: one entry point, one subcommand per program.
+
+Each subcommand lives in its own module and registers its flags through
+``add_parser``; this module only dispatches. Subcommand modules are imported
+lazily so that ``drakit version`` or ``drakit allocate`` do not pay for gRPC
+or the Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class _Subcommand(Protocol):
+    def add_parser(self, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
+
+
+# name -> module that defines add_parser(subparsers); the parser it adds sets
+# `func(args) -> int` as its default.
+SUBCOMMANDS: dict[str, str] = {
+    "node-plugin": "drakit.cmd_node_plugin",
+    "controller": "drakit.cmd_controller",
+    "allocate": "drakit.cmd_allocate",
+    "local-cluster": "drakit.cmd_local_cluster",
+    "version": "drakit.cmd_version",
+}
+
+DESCRIPTION = """\
+drakit is a Kubernetes Dynamic Resource Allocation (DRA) driver kit.
+
+  node-plugin    run the kubelet plugin on a node (DaemonSet)
+  controller     run the companion controller (Deployment)
+  allocate       allocate claims offline from YAML/JSON files and explain refusals
+  local-cluster  start or stop a local kube-apiserver + etcd for development
+  version        print drakit's version and the Kubernetes APIs it speaks
+
+Every flag has an environment-variable twin; see `drakit SUBCOMMAND --help`.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="drakit",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
+    for module_name in SUBCOMMANDS.values():
+        module: _Subcommand = importlib.import_module(module_name)  # type: ignore[assignment]
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the drakit command line; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

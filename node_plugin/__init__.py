@@ -1,0 +1,1 @@
+"""The drakit kubelet plugin: registration, DRA gRPC services, ResourceSlice publishing, prepare/unprepare."""
