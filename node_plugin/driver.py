@@ -1,0 +1,199 @@
+"""The contract between the node plugin's gRPC servicers and the driver core.
+
+The servicers (``node_plugin/grpc/``) speak protobuf to the kubelet; the core
+(``node_plugin/core.py``) does the real work: reads claims, resolves config,
+calls the backend, writes CDI specs and the checkpoint. Between the two there
+are only the plain, version-neutral values defined here, so the core never
+sees which DRA API version (v1 or v1beta1) or which health API version the
+kubelet used.
+
+Rules every :class:`DriverCore` implementation must follow:
+
+* ``prepare`` and ``unprepare`` return an entry for *every* claim UID they
+  were given, and report per-claim failures in that entry. Raising is reserved
+  for "the whole call failed"; the servicer then marks every claim failed with
+  the exception text (it never turns into a gRPC error for the kubelet).
+* Both are idempotent: a repeated ``prepare`` returns the same devices and CDI
+  IDs without redoing work; ``unprepare`` of a claim never prepared succeeds.
+* The core reads the ResourceClaims from the API server *before* it enters
+  ``call.serialize``; it does all work on local state (checkpoint, CDI specs,
+  backend) *inside* it. The lock serializes calls across threads and, during a
+  rolling update, across the two plugin processes (see ``serialize.py``).
+* ``prepare`` and ``unprepare`` may be called concurrently from many threads.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from node_plugin.metrics import PluginMetrics
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """A ResourceClaim as the kubelet names it in a prepare/unprepare call."""
+
+    namespace: str
+    uid: str
+    name: str
+
+
+@dataclass(frozen=True)
+class PreparedDevice:
+    """One device of a prepared claim, as returned to the kubelet.
+
+    ``request_names`` are the claim's request names this device satisfies
+    (empty: all requests); the servicer strips any ``/subrequest`` suffix.
+    ``share_id`` is set only for consumable-capacity allocations; the v1beta1
+    API cannot carry it and drops it.
+    """
+
+    request_names: tuple[str, ...]
+    pool_name: str
+    device_name: str
+    cdi_device_ids: tuple[str, ...] = ()
+    share_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PrepareResult:
+    """Outcome for one claim: devices on success, or a non-empty ``error``."""
+
+    devices: tuple[PreparedDevice, ...] = ()
+    error: str = ""
+
+
+class HealthStatus(enum.Enum):
+    """Device health as the kubelet's health API knows it."""
+
+    UNKNOWN = "Unknown"
+    HEALTHY = "Healthy"
+    UNHEALTHY = "Unhealthy"
+
+
+@dataclass(frozen=True)
+class DeviceHealth:
+    """Health of one device.
+
+    ``last_updated`` is Unix seconds. ``health_check_timeout_seconds`` <= 0
+    means the kubelet's default (30 s); the plugin re-sends the full report
+    often enough for the shortest timeout it advertises.
+    """
+
+    pool_name: str
+    device_name: str
+    health: HealthStatus
+    last_updated: int
+    health_check_timeout_seconds: int = 0
+    message: str = ""
+
+
+class HealthSubscription(Protocol):
+    """A stream of health changes for one watcher (one kubelet stream)."""
+
+    def next_change(self, timeout: float) -> list[DeviceHealth] | None:
+        """Block up to ``timeout`` seconds for the next batch of changed devices.
+
+        Returns None when nothing changed in time or the subscription is
+        closed; callers tell the two apart with ``closed``.
+        """
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` was called or the publisher shut down."""
+        ...
+
+    def close(self) -> None:
+        """Stop delivering changes; idempotent, callable from any thread."""
+        ...
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What the servicer hands the core with every prepare/unprepare call.
+
+    ``serialize`` is a reusable lock (a context manager) the core must hold
+    while it touches local state, and must not hold while it waits on the API
+    server. ``request_id`` ties the core's log lines to the servicer's.
+    """
+
+    request_id: str
+    serialize: AbstractContextManager[object]
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    """Everything the command line decided, already validated.
+
+    ``plugin_data_dir`` (``<plugins_dir>/<driver_name>``) holds the DRA socket,
+    ``serialize.lock`` and whatever state the core keeps (checkpoint).
+    """
+
+    driver_name: str
+    node_name: str
+    kubeconfig: str | None
+    registrar_dir: Path
+    plugins_dir: Path
+    cdi_root: Path
+    backend: str
+    backend_config: Path | None = None
+    pod_uid: str | None = None
+    metrics_address: str | None = None
+    health_resend_seconds: float = 20.0
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def plugin_data_dir(self) -> Path:
+        return self.plugins_dir / self.driver_name
+
+
+class DriverCore(Protocol):
+    """The driver behind the kubelet-facing gRPC services."""
+
+    def start(self) -> None:
+        """Begin background work (health polling, ResourceSlice publishing).
+
+        Called once, before any gRPC server listens; must return promptly.
+        """
+        ...
+
+    def stop(self) -> None:
+        """Stop background work and close health subscriptions; idempotent."""
+        ...
+
+    def prepare(self, claims: Sequence[ClaimRef], call: CallContext) -> Mapping[str, PrepareResult]:
+        """Prepare claims; the result is keyed by claim UID, every UID present."""
+        ...
+
+    def unprepare(self, claims: Sequence[ClaimRef], call: CallContext) -> Mapping[str, str]:
+        """Unprepare claims; returns claim UID -> error text ("" on success)."""
+        ...
+
+    def supports_health(self) -> bool:
+        """True when the backend reports device health (the services are advertised)."""
+        ...
+
+    def health_snapshot(self) -> list[DeviceHealth]:
+        """Current health of every device this plugin reports on."""
+        ...
+
+    def watch_health(self) -> HealthSubscription:
+        """Subscribe to health changes; each change batch lists only changed devices."""
+        ...
+
+
+class CoreFactory(Protocol):
+    """Signature of ``node_plugin.core.build_core``, which ``app.py`` calls.
+
+    ``metrics`` carries the prepared-claims gauge the core must keep current
+    and the registry it may add its own metrics to.
+    """
+
+    def __call__(self, config: PluginConfig, metrics: PluginMetrics) -> DriverCore: ...
