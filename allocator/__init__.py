@@ -1,1 +1,90 @@
-"""Structured-parameters allocator for resource.k8s.io/v1: pure, no I/O, no Kubernetes client."""
+"""Structured-parameters allocator for resource.k8s.io/v1: pure, no I/O, no Kubernetes client.
+
+Public surface (import from here; submodules hold the details):
+
+* model (:mod:`allocator.model`): immutable v1 types with ``from_dict``/``to_dict``
+  (``ResourceSlice``, ``Device``, ``DeviceAttribute``, ``DeviceCapacity``, ``CounterSet``,
+  ``Counter``, ``DeviceTaint``, ``ResourcePool``, ``DeviceClass``, ``ResourceClaim``,
+  ``AllocationResult``, ``DeviceRequestAllocationResult``, ``DeviceID``, ``Node``).
+* quantities (:mod:`allocator.quantity`): exact ``Quantity``.
+* validation (:mod:`allocator.validation`): the API's limits; ``ValidationError``.
+* conversion (:mod:`allocator.convert`): v1beta1/v1beta2 dicts to v1 dicts.
+"""
+
+from allocator.convert import to_v1
+from allocator.model import (
+    AllocationResult,
+    AttributeValue,
+    CapacityRequestPolicy,
+    CapacityRequestPolicyRange,
+    Counter,
+    CounterSet,
+    Device,
+    DeviceAttribute,
+    DeviceCapacity,
+    DeviceClass,
+    DeviceCounterConsumption,
+    DeviceID,
+    DeviceRequestAllocationResult,
+    DeviceTaint,
+    ModelError,
+    Node,
+    NodeSelector,
+    ObjectMeta,
+    ResourceClaim,
+    ResourcePool,
+    ResourceSlice,
+    ResourceSliceSpec,
+    with_api_defaults,
+)
+from allocator.quantity import Quantity, QuantityError, parse_quantity
+from allocator.validation import (
+    FieldError,
+    ValidationError,
+    check_device_class,
+    check_resource_claim,
+    check_resource_slice,
+    validate_device,
+    validate_device_class,
+    validate_resource_claim,
+    validate_resource_slice,
+)
+
+__all__ = [
+    "AllocationResult",
+    "AttributeValue",
+    "CapacityRequestPolicy",
+    "CapacityRequestPolicyRange",
+    "Counter",
+    "CounterSet",
+    "Device",
+    "DeviceAttribute",
+    "DeviceCapacity",
+    "DeviceClass",
+    "DeviceCounterConsumption",
+    "DeviceID",
+    "DeviceRequestAllocationResult",
+    "DeviceTaint",
+    "FieldError",
+    "ModelError",
+    "Node",
+    "NodeSelector",
+    "ObjectMeta",
+    "Quantity",
+    "QuantityError",
+    "ResourceClaim",
+    "ResourcePool",
+    "ResourceSlice",
+    "ResourceSliceSpec",
+    "ValidationError",
+    "check_device_class",
+    "check_resource_claim",
+    "check_resource_slice",
+    "parse_quantity",
+    "to_v1",
+    "validate_device",
+    "validate_device_class",
+    "validate_resource_claim",
+    "validate_resource_slice",
+    "with_api_defaults",
+]
