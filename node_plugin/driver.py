@@ -35,6 +35,14 @@ if TYPE_CHECKING:
     from node_plugin.metrics import PluginMetrics
 
 
+class CoreConfigError(Exception):
+    """The core cannot start with this configuration (bad backend, config file, ...).
+
+    Raise it from ``build_core`` with a message naming the flag or file and
+    the reason; ``drakit node-plugin`` prints the message and exits non-zero.
+    """
+
+
 @dataclass(frozen=True)
 class ClaimRef:
     """A ResourceClaim as the kubelet names it in a prepare/unprepare call."""

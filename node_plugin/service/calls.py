@@ -1,0 +1,150 @@
+"""Version-neutral handling of prepare/unprepare calls around the driver core.
+
+Both DRA API versions funnel into :class:`DriverCalls`, which adds what every
+call needs regardless of the wire version: a request id, logs, metrics, the
+serialize lock handed to the core, and the guarantee the kubelet relies on:
+an answer for every requested claim UID and never a gRPC error because one
+claim (or the core) failed.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TypeVar
+
+from node_plugin.driver import CallContext, ClaimRef, DriverCore, PrepareResult
+from node_plugin.logging import StructuredLogger, get_logger
+from node_plugin.metrics import PluginMetrics
+
+_log = get_logger(__name__)
+
+T = TypeVar("T")
+
+
+def new_request_id() -> str:
+    """A short random id that ties together all log lines of one call."""
+    return uuid.uuid4().hex[:16]
+
+
+def unique_claims(claims: Sequence[ClaimRef]) -> list[ClaimRef]:
+    """Claims in request order, each UID once (a UID is the response key)."""
+    seen: set[str] = set()
+    result = []
+    for claim in claims:
+        if claim.uid not in seen:
+            seen.add(claim.uid)
+            result.append(claim)
+    return result
+
+
+def _prepare_error(message: str) -> PrepareResult:
+    return PrepareResult(error=message)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+class DriverCalls:
+    """Runs prepare/unprepare on the core; thread-safe, never raises."""
+
+    def __init__(
+        self,
+        core: DriverCore,
+        serialize: AbstractContextManager[object],
+        metrics: PluginMetrics,
+    ) -> None:
+        self._core = core
+        self._serialize = serialize
+        self._metrics = metrics
+
+    def prepare(self, claims: Sequence[ClaimRef], api: str) -> dict[str, PrepareResult]:
+        """Prepare ``claims``; one result per distinct claim UID."""
+        claims = unique_claims(claims)
+        if not claims:
+            return {}
+        call, log = self._start("NodePrepareResources", claims, api)
+        started = time.monotonic()
+        with self._metrics.track_call("prepare"):
+            try:
+                raw: Mapping[str, PrepareResult] = self._core.prepare(claims, call)
+            except Exception as exc:
+                log.exception("Driver core failed the whole prepare call")
+                raw = {
+                    c.uid: PrepareResult(error=f"prepare failed: {_describe(exc)}") for c in claims
+                }
+        results = self._complete(claims, raw, _prepare_error, log, "prepare")
+        failed = {uid: r.error for uid, r in results.items() if r.error}
+        self._finish(log, "prepare", results, failed, started)
+        return results
+
+    def unprepare(self, claims: Sequence[ClaimRef], api: str) -> dict[str, str]:
+        """Unprepare ``claims``; claim UID -> error text ("" on success)."""
+        claims = unique_claims(claims)
+        if not claims:
+            return {}
+        call, log = self._start("NodeUnprepareResources", claims, api)
+        started = time.monotonic()
+        with self._metrics.track_call("unprepare"):
+            try:
+                raw: Mapping[str, str] = self._core.unprepare(claims, call)
+            except Exception as exc:
+                log.exception("Driver core failed the whole unprepare call")
+                raw = {c.uid: f"unprepare failed: {_describe(exc)}" for c in claims}
+        results = self._complete(claims, raw, str, log, "unprepare")
+        failed = {uid: err for uid, err in results.items() if err}
+        self._finish(log, "unprepare", results, failed, started)
+        return results
+
+    def _start(
+        self, method: str, claims: Sequence[ClaimRef], api: str
+    ) -> tuple[CallContext, StructuredLogger]:
+        request_id = new_request_id()
+        log = _log.bind(request_id=request_id, method=method, api=api)
+        log.info("Call started", claims=[f"{c.namespace}/{c.name}:{c.uid}" for c in claims])
+        return CallContext(request_id=request_id, serialize=self._serialize), log
+
+    @staticmethod
+    def _complete(
+        claims: Sequence[ClaimRef],
+        raw: Mapping[str, T],
+        make_error: Callable[[str], T],
+        log: StructuredLogger,
+        operation: str,
+    ) -> dict[str, T]:
+        """Keep exactly the requested UIDs; a UID the core skipped becomes an error."""
+        results: dict[str, T] = {}
+        for claim in claims:
+            if claim.uid in raw:
+                results[claim.uid] = raw[claim.uid]
+            else:
+                log.error("Driver core returned no result for a claim", claim_uid=claim.uid)
+                results[claim.uid] = make_error(
+                    f"{operation} failed: the driver returned no result for this claim"
+                )
+        extra = set(raw) - set(results)
+        if extra:
+            log.warning(
+                "Driver core returned results for claims not asked for", claim_uids=sorted(extra)
+            )
+        return results
+
+    def _finish(
+        self,
+        log: StructuredLogger,
+        operation: str,
+        results: Mapping[str, object],
+        failed: Mapping[str, str],
+        started: float,
+    ) -> None:
+        self._metrics.count_claims(operation, len(results) - len(failed), len(failed))
+        duration_ms = round((time.monotonic() - started) * 1000, 3)
+        if failed:
+            log.warning(
+                "Call finished with claim errors", errors=dict(failed), duration_ms=duration_ms
+            )
+        else:
+            log.info("Call finished", claims=len(results), duration_ms=duration_ms)

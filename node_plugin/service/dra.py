@@ -1,0 +1,120 @@
+"""DRAPlugin servicers for the kubelet's DRA API v1 and v1beta1.
+
+Thin by design: protobuf in, :class:`~node_plugin.driver.ClaimRef` out to
+:class:`~node_plugin.service.calls.DriverCalls`, protobuf back. v1beta1 is v1
+without ``share_id``; a v1beta1 kubelet cannot use consumable-capacity shares,
+so the field is dropped rather than faked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import grpc
+
+from kubeletapi.gen.dra.v1 import api_pb2 as v1
+from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
+from kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from node_plugin.driver import ClaimRef, PreparedDevice
+from node_plugin.service.calls import DriverCalls
+
+# Names the kubelet knows these services by in GetInfo's supported_versions.
+V1_VERSION = "v1.DRAPlugin"
+V1BETA1_VERSION = "v1beta1.DRAPlugin"
+
+V1_SERVICE = v1.DESCRIPTOR.services_by_name["DRAPlugin"].full_name
+V1BETA1_SERVICE = v1beta1.DESCRIPTOR.services_by_name["DRAPlugin"].full_name
+
+
+def base_request_name(name: str) -> str:
+    """``req/sub`` -> ``req``: the kubelet matches container claims by base request."""
+    return name.split("/", 1)[0]
+
+
+def _claim_refs(claims: Iterable[v1.Claim | v1beta1.Claim]) -> list[ClaimRef]:
+    return [ClaimRef(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
+
+
+def _v1_device(device: PreparedDevice) -> v1.Device:
+    out = v1.Device(
+        request_names=[base_request_name(n) for n in device.request_names],
+        pool_name=device.pool_name,
+        device_name=device.device_name,
+        cdi_device_ids=list(device.cdi_device_ids),
+    )
+    if device.share_id is not None:
+        out.share_id = device.share_id
+    return out
+
+
+def _v1beta1_device(device: PreparedDevice) -> v1beta1.Device:
+    return v1beta1.Device(
+        request_names=[base_request_name(n) for n in device.request_names],
+        pool_name=device.pool_name,
+        device_name=device.device_name,
+        cdi_device_ids=list(device.cdi_device_ids),
+    )
+
+
+class DRAPluginV1(v1_grpc.DRAPluginServicer):
+    """``k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin``."""
+
+    def __init__(self, calls: DriverCalls) -> None:
+        self._calls = calls
+
+    def NodePrepareResources(  # noqa: N802 (gRPC method name)
+        self, request: v1.NodePrepareResourcesRequest, context: grpc.ServicerContext
+    ) -> v1.NodePrepareResourcesResponse:
+        results = self._calls.prepare(_claim_refs(request.claims), api="v1")
+        response = v1.NodePrepareResourcesResponse()
+        for uid, result in results.items():
+            entry = response.claims[uid]
+            entry.error = result.error
+            if not result.error:
+                entry.devices.extend(_v1_device(d) for d in result.devices)
+        return response
+
+    def NodeUnprepareResources(  # noqa: N802 (gRPC method name)
+        self, request: v1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
+    ) -> v1.NodeUnprepareResourcesResponse:
+        results = self._calls.unprepare(_claim_refs(request.claims), api="v1")
+        response = v1.NodeUnprepareResourcesResponse()
+        for uid, error in results.items():
+            response.claims[uid].error = error
+        return response
+
+
+class DRAPluginV1beta1(v1beta1_grpc.DRAPluginServicer):
+    """``k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin`` (kubelets before 1.34)."""
+
+    def __init__(self, calls: DriverCalls) -> None:
+        self._calls = calls
+
+    def NodePrepareResources(  # noqa: N802 (gRPC method name)
+        self, request: v1beta1.NodePrepareResourcesRequest, context: grpc.ServicerContext
+    ) -> v1beta1.NodePrepareResourcesResponse:
+        results = self._calls.prepare(_claim_refs(request.claims), api="v1beta1")
+        response = v1beta1.NodePrepareResourcesResponse()
+        for uid, result in results.items():
+            entry = response.claims[uid]
+            entry.error = result.error
+            if not result.error:
+                entry.devices.extend(_v1beta1_device(d) for d in result.devices)
+        return response
+
+    def NodeUnprepareResources(  # noqa: N802 (gRPC method name)
+        self, request: v1beta1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
+    ) -> v1beta1.NodeUnprepareResourcesResponse:
+        results = self._calls.unprepare(_claim_refs(request.claims), api="v1beta1")
+        response = v1beta1.NodeUnprepareResourcesResponse()
+        for uid, error in results.items():
+            response.claims[uid].error = error
+        return response
+
+
+def add_dra_servicers(server: grpc.Server, calls: DriverCalls) -> list[tuple[str, str]]:
+    """Serve both DRAPlugin versions; returns (advertised version, full service name)."""
+    v1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1(calls), server)
+    v1beta1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1beta1(calls), server)
+    return [(V1_VERSION, V1_SERVICE), (V1BETA1_VERSION, V1BETA1_SERVICE)]

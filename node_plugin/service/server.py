@@ -1,0 +1,140 @@
+"""The two gRPC servers of a plugin instance, on Unix sockets.
+
+* :class:`DraServer` on the DRA socket: DRAPlugin v1 and v1beta1,
+  DRAResourceHealth v1 and v1alpha1 (when the core reports health),
+  ``grpc.health.v1`` and server reflection.
+* :class:`RegistrationServer` on the registration socket: the kubelet's
+  plugin-registration handshake (plus reflection, for grpcurl).
+
+Start the DRA server first: the kubelet connects to the endpoint as soon as it
+learns it from GetInfo. Stop in reverse: removing the registration socket is
+how the kubelet learns the plugin is going away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from node_plugin.driver import DriverCore
+from node_plugin.logging import get_logger
+from node_plugin.service.calls import DriverCalls
+from node_plugin.service.dra import add_dra_servicers
+from node_plugin.service.health import DEFAULT_RESEND_SECONDS, HealthStreams, add_health_servicers
+from node_plugin.service.registration import SERVICE as REGISTRATION_SERVICE
+from node_plugin.service.registration import RegistrationServicer, RegistrationStatus
+from node_plugin.sockets import SocketIdentity, remove_stale_socket
+
+_log = get_logger(__name__)
+
+# How long a stop waits for in-flight calls; the kubelet's own deadline is 45 s.
+DEFAULT_GRACE_SECONDS = 30.0
+
+_SERVING = health_pb2.HealthCheckResponse.SERVING
+_NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+_UNKNOWN = health_pb2.HealthCheckResponse.UNKNOWN
+
+
+class UnixServer:
+    """A grpc.Server bound to one Unix socket, which it owns on disk."""
+
+    def __init__(self, socket_path: Path, max_workers: int) -> None:
+        self.socket_path = socket_path
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
+        )
+        self._identity: SocketIdentity | None = None
+
+    def start(self) -> None:
+        """Remove a stale socket, bind, serve. Raises OSError if binding fails."""
+        if remove_stale_socket(self.socket_path):
+            _log.info("Removed stale socket", socket=str(self.socket_path))
+        try:
+            self.server.add_insecure_port(f"unix:{self.socket_path}")
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen on {self.socket_path}: {exc}") from exc
+        self.server.start()
+        self._identity = SocketIdentity.of(self.socket_path)
+        _log.info("Serving", socket=str(self.socket_path))
+
+    def remove_socket(self) -> None:
+        if self._identity is not None:
+            self._identity.remove_if_still_ours()
+
+    def stop(self, grace: float) -> None:
+        """Refuse new calls, let in-flight ones finish within ``grace``, remove the socket."""
+        self.server.stop(grace).wait()
+        self.remove_socket()
+
+
+class DraServer(UnixServer):
+    """The DRA socket: kubelet-facing services backed by one driver core."""
+
+    def __init__(
+        self,
+        socket_path: Path,
+        core: DriverCore,
+        calls: DriverCalls,
+        health_resend_seconds: float = DEFAULT_RESEND_SECONDS,
+        max_workers: int = 16,
+    ) -> None:
+        super().__init__(socket_path, max_workers)
+        self.grpc_health = health.HealthServicer(experimental_non_blocking=True)
+        health_pb2_grpc.add_HealthServicer_to_server(self.grpc_health, self.server)
+        self.health_streams = HealthStreams(core, health_resend_seconds)
+        services = add_dra_servicers(self.server, calls)
+        if core.supports_health():
+            services += add_health_servicers(self.server, self.health_streams)
+        # Versions in the kubelet's preference order: v1 before v1beta1.
+        self.supported_versions = [version for version, _ in services]
+        self.service_names = [name for _, name in services]
+        reflection.enable_server_reflection(
+            [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
+        )
+        self.grpc_health.set(REGISTRATION_SERVICE, _UNKNOWN)
+
+    def start(self) -> None:
+        super().start()
+        for name in ["", *self.service_names]:
+            self.grpc_health.set(name, _SERVING)
+
+    def record_registration(self, status: RegistrationStatus) -> None:
+        """Mirror the kubelet's verdict as the health of ``pluginregistration.Registration``."""
+        self.grpc_health.set(REGISTRATION_SERVICE, _SERVING if status.registered else _NOT_SERVING)
+
+    def stop(self, grace: float) -> None:
+        self.grpc_health.enter_graceful_shutdown()
+        self.health_streams.stop()  # streams never end on their own
+        super().stop(grace)
+
+
+class RegistrationServer(UnixServer):
+    """The registration socket in the kubelet's plugin registry directory."""
+
+    def __init__(
+        self,
+        socket_path: Path,
+        driver_name: str,
+        dra_socket: Path,
+        supported_versions: list[str],
+        on_status: Callable[[RegistrationStatus], None],
+    ) -> None:
+        super().__init__(socket_path, max_workers=2)
+        self.servicer = RegistrationServicer(
+            driver_name, str(dra_socket), supported_versions, on_status
+        )
+        reg_grpc.add_RegistrationServicer_to_server(self.servicer, self.server)
+        reflection.enable_server_reflection(
+            [REGISTRATION_SERVICE, reflection.SERVICE_NAME], self.server
+        )
+
+    def stop(self, grace: float) -> None:
+        # Deregister first: the kubelet reacts to the file disappearing.
+        self.remove_socket()
+        super().stop(grace)
