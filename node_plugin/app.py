@@ -18,7 +18,7 @@ from typing import cast
 from node_plugin.driver import CoreConfigError, CoreFactory, DriverCore, PluginConfig
 from node_plugin.logging import get_logger
 from node_plugin.metrics import MetricsEndpoint, PluginMetrics, serve_metrics
-from node_plugin.serialize import serialize_lock_for
+from node_plugin.serialize import LOCK_FILE_NAME, SerializeLock
 from node_plugin.service.calls import DriverCalls
 from node_plugin.service.registration import RegistrationStatus
 from node_plugin.service.server import DEFAULT_GRACE_SECONDS, DraServer, RegistrationServer
@@ -98,7 +98,10 @@ class NodePlugin:
         if self._core is None:
             self._core = build_core(config, self.metrics)
         self._core.start()
-        calls = DriverCalls(self._core, serialize_lock_for(config.plugin_data_dir), self.metrics)
+        lock = SerializeLock(
+            config.plugin_data_dir / LOCK_FILE_NAME, timeout=config.serialize_timeout_seconds
+        )
+        calls = DriverCalls(self._core, lock, self.metrics)
         self.dra_server = DraServer(
             self.sockets.dra, self._core, calls, health_resend_seconds=config.health_resend_seconds
         )

@@ -155,6 +155,7 @@ class PluginConfig:
     pod_uid: str | None = None
     metrics_address: str | None = None
     health_resend_seconds: float = 20.0
+    serialize_timeout_seconds: float = 40.0
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
