@@ -1,0 +1,23 @@
+"""Kubernetes CEL for DRA device selectors (see :mod:`allocator.cel.engine`)."""
+
+from allocator.cel.engine import (
+    MAX_COST,
+    CELCompileError,
+    CELError,
+    CELRuntimeError,
+    Selector,
+    compile_selector,
+    device_context,
+    qualify,
+)
+
+__all__ = [
+    "MAX_COST",
+    "CELCompileError",
+    "CELError",
+    "CELRuntimeError",
+    "Selector",
+    "compile_selector",
+    "device_context",
+    "qualify",
+]

@@ -1,0 +1,313 @@
+"""Source-level preparation of a Kubernetes CEL selector for the Rust CEL engine.
+
+The engine (``common-expression-language``, the Rust ``cel`` crate) implements core CEL but
+not three things Kubernetes selectors use, so a light token-level pass rewrites them into
+equivalent core CEL plus helper functions registered by :mod:`allocator.cel.library`:
+
+* ``x.?f`` and ``x[?k]`` (optional field/index selection) -> ``_dra_opt(x, "f")`` /
+  ``_dra_opt(x, k)``, which return ``optional.of(x[k])`` or ``optional.none()``;
+* ``cel.bind(v, init, body)`` -> ``[init].map(v, body)[0]`` (``init`` evaluated once, ``v``
+  bound in ``body``: the same meaning);
+* ``device.attributes[d]`` / ``device.attributes.d`` (and ``capacity``) ->
+  ``_dra_domain(device.attributes, d)``, so that an unknown domain is an empty map, as in
+  Kubernetes, while an unknown attribute id inside a domain stays a "no such key" error.
+
+It also computes a static worst-case cost (see :func:`estimate_cost`) so that no expression
+can run unbounded: the Rust engine has no runtime cost limit or interrupt.
+
+Positions in errors refer to the original expression (1-based line and column).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["CELSyntaxError", "Token", "estimate_cost", "rewrite", "tokenize"]
+
+# Largest iteration count any selector input can have: attribute lists hold <= 48 values,
+# maps <= 32 entries, strings <= 64 characters (so split() yields <= 65 parts).
+MAX_ITERABLE: Final = 65
+COMPREHENSIONS: Final = frozenset(
+    {
+        "all",
+        "exists",
+        "exists_one",
+        "existsOne",
+        "map",
+        "filter",
+        "transformList",
+        "transformMap",
+        "transformMapEntry",
+        "sortBy",
+    }
+)
+
+_TOKEN_RE: Final = re.compile(
+    r"""
+    (?P<ws>\s+|//[^\n]*)
+  | (?P<str>(?:[rR][bB]?|[bB][rR]?)?(?:\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''
+        |"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
+  | (?P<num>0[xX][0-9a-fA-F]+[uU]?|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[uU]?)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<optsel>\.\?)
+  | (?P<optidx>\[\?)
+  | (?P<punct>==|!=|<=|>=|&&|\|\||[-+*/%!<>?:.,()\[\]{}])
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+
+class CELSyntaxError(ValueError):
+    """The expression cannot be tokenized or rewritten; ``position`` is 0-based."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: str  # str, num, ident, optsel, optidx, punct
+    text: str
+    pos: int
+
+
+def tokenize(src: str) -> list[Token]:
+    tokens: list[Token] = []
+    pos = 0
+    while pos < len(src):
+        m = _TOKEN_RE.match(src, pos)
+        if m is None:
+            raise CELSyntaxError(f"unexpected character {src[pos]!r}", pos)
+        kind = m.lastgroup or ""
+        if kind != "ws":
+            tokens.append(Token(kind, m.group(), pos))
+        pos = m.end()
+    return tokens
+
+
+def _match_close(tokens: list[Token], open_index: int) -> int:
+    """Index of the bracket closing tokens[open_index] (``(``, ``[`` or ``{``)."""
+    pairs = {"(": ")", "[": "]", "{": "}", "[?": "]"}
+    depth = 0
+    for i in range(open_index, len(tokens)):
+        t = tokens[i].text
+        if t in pairs:
+            depth += 1
+        elif t in (")", "]", "}"):
+            depth -= 1
+            if depth == 0:
+                return i
+    raise CELSyntaxError("unbalanced brackets", tokens[open_index].pos)
+
+
+def _operand_start(tokens: list[Token], end: int) -> int:
+    """Start index of the postfix chain (primary, .field, [index], (call)) ending at ``end``."""
+    i = end
+    while i >= 0:
+        t = tokens[i]
+        if t.text in (")", "]", "}"):
+            depth = 0
+            j = i
+            while j >= 0:
+                if tokens[j].text in (")", "]", "}"):
+                    depth += 1
+                elif tokens[j].text in ("(", "[", "{", "[?"):
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j -= 1
+            i = j
+            # a call or index applies to what precedes it
+            if i > 0 and tokens[i].text in ("(", "[", "[?") and _is_operand_end(tokens[i - 1]):
+                i -= 1
+                continue
+            return i
+        if t.kind in ("ident", "str", "num"):
+            if (i > 0 and tokens[i - 1].text == ".") or (i > 0 and tokens[i - 1].kind == "optsel"):
+                i -= 2
+                continue
+            return i
+        return i + 1
+    return 0
+
+
+def _is_operand_end(t: Token) -> bool:
+    return t.kind in ("ident", "str", "num") or t.text in (")", "]", "}")
+
+
+def _join(tokens: list[Token]) -> str:
+    out: list[str] = []
+    prev: Token | None = None
+    for t in tokens:
+        if prev is not None and prev.kind in ("ident", "num") and t.kind in ("ident", "num"):
+            out.append(" ")
+        out.append(t.text)
+        prev = t
+    return "".join(out)
+
+
+def _synthetic(kind: str, text: str, pos: int) -> Token:
+    return Token(kind, text, pos)
+
+
+def _rewrite_once(tokens: list[Token]) -> list[Token] | None:
+    """Apply the first applicable rewrite; None when nothing is left to rewrite."""
+    for i, t in enumerate(tokens):
+        if t.kind == "optsel":
+            if i + 1 >= len(tokens) or tokens[i + 1].kind != "ident":
+                raise CELSyntaxError("expected a field name after '.?'", t.pos)
+            start = _operand_start(tokens, i - 1)
+            key = _synthetic("str", '"' + tokens[i + 1].text + '"', tokens[i + 1].pos)
+            call = _call("_dra_opt", [tokens[start:i], [key]], t.pos)
+            return tokens[:start] + call + tokens[i + 2 :]
+        if t.kind == "optidx":
+            close = _match_close(tokens, i)
+            start = _operand_start(tokens, i - 1)
+            call = _call("_dra_opt", [tokens[start:i], tokens[i + 1 : close]], t.pos)
+            return tokens[:start] + call + tokens[close + 1 :]
+        if (
+            t.text == "cel"
+            and i + 3 < len(tokens)
+            and tokens[i + 1].text == "."
+            and tokens[i + 2].text == "bind"
+            and tokens[i + 3].text == "("
+            and (i == 0 or tokens[i - 1].text != ".")
+        ):
+            close = _match_close(tokens, i + 3)
+            args = _split_args(tokens, i + 3, close)
+            if len(args) != 3 or len(args[0]) != 1 or args[0][0].kind != "ident":
+                raise CELSyntaxError("cel.bind needs (variable, init, expression)", t.pos)
+            p = t.pos
+            new = (
+                [_synthetic("punct", "[", p)]
+                + args[1]
+                + [
+                    _synthetic("punct", "]", p),
+                    _synthetic("punct", ".", p),
+                    _synthetic("ident", "map", p),
+                    _synthetic("punct", "(", p),
+                    args[0][0],
+                    _synthetic("punct", ",", p),
+                ]
+                + args[2]
+                + [
+                    _synthetic("punct", ")", p),
+                    _synthetic("punct", "[", p),
+                    _synthetic("num", "0", p),
+                    _synthetic("punct", "]", p),
+                ]
+            )
+            wrapped = [_synthetic("punct", "(", p), *new, _synthetic("punct", ")", p)]
+            return [*tokens[:i], *wrapped, *tokens[close + 1 :]]
+        domain = _domain_access(tokens, i)
+        if domain is not None:
+            return domain
+    return None
+
+
+def _domain_access(tokens: list[Token], i: int) -> list[Token] | None:
+    t = tokens[i]
+    if not (
+        t.text == "device"
+        and t.kind == "ident"
+        and (i == 0 or tokens[i - 1].text != ".")
+        and i + 3 < len(tokens)
+        and tokens[i + 1].text == "."
+        and tokens[i + 2].text in ("attributes", "capacity")
+    ):
+        return None
+    nxt = tokens[i + 3]
+    base = tokens[i : i + 3]
+    p = t.pos
+    if nxt.text == "[":
+        close = _match_close(tokens, i + 3)
+        call = _call("_dra_domain", [base, tokens[i + 4 : close]], p)
+        return tokens[:i] + call + tokens[close + 1 :]
+    if nxt.text == "." and i + 4 < len(tokens) and tokens[i + 4].kind == "ident":
+        # has(device.attributes.dom) tests the domain itself: leave it to the engine
+        inside_has = (
+            i >= 2
+            and tokens[i - 1].text == "("
+            and tokens[i - 2].text == "has"
+            and i + 5 < len(tokens)
+            and tokens[i + 5].text == ")"
+        )
+        if inside_has:
+            return None
+        key = _synthetic("str", '"' + tokens[i + 4].text + '"', tokens[i + 4].pos)
+        call = _call("_dra_domain", [base, [key]], p)
+        return tokens[:i] + call + tokens[i + 5 :]
+    return None
+
+
+def _call(name: str, args: list[list[Token]], pos: int) -> list[Token]:
+    out = [_synthetic("ident", name, pos), _synthetic("punct", "(", pos)]
+    for k, arg in enumerate(args):
+        if k:
+            out.append(_synthetic("punct", ",", pos))
+        out.extend(arg)
+    out.append(_synthetic("punct", ")", pos))
+    return out
+
+
+def _split_args(tokens: list[Token], open_index: int, close: int) -> list[list[Token]]:
+    args: list[list[Token]] = []
+    current: list[Token] = []
+    depth = 0
+    for t in tokens[open_index + 1 : close]:
+        if t.text in ("(", "[", "{", "[?"):
+            depth += 1
+        elif t.text in (")", "]", "}"):
+            depth -= 1
+        if t.text == "," and depth == 0:
+            args.append(current)
+            current = []
+        else:
+            current.append(t)
+    if current:
+        args.append(current)
+    return args
+
+
+def rewrite(src: str) -> str:
+    """Core-CEL text equivalent to ``src`` (see the module docstring)."""
+    tokens = tokenize(src)
+    # Bound the number of passes: each pass removes one construct.
+    for _ in range(len(tokens) + 1):
+        out = _rewrite_once(tokens)
+        if out is None:
+            return _join(tokens)
+        tokens = out
+    raise CELSyntaxError("expression too complex to rewrite", 0)
+
+
+def estimate_cost(src: str) -> int:
+    """A worst-case bound on evaluation steps: tokens x MAX_ITERABLE ** nesting.
+
+    Every comprehension (``all``, ``exists``, ``map``, ...) iterates over at most
+    :data:`MAX_ITERABLE` elements for device data; nesting multiplies. The result
+    overestimates the Kubernetes runtime cost, so an expression accepted here cannot
+    exceed the Kubernetes per-evaluation limit by more than the same factor.
+    """
+    tokens = tokenize(src)
+    depth = 0
+    max_depth = 0
+    stack: list[bool] = []  # per open bracket: is it a comprehension call
+    for i, t in enumerate(tokens):
+        if t.text in ("(", "[", "{", "[?"):
+            is_comp = (
+                t.text == "("
+                and i >= 2
+                and tokens[i - 1].text in COMPREHENSIONS
+                and tokens[i - 2].text == "."
+            )
+            stack.append(is_comp)
+            if is_comp:
+                depth += 1
+                max_depth = max(max_depth, depth)
+        elif t.text in (")", "]", "}") and stack and stack.pop():
+            depth -= 1
+    return int(len(tokens) * MAX_ITERABLE**max_depth)
