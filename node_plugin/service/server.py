@@ -13,6 +13,8 @@ how the kubelet learns the plugin is going away.
 
 from __future__ import annotations
 
+import os
+import secrets
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
@@ -52,14 +54,23 @@ class UnixServer:
         self._identity: SocketIdentity | None = None
 
     def start(self) -> None:
-        """Remove a stale socket, bind, serve. Raises OSError if binding fails."""
+        """Bind, serve, then move the socket into place. Raises OSError if binding fails.
+
+        gRPC binds a temporary hidden name (the kubelet's plugin watcher
+        ignores dot files) which is then renamed over the final path. So the
+        socket appears only once it serves, a stale socket is replaced
+        atomically, and gRPC's own unlink-on-shutdown hits the temporary name,
+        never a successor's socket at the final path.
+        """
         if remove_stale_socket(self.socket_path):
             _log.info("Removed stale socket", socket=str(self.socket_path))
+        temporary = self.socket_path.with_name(f".t{secrets.token_hex(3)}")
         try:
-            self.server.add_insecure_port(f"unix:{self.socket_path}")
+            self.server.add_insecure_port(f"unix:{temporary}")
         except RuntimeError as exc:
             raise OSError(f"cannot listen on {self.socket_path}: {exc}") from exc
         self.server.start()
+        os.replace(temporary, self.socket_path)
         self._identity = SocketIdentity.of(self.socket_path)
         _log.info("Serving", socket=str(self.socket_path))
 
