@@ -13,7 +13,6 @@ how the kubelet learns the plugin is going away.
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Callable
 from concurrent import futures
@@ -70,7 +69,7 @@ class UnixServer:
         except RuntimeError as exc:
             raise OSError(f"cannot listen on {self.socket_path}: {exc}") from exc
         self.server.start()
-        os.replace(temporary, self.socket_path)
+        temporary.replace(self.socket_path)
         self._identity = SocketIdentity.of(self.socket_path)
         _log.info("Serving", socket=str(self.socket_path))
 

@@ -146,7 +146,7 @@ def test_stale_sockets_are_removed_before_binding(
     dra = short_tmp / "plugins" / DRIVER / "dra.sock"
     _leave_stale_socket(registration)
     _leave_stale_socket(dra)
-    plugin, _ = start_plugin()
+    start_plugin()
     info, _ = kubelet_handshake(registration)
     assert info.endpoint == str(dra)
 
