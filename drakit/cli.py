@@ -1,9 +1,9 @@
 """The ``drakit`` console script: one entry point, one subcommand per program.
 
 Each subcommand lives in its own module and registers its flags through
-``add_parser``; this module only dispatches. Subcommand modules are imported
-lazily so that ``drakit version`` or ``drakit allocate`` do not pay for gRPC
-or the Kubernetes client.
+``add_parser``; this module only dispatches. Subcommand modules import their
+heavy dependencies (gRPC, the Kubernetes client) inside ``run`` so that
+``drakit --help`` and ``drakit version`` stay fast.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
     for module_name in SUBCOMMANDS.values():
-        module: _Subcommand = importlib.import_module(module_name)  # type: ignore[assignment]
+        module: _Subcommand = importlib.import_module(module_name)
         module.add_parser(sub)
     return parser
 

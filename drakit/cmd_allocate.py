@@ -7,7 +7,11 @@ import sys
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("allocate", help="allocate claims offline from YAML/JSON files", description="allocate claims offline from YAML/JSON files.")
+    p = sub.add_parser(
+        "allocate",
+        help="allocate claims offline from YAML/JSON files",
+        description="allocate claims offline from YAML/JSON files.",
+    )
     p.set_defaults(func=run)
 
 

@@ -7,7 +7,11 @@ import sys
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("controller", help="run the companion controller", description="run the companion controller.")
+    p = sub.add_parser(
+        "controller",
+        help="run the companion controller",
+        description="run the companion controller.",
+    )
     p.set_defaults(func=run)
 
 

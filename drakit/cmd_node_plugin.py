@@ -7,7 +7,11 @@ import sys
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("node-plugin", help="run the kubelet plugin on this node", description="run the kubelet plugin on this node.")
+    p = sub.add_parser(
+        "node-plugin",
+        help="run the kubelet plugin on this node",
+        description="run the kubelet plugin on this node.",
+    )
     p.set_defaults(func=run)
 
 

@@ -20,16 +20,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    resource_apis = [f"resource.k8s.io/{v}" for v in RESOURCE_API_VERSIONS]
     facts = {
         "drakit": __version__,
         "kubernetes": KUBERNETES_VERSION,
-        "resourceAPIs": [f"resource.k8s.io/{v}" for v in RESOURCE_API_VERSIONS],
+        "resourceAPIs": resource_apis,
         "kubeletServices": list(KUBELET_SERVICES),
     }
     if args.output == "json":
         print(json.dumps(facts, indent=2))
     else:
         print(f"drakit {__version__} for Kubernetes {KUBERNETES_VERSION}")
-        print("resource APIs:    " + ", ".join(facts["resourceAPIs"]))  # type: ignore[arg-type]
+        print("resource APIs:    " + ", ".join(resource_apis))
         print("kubelet services: " + ", ".join(KUBELET_SERVICES))
     return 0

@@ -15,6 +15,10 @@ source "$HACK/versions.env"
 CACHE="${DRAKIT_CACHE_DIR:-$HOME/.cache/drakit}"
 BIN="$CACHE/bin/$KUBE_VERSION"
 mkdir -p "$BIN"
+# One build at a time per cache: parallel callers (tests, helpers, make
+# targets) wait here and then find the binaries up to date.
+exec 9>"$BIN/.build.lock"
+flock 9
 
 log() { echo "build-binaries: $*" >&2; }
 
@@ -52,6 +56,7 @@ build_kube() {
   local ldf="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
   ldf+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
   ldf+=" -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/component-base/version.buildDate=$KUBE_BUILD_DATE"
+  ldf+=" -X k8s.io/component-base/version.gitCommit=$KUBE_GIT_COMMIT"
   ldf+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
   # One go build per binary, sequentially: they share the compile cache, and
   # linking three at once needs more memory than a small machine has to spare.

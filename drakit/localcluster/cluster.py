@@ -1,0 +1,370 @@
+"""The local control plane: etcd and kube-apiserver on loopback, optionally
+kube-scheduler and kube-controller-manager, all with one feature-gate string.
+
+    with LocalCluster(ClusterConfig(with_scheduler=True)) as cluster:
+        client = cluster.api_client()
+
+Start-up is complete when ``/readyz`` answers ok and the ``default``
+namespace exists. Ports are chosen at random; a port taken between choosing
+and binding is detected and the start retried with new ports. ``stop()``
+leaves nothing behind: processes are killed as process groups and the work
+folder is removed unless the caller supplied it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import ssl
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from drakit.localcluster import assets
+from drakit.localcluster.certs import CertPaths, write_certificates
+from drakit.localcluster.leftovers import RunRecord, sweep
+from drakit.localcluster.process import ManagedProcess, PortInUseError, StartError, free_port
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+#: Alpha DRA gates drakit's allocator and publisher exercise; beta and GA gates
+#: are on by default in 1.37. Every component gets this same string.
+DEFAULT_FEATURE_GATES = "DRAListTypeAttributes=true"
+RUNTIME_CONFIG = "resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true"
+PORT_ATTEMPTS = 5
+
+
+@dataclass
+class ClusterConfig:
+    """How to run the local control plane."""
+
+    #: Folder for data, certificates, logs and the kubeconfig. None: a fresh
+    #: temporary folder that stop() removes.
+    work_dir: Path | None = None
+    with_scheduler: bool = False
+    with_controller_manager: bool = False
+    #: kube-controller-manager's --controllers value. The node-lifecycle
+    #: controller is off: the fake nodes in tests have no kubelet to renew
+    #: their leases and would be tainted and evicted after 40 s.
+    controllers: str = "*,-node-lifecycle-controller"
+    feature_gates: str = field(
+        default_factory=lambda: os.environ.get("DRAKIT_FEATURE_GATES", DEFAULT_FEATURE_GATES)
+    )
+    start_timeout: float = float(
+        os.environ.get("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "90").rstrip("s")
+    )
+    extra_apiserver_args: tuple[str, ...] = ()
+    #: Build missing binaries with hack/build-binaries.sh (needs Go).
+    build_missing: bool = True
+
+
+class LocalCluster:
+    """A running (or stoppable) local Kubernetes control plane."""
+
+    def __init__(self, config: ClusterConfig | None = None) -> None:
+        self.config = config or ClusterConfig()
+        self._owns_work_dir = self.config.work_dir is None
+        self.work_dir = self.config.work_dir or Path(tempfile.mkdtemp(prefix="drakit-cluster-"))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.work_dir = self.work_dir.resolve()
+        self.kubeconfig = str(self.work_dir / "kubeconfig")
+        self.feature_gates = self.config.feature_gates
+        self.server = ""
+        self.etcd_url = ""
+        self.certs: CertPaths | None = None
+        self.processes: list[ManagedProcess] = []
+        self._record = RunRecord(owner_pid=os.getpid(), token=uuid.uuid4().hex[:8])
+        if self._owns_work_dir:
+            self._record.owned_dirs.append(str(self.work_dir))
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start every component and wait until the API is usable.
+
+        On failure everything already started is stopped before the error
+        (StartError or assets.MissingBinaryError) propagates.
+        """
+        sweep()
+        self._record.save()
+        try:
+            self._start_components()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_components(self) -> None:
+        bins = self._binaries()
+        self.certs = write_certificates(self.work_dir / "certs")
+        self._with_port_retries(lambda: self._start_etcd(bins["etcd"]))
+        self._with_port_retries(lambda: self._start_apiserver(bins["kube-apiserver"]))
+        self._write_kubeconfig()
+        self._wait_for_default_namespace()
+        if self.config.with_scheduler:
+            self._start_scheduler(bins["kube-scheduler"])
+        if self.config.with_controller_manager:
+            self._start_controller_manager(bins["kube-controller-manager"])
+
+    def stop(self) -> None:
+        """Stop every process and remove what this cluster owns. Idempotent."""
+        for proc in reversed(self.processes):
+            proc.stop()
+        self.processes.clear()
+        if self._owns_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+        self._record.remove()
+
+    # -- components --------------------------------------------------------
+
+    def _binaries(self) -> dict[str, Path]:
+        names = ["etcd", "kube-apiserver"]
+        if self.config.with_scheduler:
+            names.append("kube-scheduler")
+        if self.config.with_controller_manager:
+            names.append("kube-controller-manager")
+        if self.config.build_missing and any(assets.find_binary(n) is None for n in names):
+            assets.build_binaries(("etcd", "kube"))
+        return {n: assets.require_binary(n) for n in names}
+
+    def _with_port_retries(self, start: Any) -> None:
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                start()
+                return
+            except PortInUseError:
+                if attempt == PORT_ATTEMPTS - 1:
+                    raise
+                self.processes.pop().stop()
+
+    def _spawn(self, name: str, argv: list[str]) -> ManagedProcess:
+        proc = ManagedProcess(name, argv, self.work_dir / "logs" / f"{name}.log")
+        proc.start()
+        self.processes.append(proc)
+        assert proc.pid is not None
+        self._record.processes.append((proc.pid, str(Path(argv[0]).resolve())))
+        self._record.save()
+        return proc
+
+    def _start_etcd(self, binary: Path) -> None:
+        client_port, peer_port = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client_port}"
+        data_dir = self.work_dir / "etcd"
+        shutil.rmtree(data_dir, ignore_errors=True)  # a retry must not reuse a half-made member
+        proc = self._spawn(
+            "etcd",
+            [
+                str(binary),
+                f"--data-dir={data_dir}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync=true",  # test data: durability does not matter, speed does
+                "--log-level=warn",
+            ],
+        )
+        proc.wait_ready(lambda: _http_ok(f"{self.etcd_url}/health"), self.config.start_timeout)
+
+    def _start_apiserver(self, binary: Path) -> None:
+        assert self.certs is not None
+        port = free_port()
+        self.server = f"https://127.0.0.1:{port}"
+        c = self.certs
+        proc = self._spawn(
+            "kube-apiserver",
+            [
+                str(binary),
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.work_dir / 'certs'}",
+                f"--tls-cert-file={c.serving_cert}",
+                f"--tls-private-key-file={c.serving_key}",
+                f"--client-ca-file={c.ca_cert}",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer={self.server}",
+                f"--service-account-key-file={c.sa_pub}",
+                f"--service-account-signing-key-file={c.sa_key}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                # No kube-controller-manager creates the `default` service
+                # account in test namespaces; pods must not need one.
+                "--disable-admission-plugins=ServiceAccount",
+                # The `kubernetes` Service cannot point at a loopback address.
+                "--endpoint-reconciler-type=none",
+                f"--runtime-config={RUNTIME_CONFIG}",
+                f"--feature-gates={self.feature_gates}",
+                "--profiling=false",
+                *self.config.extra_apiserver_args,
+            ],
+        )
+        proc.wait_ready(self._readyz, self.config.start_timeout)
+
+    def _component_args(self) -> list[str]:
+        return [
+            f"--kubeconfig={self.kubeconfig}",
+            "--leader-elect=false",
+            f"--feature-gates={self.feature_gates}",
+        ]
+
+    def _start_scheduler(self, binary: Path) -> None:
+        port = free_port()
+        proc = self._spawn(
+            "kube-scheduler",
+            [
+                str(binary),
+                *self._component_args(),
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+            ],
+        )
+        proc.wait_ready(
+            lambda: _http_ok(f"https://127.0.0.1:{port}/healthz", insecure=True),
+            self.config.start_timeout,
+        )
+
+    def _start_controller_manager(self, binary: Path) -> None:
+        assert self.certs is not None
+        port = free_port()
+        proc = self._spawn(
+            "kube-controller-manager",
+            [
+                str(binary),
+                *self._component_args(),
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--controllers={self.config.controllers}",
+                f"--service-account-private-key-file={self.certs.sa_key}",
+                f"--root-ca-file={self.certs.ca_cert}",
+                "--use-service-account-credentials=false",
+            ],
+        )
+        proc.wait_ready(
+            lambda: _http_ok(f"https://127.0.0.1:{port}/healthz", insecure=True),
+            self.config.start_timeout,
+        )
+
+    # -- API access ----------------------------------------------------------
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        assert self.certs is not None
+        ctx = ssl.create_default_context(cafile=str(self.certs.ca_cert))
+        ctx.load_cert_chain(str(self.certs.admin_cert), str(self.certs.admin_key))
+        return ctx
+
+    def request(self, path: str, method: str = "GET", body: Any = None) -> tuple[int, bytes]:
+        """One authenticated (admin) request to the apiserver; returns (status, body)."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.server + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, context=self._ssl_context(), timeout=30) as resp:
+                return int(resp.status), bytes(resp.read())
+        except urllib.error.HTTPError as err:
+            return int(err.code), bytes(err.read())
+
+    def _readyz(self) -> bool:
+        status, _ = self.request("/readyz")
+        return status == 200
+
+    def _wait_for_default_namespace(self) -> None:
+        deadline = time.monotonic() + self.config.start_timeout
+        while time.monotonic() < deadline:
+            status, _ = self.request("/api/v1/namespaces/default")
+            if status == 200:
+                return
+            time.sleep(0.1)
+        raise StartError("kube-apiserver is ready but the default namespace never appeared")
+
+    def _write_kubeconfig(self) -> None:
+        assert self.certs is not None
+
+        def b64(path: Path) -> str:
+            return base64.b64encode(path.read_bytes()).decode()
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "drakit-local",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": b64(self.certs.ca_cert),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate-data": b64(self.certs.admin_cert),
+                        "client-key-data": b64(self.certs.admin_key),
+                    },
+                }
+            ],
+            "contexts": [
+                {"name": "drakit-local", "context": {"cluster": "drakit-local", "user": "admin"}}
+            ],
+            "current-context": "drakit-local",
+        }
+        path = Path(self.kubeconfig)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(yaml.safe_dump(config))
+        tmp.chmod(0o600)
+        tmp.replace(path)
+
+    def api_client(self) -> ApiClient:
+        """A kubernetes.client.ApiClient for the admin user of this cluster."""
+        from kubernetes import config as kube_config  # noqa: PLC0415 - heavy; only when asked
+
+        api: ApiClient = kube_config.new_client_from_config(config_file=self.kubeconfig)  # type: ignore[no-untyped-call]
+        return api
+
+    def apiserver_metrics(self) -> str:
+        """The apiserver's Prometheus metrics (for counting requests server-side)."""
+        status, body = self.request("/metrics")
+        if status != 200:
+            raise RuntimeError(f"GET /metrics: HTTP {status}")
+        return body.decode()
+
+
+def _http_ok(url: str, insecure: bool = False) -> bool:
+    ctx = None
+    if insecure:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+            return int(resp.status) == 200
+    except urllib.error.HTTPError:
+        return False
+    except urllib.error.URLError as err:
+        raise OSError(str(err.reason)) from err

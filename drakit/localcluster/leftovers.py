@@ -1,0 +1,100 @@
+"""A registry of running local clusters, so that a run that was killed
+(SIGKILL, a crashed CI job) is cleaned up by the next one.
+
+Each launcher writes ``<registry>/<launcher pid>-<token>.json`` naming its child
+processes (pid and executable) and the folders it owns. At start-up every
+record whose launcher is gone is swept: its children are killed only when
+``/proc/<pid>/exe`` still points at the recorded executable, so a recycled
+pid is never hit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def registry_dir() -> Path:
+    base = Path(os.environ.get("DRAKIT_CACHE_DIR", Path.home() / ".cache" / "drakit"))
+    return base / "run"
+
+
+@dataclass
+class RunRecord:
+    """What one launcher owns."""
+
+    owner_pid: int
+    token: str
+    processes: list[tuple[int, str]] = field(default_factory=list)  # (pid, executable)
+    owned_dirs: list[str] = field(default_factory=list)
+
+    @property
+    def path(self) -> Path:
+        return registry_dir() / f"{self.owner_pid}-{self.token}.json"
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(
+            json.dumps(
+                {
+                    "ownerPid": self.owner_pid,
+                    "processes": self.processes,
+                    "ownedDirs": self.owned_dirs,
+                }
+            )
+        )
+        tmp.replace(self.path)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _exe(pid: int) -> str | None:
+    try:
+        return str(Path(f"/proc/{pid}/exe").readlink())
+    except OSError:
+        return None
+
+
+def sweep() -> list[str]:
+    """Kill and delete what dead launchers left behind; returns what was done."""
+    done: list[str] = []
+    folder = registry_dir()
+    if not folder.is_dir():
+        return done
+    for record_path in folder.glob("*.json"):
+        try:
+            data = json.loads(record_path.read_text())
+            owner = int(data["ownerPid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            record_path.unlink(missing_ok=True)
+            continue
+        if owner != os.getpid() and _alive(owner):
+            continue
+        for pid, exe in data.get("processes", []):
+            if _exe(int(pid)) == exe:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+                done.append(f"killed leftover {Path(exe).name} (pid {pid})")
+        for d in data.get("ownedDirs", []):
+            if Path(d).exists():
+                shutil.rmtree(d, ignore_errors=True)
+                done.append(f"removed leftover folder {d}")
+        record_path.unlink(missing_ok=True)
+    return done

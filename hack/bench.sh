@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# `make bench`: runs every benchmark under tests/bench/ (bench_*.py) with the
+# project's virtual environment and prints their reports. Benchmarks compare
+# drakit with the Go reference built in the same run where one exists.
+#   hack/bench.sh [NAME...]   e.g. hack/bench.sh control_plane allocator
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PY="$ROOT/.venv/bin/python"
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/{print $2}') GiB"
+if [[ $# -gt 0 ]]; then
+  scripts=(); for n in "$@"; do scripts+=("tests/bench/bench_$n.py"); done
+else
+  scripts=(tests/bench/bench_*.py)
+fi
+status=0
+for script in "${scripts[@]}"; do
+  echo "=== $script"
+  "$PY" "$script" || { echo "bench: $script failed" >&2; status=1; }
+done
+exit $status

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Start or stop a local control plane for development.
+#   hack/local-cluster.sh up DIR [--with-scheduler] [--with-controller-manager]
+#   hack/local-cluster.sh down DIR
+# `up` writes DIR/kubeconfig and keeps running in the background until `down`.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="$ROOT/.venv/bin/python"
+if [[ ! -x "$PY" ]]; then
+  make -C "$ROOT" venv >/dev/null
+fi
+"$ROOT/hack/build-binaries.sh" kube etcd >/dev/null
+exec "$PY" -m drakit.localcluster "$@"

@@ -1,0 +1,40 @@
+"""Session fixtures: one real control plane per test session.
+
+``cluster`` is etcd + kube-apiserver; ``cluster_with_scheduler`` is a second
+control plane that also runs the real kube-scheduler (started only when a test
+asks for it). Both are torn down when the session ends, fails or is
+interrupted; a killed session's leftovers are swept by the next start.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from drakit.localcluster import ClusterConfig, LocalCluster
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(ClusterConfig()) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def cluster_with_scheduler() -> Iterator[LocalCluster]:
+    with LocalCluster(ClusterConfig(with_scheduler=True)) as c:
+        yield c
+
+
+@pytest.fixture
+def namespace(cluster: LocalCluster) -> Iterator[str]:
+    """A fresh namespace in ``cluster``, deleted after the test."""
+    from kubernetes import client  # noqa: PLC0415
+
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core = client.CoreV1Api(cluster.api_client())
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)

@@ -1,0 +1,59 @@
+"""The drakit console script: one entry point, subcommands with real help."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from drakit.cli import SUBCOMMANDS, main
+from drakit.version import KUBELET_SERVICES, KUBERNETES_VERSION
+
+
+def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for name in ("node-plugin", "controller", "allocate", "version", "local-cluster"):
+        assert name in out
+    assert set(SUBCOMMANDS) >= {"node-plugin", "controller", "allocate", "version"}
+
+
+def test_version_json_names_kubernetes_and_kubelet_services(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["version", "-o", "json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["kubernetes"] == KUBERNETES_VERSION
+    assert facts["resourceAPIs"][0] == "resource.k8s.io/v1"
+    assert facts["kubeletServices"] == list(KUBELET_SERVICES)
+
+
+def test_unknown_subcommand_is_a_usage_error_without_traceback() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "drakit.cli", "frobnicate"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "invalid choice: 'frobnicate'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_console_script_entry_point_runs_version() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from drakit.cli import main; sys.exit(main(['version']))",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("drakit ")
