@@ -1,0 +1,1 @@
+"""Device backends of the node plugin (see :mod:`node_plugin.backends.base`)."""

@@ -1,0 +1,195 @@
+"""The small interface between the node plugin's core and a device backend.
+
+A backend knows the hardware; the core knows Kubernetes. The core reads
+claims, resolves and validates opaque config, guards against double use, keeps
+the checkpoint and writes CDI specs; the backend only
+
+* describes the node's devices as allocator model objects (``discover``),
+  grouped into pools (:class:`PoolDescription`), and says when that
+  description or device health would change (``subscribe``);
+* reports device health (``health``);
+* prepares the devices of one claim and returns the CDI container edits each
+  device needs (``prepare``), and undoes that (``unprepare``).
+
+A driver author adds a backend without touching the core: implement
+:class:`Backend` in any importable module and start the plugin with
+``--backend mypkg.mod:MyBackend``. The class is constructed with one
+:class:`BackendContext` argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import pydantic
+
+from allocator.model import CounterSet, Device
+from allocator.quantity import Quantity
+from node_plugin.driver import DeviceHealth
+
+
+class BackendError(Exception):
+    """A backend could not prepare or unprepare; the message names device and reason.
+
+    The core turns it into a per-claim error (and an Event on the claim).
+    """
+
+
+class BackendConfigError(Exception):
+    """The backend's own configuration (``--backend-config``) is unusable.
+
+    The message must name the file, the field and the reason; the plugin
+    prints it and exits non-zero.
+    """
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What a backend is constructed with.
+
+    ``config`` is the parsed ``--backend-config`` document (YAML or JSON; an
+    empty mapping when the flag is absent); the backend validates it itself,
+    typically with a pydantic model, and raises :class:`BackendConfigError`.
+    """
+
+    driver_name: str
+    node_name: str
+    config: Mapping[str, Any] = field(default_factory=dict)
+    config_path: Path | None = None
+
+
+@dataclass(frozen=True)
+class PoolDescription:
+    """One pool of devices as the backend sees it now (the publisher owns slicing).
+
+    ``name`` is the pool name; backends use the node name for node-local pools.
+    """
+
+    name: str
+    devices: tuple[Device, ...]
+    shared_counters: tuple[CounterSet, ...] = ()
+
+
+class EmptyConfig(pydantic.BaseModel):
+    """Config model of a backend that accepts no opaque parameters."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class DeviceToPrepare:
+    """One allocated device of a claim, for this driver.
+
+    ``request`` is the full request name (``req`` or ``req/subrequest``).
+    ``config`` is the resolved opaque config for that request, already
+    validated against the backend's ``config_model`` (None: no config given).
+    ``share_id`` and ``consumed_capacity`` are set for consumable-capacity
+    allocations (devices with ``allowMultipleAllocations``).
+    """
+
+    request: str
+    pool: str
+    device: str
+    config: pydantic.BaseModel | None = None
+    share_id: str | None = None
+    consumed_capacity: Mapping[str, Quantity] = field(default_factory=dict)
+    admin_access: bool = False
+
+
+@dataclass(frozen=True)
+class ClaimToPrepare:
+    """A claim's devices of this driver, in allocation-result order."""
+
+    uid: str
+    namespace: str
+    name: str
+    devices: tuple[DeviceToPrepare, ...]
+
+
+@dataclass(frozen=True)
+class DeviceNodeEdit:
+    """A CDI ``deviceNodes`` entry: ``path`` in the container, ``host_path`` on the host."""
+
+    path: str
+    host_path: str | None = None
+    type: str | None = None
+    major: int | None = None
+    minor: int | None = None
+    permissions: str | None = None
+
+
+@dataclass(frozen=True)
+class MountEdit:
+    """A CDI ``mounts`` entry."""
+
+    host_path: str
+    container_path: str
+    options: tuple[str, ...] = ()
+    type: str | None = None
+
+
+@dataclass(frozen=True)
+class ContainerEdits:
+    """CDI container edits for one device (``env`` entries are ``NAME=value``)."""
+
+    env: tuple[str, ...] = ()
+    device_nodes: tuple[DeviceNodeEdit, ...] = ()
+    mounts: tuple[MountEdit, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.env or self.device_nodes or self.mounts)
+
+
+@dataclass(frozen=True)
+class BackendPrepared:
+    """What ``prepare`` returns.
+
+    ``device_edits`` has one entry per ``ClaimToPrepare.devices`` entry, in
+    the same order. ``state`` is JSON-serializable data the core keeps in its
+    checkpoint and hands back to ``unprepare`` (also after a restart).
+    """
+
+    device_edits: tuple[ContainerEdits, ...]
+    state: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A device backend. Implementations must be thread-safe for ``health``/``discover``.
+
+    ``prepare`` and ``unprepare`` are called with the plugin's serialize lock
+    held (never concurrently with each other), must be idempotent, and
+    ``unprepare`` must succeed for a claim it does not know.
+    """
+
+    name: ClassVar[str]
+    config_model: ClassVar[type[pydantic.BaseModel]]
+    supports_health: ClassVar[bool]
+
+    def discover(self) -> tuple[PoolDescription, ...]:
+        """Describe the node's devices now; pure (no side effects), cheap enough to call often."""
+        ...
+
+    def subscribe(self, on_change: Callable[[], None]) -> None:
+        """Call ``on_change`` (from any thread) whenever ``discover`` or ``health`` would change."""
+        ...
+
+    def health(self) -> Sequence[DeviceHealth]:
+        """Health of every device the backend reports on (empty if it does not report)."""
+        ...
+
+    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+        """Make the claim's devices usable; raise :class:`BackendError` on failure."""
+        ...
+
+    def unprepare(self, claim_uid: str, state: Mapping[str, Any]) -> None:
+        """Undo ``prepare`` for ``claim_uid``; ``state`` is what ``prepare`` returned."""
+        ...
+
+    def close(self) -> None:
+        """Stop background work (watchers, pollers); idempotent."""
+        ...
