@@ -1,20 +1,330 @@
-"""``drakit node-plugin``: run the kubelet plugin on this node."""
+"""``drakit node-plugin``: run the kubelet plugin on this node.
+
+Every flag has an environment-variable twin (shown in ``--help``) so a
+DaemonSet can set them from the downward API. All validation happens before
+anything listens: a bad value is one line on stderr and exit code 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from node_plugin.driver import CoreConfigError, PluginConfig
+from node_plugin.sockets import SocketPathError, socket_paths
+
+EXIT_INVALID = 2  # bad flags or environment: nothing was started
+EXIT_FAILED = 1  # valid configuration, but start-up failed
+
+# resource.k8s.io: a driver name is a DNS subdomain of at most 63 characters.
+_DRIVER_NAME_MAX = 63
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_POD_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_BACKEND = re.compile(r"^([a-z][a-z0-9-]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
+_MAX_HEALTH_RESEND = 30.0  # the kubelet's default health timeout
+LOG_FORMATS = ("json", "text")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+DESCRIPTION = """\
+Run the drakit DRA kubelet plugin on this node.
+
+The plugin serves the kubelet's DRA gRPC API (v1 and v1beta1) and the device
+health API (v1 and v1alpha1) on <plugins-dir>/<driver>/dra.sock, then
+registers with the kubelet through <registrar-dir>/<driver>-reg.sock. It
+prepares ResourceClaims allocated to this node by writing CDI specs, and
+removes both sockets on SIGTERM/SIGINT after in-flight calls finish.
+
+With --pod-uid (from the downward API) two plugin pods of one driver can run
+side by side during a rolling update: each gets its own sockets and the two
+serialize their work through <plugins-dir>/<driver>/serialize.lock.
+"""
+
+EPILOG = """\
+backends:
+  example           simulated GPUs (no hardware needed); see docs for its config file
+  hostdev           host device nodes (/dev/fuse, /dev/kvm, ...) chosen by a config file
+  module:Class      your own backend class, importable from PYTHONPATH
+
+example:
+  drakit node-plugin --driver-name gpu.example.com --node-name "$NODE_NAME" \\
+    --backend example --metrics-address :9400
+"""
+
+
+class _EnvDefault(argparse.Action):
+    """A flag whose default comes from an environment variable."""
+
+    def __init__(
+        self, env: str, required: bool = False, default: Any = None, **kwargs: Any
+    ) -> None:
+        value = os.environ.get(env)
+        default = value if value not in (None, "") else default
+        help_text = kwargs.pop("help", "")
+        kwargs["help"] = f"{help_text} [env {env}]"
+        super().__init__(default=default, required=required and default is None, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "node-plugin",
         help="run the kubelet plugin on this node",
-        description="run the kubelet plugin on this node.",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    env = _EnvDefault
+    p.add_argument(
+        "--driver-name",
+        metavar="NAME",
+        action=env,
+        env="DRIVER_NAME",
+        required=True,
+        help="DRA driver name, a DNS subdomain such as gpu.example.com",
+    )
+    p.add_argument(
+        "--node-name",
+        metavar="NAME",
+        action=env,
+        env="NODE_NAME",
+        required=True,
+        help="name of this Kubernetes node",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        action=env,
+        env="KUBECONFIG",
+        help="kubeconfig file (default: in-cluster service account)",
+    )
+    p.add_argument(
+        "--kubelet-registrar-dir",
+        metavar="DIR",
+        action=env,
+        env="KUBELET_REGISTRAR_DIRECTORY_PATH",
+        default="/var/lib/kubelet/plugins_registry",
+        help="the kubelet's plugin registration directory (default: %(default)s)",
+    )
+    p.add_argument(
+        "--kubelet-plugins-dir",
+        metavar="DIR",
+        action=env,
+        env="KUBELET_PLUGINS_DIRECTORY_PATH",
+        default="/var/lib/kubelet/plugins",
+        help="parent of the plugin's data directory <dir>/<driver> (default: %(default)s)",
+    )
+    p.add_argument(
+        "--cdi-root",
+        metavar="DIR",
+        action=env,
+        env="CDI_ROOT",
+        default="/var/run/cdi",
+        help="directory for the per-claim CDI specs (default: %(default)s)",
+    )
+    p.add_argument(
+        "--backend",
+        metavar="BACKEND",
+        action=env,
+        env="BACKEND",
+        default="example",
+        help="device backend: example, hostdev or module:Class (default: %(default)s)",
+    )
+    p.add_argument(
+        "--backend-config",
+        metavar="FILE",
+        action=env,
+        env="BACKEND_CONFIG",
+        help="backend configuration file (YAML or JSON)",
+    )
+    p.add_argument(
+        "--pod-uid",
+        metavar="UID",
+        action=env,
+        env="POD_UID",
+        help="UID of this plugin pod; enables per-instance sockets for rolling updates",
+    )
+    p.add_argument(
+        "--metrics-address",
+        metavar="HOST:PORT",
+        action=env,
+        env="METRICS_ADDRESS",
+        help="serve Prometheus metrics at HOST:PORT, e.g. :9400 (default: off)",
+    )
+    p.add_argument(
+        "--health-resend-interval",
+        action=env,
+        env="HEALTH_RESEND_INTERVAL",
+        default="20",
+        metavar="SECONDS",
+        help="longest silence on a device-health stream, at most 30 (default: %(default)s)",
+    )
+    p.add_argument(
+        "--log-format",
+        action=env,
+        env="LOG_FORMAT",
+        default="json",
+        choices=LOG_FORMATS,
+        help="log line format (default: %(default)s)",
+    )
+    p.add_argument(
+        "--log-level",
+        action=env,
+        env="LOG_LEVEL",
+        default="info",
+        choices=LOG_LEVELS,
+        help="log level (default: %(default)s)",
     )
     p.set_defaults(func=run)
 
 
+class ConfigError(ValueError):
+    """A flag or environment value is unusable; the message names it and says why."""
+
+
+def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
+    # argparse checks choices only for values given on the command line, not env twins.
+    if value not in choices:
+        raise ConfigError(f"{flag} {value!r} is not one of {', '.join(choices)}")
+
+
+def _check_driver_name(name: str) -> str:
+    if len(name) > _DRIVER_NAME_MAX or not _DNS_SUBDOMAIN.match(name):
+        raise ConfigError(
+            f"--driver-name {name!r} is not a DNS subdomain of at most {_DRIVER_NAME_MAX} "
+            "characters (lowercase letters, digits, '-' and '.', e.g. gpu.example.com)"
+        )
+    return name
+
+
+def _check_node_name(name: str) -> str:
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        raise ConfigError(f"--node-name {name!r} is not a valid Kubernetes node name")
+    return name
+
+
+def _writable_dir(flag: str, value: str) -> Path:
+    """Create ``value`` if needed and prove it is writable by writing a probe file."""
+    path = Path(value)
+    if not path.is_absolute():
+        raise ConfigError(f"{flag} {value!r} must be an absolute path")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".drakit-probe-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"{flag} {value!r} is not a writable directory: {exc.strerror or exc}"
+        ) from exc
+    return path
+
+
+def _readable_file(flag: str, value: str | None) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value)
+    if not path.is_file() or not os.access(path, os.R_OK):
+        raise ConfigError(f"{flag} {value!r} is not a readable file")
+    return path
+
+
+def _check_pod_uid(uid: str | None) -> str | None:
+    if uid is not None and not _POD_UID.match(uid):
+        raise ConfigError(f"--pod-uid {uid!r} may contain only letters, digits, '.', '_' and '-'")
+    return uid
+
+
+def _check_backend(backend: str) -> str:
+    if not _BACKEND.match(backend):
+        raise ConfigError(
+            f"--backend {backend!r} is neither a backend name (example, hostdev) nor module:Class"
+        )
+    return backend
+
+
+def _check_resend(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= _MAX_HEALTH_RESEND:
+        limit = f"{_MAX_HEALTH_RESEND:g}"
+        raise ConfigError(f"--health-resend-interval {value!r} must be seconds in (0, {limit}]")
+    return seconds
+
+
+def _check_metrics_address(address: str | None) -> str | None:
+    from node_plugin.metrics import parse_address  # noqa: PLC0415 (prometheus_client)
+
+    if address is None:
+        return None
+    try:
+        parse_address(address)
+    except ValueError as exc:
+        raise ConfigError(f"--metrics-address: {exc}") from exc
+    return address
+
+
+def build_config(args: argparse.Namespace) -> PluginConfig:
+    """Validate the flags into a ``PluginConfig``; raises ConfigError naming the flag."""
+    driver = _check_driver_name(args.driver_name)
+    kubeconfig = _readable_file("--kubeconfig", args.kubeconfig)
+    _check_choice("--log-format", args.log_format, LOG_FORMATS)
+    _check_choice("--log-level", args.log_level, LOG_LEVELS)
+    pod_uid = _check_pod_uid(args.pod_uid)
+    registrar_dir = _writable_dir("--kubelet-registrar-dir", args.kubelet_registrar_dir)
+    plugins_dir = _writable_dir("--kubelet-plugins-dir", args.kubelet_plugins_dir)
+    _writable_dir("--kubelet-plugins-dir", str(plugins_dir / driver))
+    config = PluginConfig(
+        driver_name=driver,
+        node_name=_check_node_name(args.node_name),
+        kubeconfig=str(kubeconfig) if kubeconfig else None,
+        registrar_dir=registrar_dir,
+        plugins_dir=plugins_dir,
+        cdi_root=_writable_dir("--cdi-root", args.cdi_root),
+        backend=_check_backend(args.backend),
+        backend_config=_readable_file("--backend-config", args.backend_config),
+        pod_uid=pod_uid,
+        metrics_address=_check_metrics_address(args.metrics_address),
+        health_resend_seconds=_check_resend(args.health_resend_interval),
+    )
+    try:
+        socket_paths(registrar_dir, config.plugin_data_dir, driver, pod_uid)
+    except SocketPathError as exc:
+        raise ConfigError(str(exc)) from exc
+    return config
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"drakit node-plugin: error: {message}", file=sys.stderr)
+    return code
+
+
 def run(args: argparse.Namespace) -> int:
-    print("drakit node-plugin: not available in this build yet", file=sys.stderr)
-    return 2
+    # gRPC, protobuf and prometheus_client load only when the plugin runs.
+    from node_plugin import logging as plugin_logging  # noqa: PLC0415
+    from node_plugin.app import NodePlugin, run_until_signal  # noqa: PLC0415
+
+    try:
+        config = build_config(args)
+    except ConfigError as exc:
+        return _fail(str(exc), EXIT_INVALID)
+    plugin_logging.configure(args.log_level, args.log_format)
+    try:
+        return run_until_signal(NodePlugin(config))
+    except CoreConfigError as exc:
+        return _fail(str(exc), EXIT_INVALID)
+    except (OSError, SocketPathError) as exc:
+        return _fail(f"cannot start: {exc}", EXIT_FAILED)
