@@ -85,6 +85,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,  # "--node" must not silently mean --node-name
     )
     env = _EnvDefault
     p.add_argument(

@@ -90,13 +90,13 @@ class NodePlugin:
     def _start(self) -> None:
         config = self.config
         config.plugin_data_dir.mkdir(parents=True, exist_ok=True)
+        if self._core is None:
+            self._core = build_core(config, self.metrics)
         if config.metrics_address:
             self._metrics_endpoint = serve_metrics(self.metrics, config.metrics_address)
             _log.info(
                 "Serving metrics", address=config.metrics_address, port=self._metrics_endpoint.port
             )
-        if self._core is None:
-            self._core = build_core(config, self.metrics)
         self._core.start()
         lock = SerializeLock(
             config.plugin_data_dir / LOCK_FILE_NAME, timeout=config.serialize_timeout_seconds
@@ -134,6 +134,8 @@ class NodePlugin:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        if self._core is None:
+            return  # nothing was started
         if self.registration_server is not None:
             self.registration_server.stop(grace=0)
         if self.dra_server is not None:

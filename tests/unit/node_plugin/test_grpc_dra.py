@@ -191,7 +191,8 @@ def test_each_call_logs_structured_lines_with_one_request_id(
         v1_stub(plugin).NodePrepareResources(
             v1.NodePrepareResourcesRequest(claims=v1_claims("uid-1")), timeout=5
         )
-    lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records]
+    records = [r for r in caplog.records if r.name == "node_plugin.service.calls"]
+    lines = [json.loads(JsonFormatter().format(r)) for r in records]
     assert [line["msg"] for line in lines] == ["Call started", "Call finished"]
     request_ids = {line["request_id"] for line in lines}
     assert request_ids == {core.calls[0][1]}
