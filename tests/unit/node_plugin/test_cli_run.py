@@ -1,0 +1,120 @@
+"""``drakit node-plugin`` as a real process: registers, serves metrics, cleans up on signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plugin_harness import DRIVER, channel_to
+
+from kubeletapi.gen.pluginregistration.v1 import api_pb2 as reg
+from kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+
+HERE = Path(__file__).parent
+
+
+class PluginProcess:
+    """A ``drakit node-plugin`` subprocess with an in-memory core; collects its JSON logs."""
+
+    def __init__(self, root: Path, *extra: str) -> None:
+        env = dict(os.environ)
+        env["DRAKIT_CORE_FACTORY"] = "fake_core:build_fake_core"
+        env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
+        for key in ("POD_UID", "KUBECONFIG", "DRIVER_NAME", "NODE_NAME"):
+            env.pop(key, None)
+        self.root = root
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "-m", "drakit.cli", "node-plugin",
+                "--driver-name", DRIVER, "--node-name", "node-a",
+                "--kubelet-registrar-dir", str(root / "registry"),
+                "--kubelet-plugins-dir", str(root / "plugins"),
+                "--cdi-root", str(root / "cdi"),
+                *extra,
+            ],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        self.logs: list[dict[str, Any]] = []
+        self._started = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            entry = json.loads(line)
+            self.logs.append(entry)
+            if entry["msg"] == "Node plugin started":
+                self._started.set()
+
+    def wait_started(self) -> dict[str, Any]:
+        deadline = time.monotonic() + 60
+        while not self._started.wait(0.1):
+            assert self.process.poll() is None, f"plugin exited: {self.logs}"
+            assert time.monotonic() < deadline, "plugin did not start"
+        return next(e for e in self.logs if e["msg"] == "Node plugin started")
+
+    def stop(self, sig: int) -> int:
+        self.process.send_signal(sig)
+        code = self.process.wait(timeout=60)
+        self._reader.join(timeout=10)
+        return code
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def plugin_process(short_tmp: Path):  # type: ignore[no-untyped-def]
+    processes: list[PluginProcess] = []
+
+    def start(*extra: str) -> PluginProcess:
+        process = PluginProcess(short_tmp, *extra)
+        processes.append(process)
+        return process
+
+    yield start
+    for process in processes:
+        process.kill()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_the_plugin_and_removes_both_sockets(plugin_process, sig: int) -> None:  # type: ignore[no-untyped-def]
+    process = plugin_process()
+    started = process.wait_started()
+    registration, dra = Path(started["registration_socket"]), Path(started["dra_socket"])
+    with channel_to(registration) as channel:
+        info = reg_grpc.RegistrationStub(channel).GetInfo(reg.InfoRequest(), timeout=1)
+    assert info.endpoint == str(dra)
+    assert process.stop(sig) == 0
+    assert not registration.exists()
+    assert not dra.exists()
+    assert any(
+        e["msg"] == "Shutting down" and e["signal"] == signal.Signals(sig).name
+        for e in process.logs
+    )
+
+
+def test_metrics_are_served_on_the_metrics_address(plugin_process) -> None:  # type: ignore[no-untyped-def]
+    process = plugin_process("--metrics-address", "127.0.0.1:0", "--pod-uid", "pod-1234")
+    started = process.wait_started()
+    assert Path(started["registration_socket"]).name == f"{DRIVER}-pod-1234-reg.sock"
+    port = next(e["port"] for e in process.logs if e["msg"] == "Serving metrics")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    assert "drakit_node_plugin_registered 0.0" in text
+    assert 'drakit_node_plugin_claims_total{operation="prepare",result="success"} 0.0' in text
+    assert process.stop(signal.SIGTERM) == 0
