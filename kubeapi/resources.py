@@ -218,9 +218,17 @@ class Resource:
     object's metadata where there is one); on list and watch, ``None`` means all namespaces.
     """
 
-    def __init__(self, api: Any, rtype: ResourceType) -> None:
+    def __init__(
+        self,
+        api: Any,
+        rtype: ResourceType,
+        *,
+        request_timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    ) -> None:
         self.api = api
         self.rtype = rtype
+        #: (connect, read) seconds for every request but watches.
+        self.request_timeout = request_timeout
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -294,7 +302,7 @@ class Resource:
             "GET",
             self.rtype.path(namespace),
             query=query,
-            timeout=(DEFAULT_TIMEOUT[0], timeout_seconds + 30.0),
+            timeout=(self.request_timeout[0], timeout_seconds + 30.0),
         )
         return WatchStream(response, self.rtype)
 
@@ -472,7 +480,7 @@ class Resource:
         query: builtins.list[tuple[str, str]] | None = None,
         body: Any = None,
         content_type: str = "application/json",
-        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        timeout: tuple[float, float] | None = None,
     ) -> Any:
         """Send a request; returns the open urllib3 response of a 2xx answer, raises otherwise."""
         headers = {"Accept": "application/json"}
@@ -488,7 +496,11 @@ class Resource:
         )
         try:
             rest_response = self.api.call_api(
-                method, url, header_params=headers, body=body, _request_timeout=timeout
+                method,
+                url,
+                header_params=headers,
+                body=body,
+                _request_timeout=timeout or self.request_timeout,
             )
         except ApiException as err:  # the REST layer's wrapper for TLS failures
             raise ApiUnavailable(f"{method} {path}: {err.reason}") from err

@@ -1,0 +1,319 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, with client-go's rules.
+
+A candidate takes the Lease when it does not exist, has no holder, or has not been renewed for
+``lease_duration`` seconds *as measured on the candidate's own clock* since it last saw the
+Lease change (so clock skew between machines does not matter). Writes use the Lease's
+resourceVersion, so when two candidates race only one update succeeds. The leader renews every
+``retry_period``; if it cannot renew for ``renew_deadline`` it stops leading, which happens before
+another candidate may take over (``renew_deadline < lease_duration``). On a clean stop the leader
+releases the Lease (empty holder, 1 s duration) so a standby takes over at its next retry instead
+of waiting for the Lease to expire.
+
+After leadership ends, ``run`` returns; the process should exit and start over rather than
+campaign again with state from its time as leader.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubeapi.errors import AlreadyExists, ApiError, NotFound
+from kubeapi.objects import KubeObject
+from kubeapi.resources import LEASES, Resource
+
+__all__ = ["LeaderElectionConfig", "LeaderElector", "default_identity"]
+
+logger = logging.getLogger(__name__)
+
+# client-go waits retry_period * (1 + up to 1.2) between attempts to acquire.
+JITTER_FACTOR = 1.2
+
+
+@dataclass(frozen=True)
+class LeaderElectionConfig:
+    """Where the Lease lives, who we are, and the timings (seconds)."""
+
+    lease_name: str
+    namespace: str
+    identity: str
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    release_on_stop: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.identity:
+            raise ValueError("leader election: identity must not be empty")
+        if self.lease_duration <= self.renew_deadline:
+            raise ValueError(
+                f"leader election: lease duration ({self.lease_duration}s) must be greater "
+                f"than the renew deadline ({self.renew_deadline}s)"
+            )
+        if self.renew_deadline <= JITTER_FACTOR * self.retry_period:
+            raise ValueError(
+                f"leader election: renew deadline ({self.renew_deadline}s) must be greater "
+                f"than {JITTER_FACTOR} x the retry period ({self.retry_period}s)"
+            )
+        if self.lease_duration < 1:
+            raise ValueError("leader election: lease duration must be at least 1 s")
+
+
+class LeaderElector:
+    """Campaigns for a Lease and runs ``on_started_leading`` while it holds it.
+
+    ``on_started_leading(stop)`` runs on its own thread once we lead; ``stop`` (an Event) is set
+    when leadership ends, and the callback should then return promptly.
+    ``on_stopped_leading()`` runs when leadership ends (lost or released); it is not called if
+    we never led. ``on_new_leader(identity)`` is told about every change of holder we observe.
+    """
+
+    def __init__(
+        self,
+        api: Any,
+        config: LeaderElectionConfig,
+        *,
+        on_started_leading: Callable[[threading.Event], None],
+        on_stopped_leading: Callable[[], None] | None = None,
+        on_new_leader: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        # A renew must not hang longer than the deadline it is racing against.
+        timeout = (config.retry_period, max(1.0, config.renew_deadline / 2))
+        self._leases = Resource(api, LEASES, request_timeout=timeout)
+        self._on_started = on_started_leading
+        self._on_stopped = on_stopped_leading
+        self._on_new_leader = on_new_leader
+        self._clock = clock
+        self._stop = threading.Event()  # stop() was called
+        self._leading_stopped = threading.Event()  # given to on_started_leading
+        self._lock = threading.Lock()
+        self._lease: KubeObject | None = None  # the Lease as last read or written
+        self._observed_spec: dict[str, Any] | None = None
+        self._observed_at = 0.0
+        self._leader = ""
+        self._is_leader = False
+        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
+
+    # -- public --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run the election on a background thread."""
+        self._thread = threading.Thread(
+            target=self.run, name=f"leader-election-{self.config.lease_name}", daemon=True
+        )
+        self._thread.start()
+
+    def run(self) -> None:
+        """Campaign until we lead, lead until we can't renew or ``stop()``, then return."""
+        if not self._acquire():
+            return
+        self._leading_stopped.clear()
+        self._worker = threading.Thread(
+            target=self._run_leader_callback, name="leader", daemon=True
+        )
+        self._worker.start()
+        try:
+            self._renew_until_lost()
+        finally:
+            self._step_down()
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Stop campaigning or leading; releases the Lease if we hold it. Idempotent."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def is_leader(self) -> bool:
+        with self._lock:
+            return self._is_leader
+
+    @property
+    def leader(self) -> str:
+        """The holder we last observed ("" if none)."""
+        with self._lock:
+            return self._leader
+
+    # -- campaign ------------------------------------------------------------------------------
+
+    def _acquire(self) -> bool:
+        logger.info("Campaigning for leadership", extra=self._log())
+        while not self._stop.is_set():
+            if self._try_acquire_or_renew():
+                logger.info("Became leader", extra=self._log())
+                return True
+            delay = self.config.retry_period * (1 + random.random() * JITTER_FACTOR)
+            self._stop.wait(delay)
+        return False
+
+    def _renew_until_lost(self) -> None:
+        last_renew = self._clock()
+        while not self._stop.wait(self.config.retry_period):
+            if self._try_acquire_or_renew():
+                last_renew = self._clock()
+            elif self._clock() - last_renew >= self.config.renew_deadline:
+                logger.warning(
+                    "Could not renew the lease in time: leadership lost", extra=self._log()
+                )
+                return
+
+    def _try_acquire_or_renew(self) -> bool:
+        """One attempt; True if we hold the Lease afterwards."""
+        now = _now()
+        if self.is_leader() and self._lease is not None and self._lease_valid():
+            # Fast path: renew from our own last write; a Conflict means someone else wrote.
+            spec = self._spec(now, acquire_time=self._observed_spec_value("acquireTime", now))
+            spec["leaseTransitions"] = self._observed_spec_value("leaseTransitions", 0)
+            if self._write(spec):
+                return True
+        try:
+            lease = self._leases.get(self.config.lease_name, self.config.namespace)
+        except NotFound:
+            return self._create(self._spec(now, acquire_time=now))
+        except ApiError as err:
+            logger.warning("Could not read the lease", extra=self._log(cause=str(err)))
+            return False
+        self._lease = lease
+        spec = dict(lease.get("spec") or {})
+        if spec != self._observed_spec:
+            self._observe(spec)
+        holder = spec.get("holderIdentity") or ""
+        if holder and holder != self.config.identity and self._lease_valid():
+            return False
+        wanted = self._spec(now, acquire_time=now)
+        if holder == self.config.identity:
+            wanted["acquireTime"] = spec.get("acquireTime") or now
+            wanted["leaseTransitions"] = spec.get("leaseTransitions") or 0
+        else:
+            wanted["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+        return self._write(wanted)
+
+    def _create(self, spec: dict[str, Any]) -> bool:
+        lease = {
+            "metadata": {"name": self.config.lease_name, "namespace": self.config.namespace},
+            "spec": spec,
+        }
+        try:
+            self._lease = self._leases.create(lease)
+        except AlreadyExists:
+            return False
+        except ApiError as err:
+            logger.warning("Could not create the lease", extra=self._log(cause=str(err)))
+            return False
+        self._observe(spec)
+        return True
+
+    def _write(self, spec: dict[str, Any]) -> bool:
+        assert self._lease is not None
+        lease = {**self._lease, "spec": spec}
+        try:
+            self._lease = self._leases.update(lease)
+        except ApiError as err:
+            logger.debug("Could not update the lease", extra=self._log(cause=str(err)))
+            return False
+        self._observe(spec)
+        return True
+
+    def _observe(self, spec: dict[str, Any]) -> None:
+        holder = spec.get("holderIdentity") or ""
+        with self._lock:
+            self._observed_spec = spec
+            self._observed_at = self._clock()
+            self._is_leader = holder == self.config.identity
+            changed = holder != self._leader
+            self._leader = holder
+        if changed and self._on_new_leader is not None:
+            self._safe(self._on_new_leader, holder)
+
+    def _lease_valid(self) -> bool:
+        with self._lock:
+            duration = float((self._observed_spec or {}).get("leaseDurationSeconds") or 0)
+            return self._clock() < self._observed_at + duration
+
+    def _observed_spec_value(self, field: str, default: Any) -> Any:
+        with self._lock:
+            return (self._observed_spec or {}).get(field) or default
+
+    def _spec(self, now: str, *, acquire_time: str) -> dict[str, Any]:
+        return {
+            "holderIdentity": self.config.identity,
+            "leaseDurationSeconds": int(self.config.lease_duration),
+            "acquireTime": acquire_time,
+            "renewTime": now,
+        }
+
+    # -- stepping down -------------------------------------------------------------------------
+
+    def _run_leader_callback(self) -> None:
+        try:
+            self._on_started(self._leading_stopped)
+        except Exception:
+            logger.exception("Leader callback failed; stepping down", extra=self._log())
+            self._stop.set()
+
+    def _step_down(self) -> None:
+        with self._lock:
+            self._is_leader = False
+        self._leading_stopped.set()
+        if self._stop.is_set() and self.config.release_on_stop:
+            self._release()
+        if self._worker is not None and self._worker is not threading.current_thread():
+            self._worker.join(self.config.renew_deadline)
+        logger.info("Stopped leading", extra=self._log())
+        if self._on_stopped is not None:
+            self._safe(self._on_stopped)
+
+    def _release(self) -> None:
+        """Hand the Lease back so a standby need not wait for it to expire."""
+        if self._lease is None:
+            return
+        holder = (self._lease.get("spec") or {}).get("holderIdentity")
+        if holder != self.config.identity:
+            return
+        now = _now()
+        spec = {
+            "leaseDurationSeconds": 1,
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": self._observed_spec_value("leaseTransitions", 0),
+        }
+        try:
+            self._lease = self._leases.update({**self._lease, "spec": spec})
+        except ApiError as err:
+            logger.warning("Could not release the lease", extra=self._log(cause=str(err)))
+            return
+        logger.info("Released the lease", extra=self._log())
+
+    def _safe(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception:
+            logger.exception("Leader election callback failed", extra=self._log())
+
+    def _log(self, **fields: Any) -> dict[str, Any]:
+        return {
+            "lease": f"{self.config.namespace}/{self.config.lease_name}",
+            "identity": self.config.identity,
+            **fields,
+        }
+
+
+def _now() -> str:
+    """A MicroTime: RFC 3339 with microseconds, UTC."""
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def default_identity() -> str:
+    """A unique candidate name: the host (the pod name in a cluster) plus a random suffix, so
+    that a restarted process never mistakes its predecessor's Lease for its own."""
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
