@@ -1,0 +1,1 @@
+"""Test helpers that drive real binaries for drakit's integration and e2e tests."""
