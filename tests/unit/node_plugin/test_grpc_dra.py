@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
@@ -208,3 +209,20 @@ def test_unknown_method_on_the_dra_socket_is_unimplemented(start_plugin: PluginF
     with pytest.raises(grpc.RpcError) as err:
         call(b"", timeout=5)
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_fifty_concurrent_prepare_calls_are_all_answered(start_plugin: PluginFactory) -> None:
+    plugin, core = start_plugin()
+    stub = v1_stub(plugin)
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        responses = list(
+            pool.map(
+                lambda i: stub.NodePrepareResources(
+                    v1.NodePrepareResourcesRequest(claims=v1_claims(f"uid-{i}")), timeout=30
+                ),
+                range(50),
+            )
+        )
+    assert [r.claims[f"uid-{i}"].error for i, r in enumerate(responses)] == [""] * 50
+    assert len(core.prepared) == 50
+    assert sample(plugin, "drakit_node_plugin_requests_in_flight", operation="prepare") == 0
