@@ -1,0 +1,887 @@
+"""The structured-parameters allocator (Kubernetes 1.37 semantics, experimental channel).
+
+Usage::
+
+    inventory = Inventory(slices)                       # once per set of slices
+    allocator = Allocator(inventory, classes, state)    # once per allocated state
+    results = allocator.allocate(node, claims)          # per candidate node
+
+``allocate`` returns one :class:`AllocationResult` per claim (same order), or ``None`` when
+the claims do not fit on the node. It raises :class:`NodeUnsuitableError` when nothing fits
+and the node sees an invalid pool (node-local, not fatal), :class:`AllocationError` for
+problems that no node can fix (CEL errors, unknown classes, All-mode requests over
+incomplete pools, more than 32 devices, ...), :class:`AllocationTimeout` when the time
+limit passes and :class:`AllocationCancelled` when the caller cancels.
+
+Search: depth first over claims, requests and device slots, first solution wins. Devices
+are tried in pool, slice, device order; within one request only combinations are tried
+(a slot starts after the previous slot's device). A ``firstAvailable`` request tries its
+subrequests in order, each against the rest of this claim *and all later claims*, so a
+later claim's failure falls back to the next subrequest of an earlier one.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Final
+
+from allocator.allocated import AllocatedState
+from allocator.capacity import CapacityError, consumed_capacity, fits_capacity
+from allocator.cel import CELError, compile_selector
+from allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
+from allocator.features import Features
+from allocator.inventory import NANO, DeviceEntry, Inventory, NodePools, Pool
+from allocator.model import (
+    ALLOCATION_MODE_ALL,
+    ALLOCATION_MODE_EXACT_COUNT,
+    CONFIG_SOURCE_CLAIM,
+    CONFIG_SOURCE_CLASS,
+    AllocationResult,
+    DeviceAllocationConfiguration,
+    DeviceAllocationResult,
+    DeviceClass,
+    DeviceID,
+    DeviceRequest,
+    DeviceRequestAllocationResult,
+    DeviceSubRequest,
+    DeviceToleration,
+    ExactDeviceRequest,
+    FrozenDict,
+    Node,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    ResourceClaim,
+)
+from allocator.nodeselector import NodeSelectorError
+from allocator.quantity import Quantity
+
+__all__ = [
+    "MAX_RESULTS",
+    "AllocationCancelled",
+    "AllocationError",
+    "AllocationTimeout",
+    "Allocator",
+    "NodeUnsuitableError",
+]
+
+MAX_RESULTS: Final = 32
+DEFAULT_TIMEOUT: Final = 10.0
+
+
+class AllocationError(Exception):
+    """Fatal: the claims cannot be allocated on any node as they are (fix the input)."""
+
+    def __init__(self, message: str, *, claim: str = "", request: str = "") -> None:
+        super().__init__(message)
+        self.claim = claim
+        self.request = request
+
+
+class AllocationTimeout(AllocationError):
+    """The time limit passed before the search finished."""
+
+
+class AllocationCancelled(Exception):
+    """The caller asked the allocation to stop (treat as: does not fit this node)."""
+
+
+class NodeUnsuitableError(Exception):
+    """Nothing fits on this node and the node sees at least one invalid pool."""
+
+
+class _MaxSizeExceeded(Exception):
+    """Sentinel: the current branch would need more than 32 results for a claim."""
+
+
+_MAX_SIZE = _MaxSizeExceeded()
+
+
+@dataclass(eq=False, slots=True)
+class _Request:
+    """One request without subrequests, or one subrequest (upstream: requestData)."""
+
+    claim_index: int
+    request_index: int
+    sub_index: int
+    name: str
+    parent: str | None
+    full_name: str
+    device_class: DeviceClass
+    selector_key: tuple[tuple[str, ...], tuple[str, ...]]
+    all_mode: bool
+    num_devices: int
+    admin: bool
+    tolerations: tuple[DeviceToleration, ...]
+    capacity: Mapping[str, Quantity] | None
+    all_devices: list[DeviceEntry] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Pick:
+    request: _Request
+    device: DeviceEntry
+    share_id: str | None
+    consumed: dict[str, int] | None
+
+
+class _RequestSlot:
+    """Per top-level request: its alternatives and which one was chosen."""
+
+    __slots__ = ("alternatives", "request", "selected")
+
+    def __init__(self, request: DeviceRequest, alternatives: list[_Request]) -> None:
+        self.request = request
+        self.alternatives = alternatives
+        self.selected = 0
+
+
+class Allocator:
+    """Allocates claims against one inventory and one allocated state. Thread-safe: each
+    :meth:`allocate` call keeps its search state to itself."""
+
+    def __init__(
+        self,
+        inventory: Inventory,
+        classes: Mapping[str, DeviceClass] | Sequence[DeviceClass],
+        allocated: AllocatedState | None = None,
+        *,
+        features: Features | None = None,
+        share_id: Callable[[], str] | None = None,
+    ) -> None:
+        self.inventory = inventory
+        self.features = features or inventory.features
+        if isinstance(classes, Mapping):
+            self.classes: Mapping[str, DeviceClass] = classes
+        else:
+            self.classes = {c.metadata.name: c for c in classes}
+        self.state = allocated if allocated is not None else AllocatedState()
+        self.new_share_id = share_id or (lambda: str(uuid.uuid4()))
+        self._available_counters: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+        self._lock = threading.Lock()
+
+    def allocate(
+        self,
+        node: Node,
+        claims: Sequence[ResourceClaim],
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> list[AllocationResult] | None:
+        """Allocate ``claims`` (API-defaulted, not yet allocated) on ``node``; see module doc."""
+        try:
+            node_pools = self.inventory.pools_for_node(node)
+        except NodeSelectorError as exc:
+            raise AllocationError(f"gather pool information: {exc}") from None
+        run = _Run(self, node, claims, node_pools, timeout, cancelled)
+        return run.execute()
+
+    # -- shared per-allocator caches --------------------------------------------------------
+    def available_counters(self, pool: Pool) -> dict[str, dict[str, int]]:
+        """Counter-set values minus what allocated devices of the pool consume (cached)."""
+        hit = self._available_counters.get(pool.id)
+        if hit is not None:
+            return hit
+        available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
+        state = self.state
+        for slices in (pool.targeting, pool.not_targeting):
+            for s in slices:
+                for d in s.devices:
+                    if not d.counters or not state.is_allocated(d.id):
+                        continue
+                    for set_name, counters in d.counters:
+                        target = available.get(set_name)
+                        if target is None:
+                            continue
+                        for name, amount in counters:
+                            if name in target:
+                                target[name] -= amount
+        with self._lock:
+            self._available_counters[pool.id] = available
+        return available
+
+
+class _Run:
+    """State of one ``allocate`` call (upstream: the inner allocator struct)."""
+
+    def __init__(
+        self,
+        allocator: Allocator,
+        node: Node,
+        claims: Sequence[ResourceClaim],
+        node_pools: NodePools,
+        timeout: float | None,
+        cancelled: Callable[[], bool] | None,
+    ) -> None:
+        self.a = allocator
+        self.features = allocator.features
+        self.node = node
+        self.claims = claims
+        self.pools = node_pools.pools
+        self.candidates = node_pools.candidates
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.cancelled = cancelled
+        self.slots: list[list[_RequestSlot]] = []
+        self.constraints: list[list[Constraint]] = []
+        self.results: list[list[_Pick]] = []
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, int]] = {}
+        self.consumed_counters: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+        self.dedicated = allocator.state.dedicated
+        self.calls = 0
+
+    # -- preparation ------------------------------------------------------------------------
+    def execute(self) -> list[AllocationResult] | None:
+        for ci, claim in enumerate(self.claims):
+            self._prepare_claim(ci, claim)
+        # one frame per device slot, request and claim boundary (plus helpers)
+        depth = sum(MAX_RESULTS + 2 * len(slots) + 4 for slots in self.slots) + 100
+        if depth * 2 > sys.getrecursionlimit():
+            sys.setrecursionlimit(depth * 2 + 1000)
+        try:
+            done = self._allocate_one(0, 0, 0, 0, False, 0)
+        except _MaxSizeExceeded:
+            # upstream lets the sentinel escape from the first claim: a fatal error
+            raise AllocationError("allocation max size exceeded") from None
+        if not done:
+            if any(p.invalid for p in self.pools):
+                raise NodeUnsuitableError("invalid resource pools were encountered")
+            return None
+        return [self._build_result(ci, claim) for ci, claim in enumerate(self.claims)]
+
+    def _prepare_claim(self, ci: int, claim: ResourceClaim) -> None:
+        features = self.features
+        ref = claim.key
+        slots: list[_RequestSlot] = []
+        min_total = 0
+        for ri, request in enumerate(claim.spec.devices.requests):
+            subs = request.first_available
+            if subs and not features.prioritized_list:
+                raise AllocationError(
+                    f"claim {ref}, request {request.name}: has subrequests, but the "
+                    "DRAPrioritizedList feature is disabled",
+                    claim=ref,
+                    request=request.name,
+                )
+            if not features.consumable_capacity:
+                if request.exactly is not None and request.exactly.capacity is not None:
+                    raise AllocationError(
+                        f"claim {ref}, request {request.name}: has capacity requests, but the "
+                        "DRAConsumableCapacity feature is disabled",
+                        claim=ref,
+                        request=request.name,
+                    )
+                for sub in subs:
+                    if sub.capacity is not None:
+                        raise AllocationError(
+                            f"claim {ref}, subrequest {sub.name}: has capacity requests, but the "
+                            "DRAConsumableCapacity feature is disabled",
+                            claim=ref,
+                            request=f"{request.name}/{sub.name}",
+                        )
+            alternatives: list[_Request] = []
+            if subs:
+                min_devices = None
+                for si, sub in enumerate(subs):
+                    rd = self._prepare_request(ci, ri, si, claim, sub, request.name)
+                    alternatives.append(rd)
+                    min_devices = (
+                        rd.num_devices if min_devices is None else min(min_devices, rd.num_devices)
+                    )
+                per_request = min_devices or 0
+            else:
+                exact = request.exactly or ExactDeviceRequest()
+                rd = self._prepare_request(ci, ri, 0, claim, exact, None, request.name)
+                alternatives.append(rd)
+                per_request = rd.num_devices
+            if per_request > MAX_RESULTS - min_total:
+                raise AllocationError(
+                    f"claim {ref}, request {request.name}: adding {per_request} devices exceeds "
+                    f"the claim limit of {MAX_RESULTS}, with {min_total} already accounted for",
+                    claim=ref,
+                    request=request.name,
+                )
+            min_total += per_request
+            slots.append(_RequestSlot(request, alternatives))
+        constraints: list[Constraint] = []
+        list_mode = features.list_type_attributes
+        for i, c in enumerate(claim.spec.devices.constraints):
+            if c.match_attribute is not None:
+                constraints.append(MatchAttribute(c.requests, c.match_attribute, list_mode))
+            elif c.distinct_attribute is not None:
+                constraints.append(DistinctAttribute(c.requests, c.distinct_attribute, list_mode))
+            else:
+                raise AllocationError(
+                    f"claim {ref}, constraint #{i}: empty constraint (unsupported constraint "
+                    "type?)",
+                    claim=ref,
+                )
+        self.slots.append(slots)
+        self.constraints.append(constraints)
+        self.results.append([])
+
+    def _prepare_request(
+        self,
+        ci: int,
+        ri: int,
+        si: int,
+        claim: ResourceClaim,
+        req: ExactDeviceRequest | DeviceSubRequest,
+        parent: str | None,
+        own_name: str | None = None,
+    ) -> _Request:
+        features = self.features
+        ref = claim.key
+        name = own_name if own_name is not None else req.name  # type: ignore[union-attr]
+        full = f"{parent}/{name}" if parent else name
+        if req.derived_attributes and not features.derived_attributes:
+            raise AllocationError(
+                f"claim {ref}, request {name}: cannot handle request with derived attributes, "
+                "the feature is disabled",
+                claim=ref,
+                request=full,
+            )
+        for i, sel in enumerate(req.selectors):
+            if sel.cel is None:
+                raise AllocationError(
+                    f"claim {ref}, request {name}, selector #{i}: CEL expression empty "
+                    "(unsupported selector type?)",
+                    claim=ref,
+                    request=full,
+                )
+        admin_field = req.admin_access if isinstance(req, ExactDeviceRequest) else None
+        if not features.admin_access and admin_field is not None:
+            raise AllocationError(
+                f"claim {ref}, request {name}: admin access is requested, but the feature is "
+                "disabled",
+                claim=ref,
+                request=full,
+            )
+        if not req.device_class_name:
+            raise AllocationError(
+                f"claim {ref}, request {name}: missing device class name (unsupported request "
+                "type?)",
+                claim=ref,
+                request=full,
+            )
+        device_class = self.a.classes.get(req.device_class_name)
+        if device_class is None:
+            raise AllocationError(
+                f"claim {ref}, request {name}: could not retrieve device class "
+                f"{req.device_class_name}: deviceclass.resource.k8s.io "
+                f'"{req.device_class_name}" not found',
+                claim=ref,
+                request=full,
+            )
+        class_exprs = tuple(s.cel.expression for s in device_class.spec.selectors if s.cel)
+        request_exprs = tuple(s.cel.expression for s in req.selectors if s.cel)
+        rd = _Request(
+            claim_index=ci,
+            request_index=ri,
+            sub_index=si,
+            name=name,
+            parent=parent,
+            full_name=full,
+            device_class=device_class,
+            selector_key=(class_exprs, request_exprs),
+            all_mode=req.allocation_mode == ALLOCATION_MODE_ALL,
+            num_devices=0,
+            admin=bool(admin_field),
+            tolerations=req.tolerations,
+            capacity=req.capacity.requests if req.capacity is not None else None,
+        )
+        mode = req.allocation_mode
+        if mode == ALLOCATION_MODE_EXACT_COUNT:
+            rd.num_devices = req.count or 0
+        elif mode == ALLOCATION_MODE_ALL:
+            self._collect_all(rd, claim)
+        else:
+            raise AllocationError(
+                f"claim {ref}, request {name}: unsupported count mode {mode}",
+                claim=ref,
+                request=full,
+            )
+        return rd
+
+    def _collect_all(self, rd: _Request, claim: ResourceClaim) -> None:
+        ref = claim.key
+        for pool in self.pools:
+            if pool.incomplete:
+                raise AllocationError(
+                    f"claim {ref}, request {rd.name}: asks for all devices, but resource pool "
+                    f"{pool.driver}/{pool.name} is currently being updated",
+                    claim=ref,
+                    request=rd.full_name,
+                )
+            if pool.invalid:
+                raise AllocationError(
+                    f"claim {ref}, request {rd.name}: asks for all devices, but resource pool "
+                    f"{pool.driver}/{pool.name} is currently invalid",
+                    claim=ref,
+                    request=rd.full_name,
+                )
+            for d in pool.candidates:
+                if not self._selectable(rd, d):
+                    continue
+                if self.features.consumable_capacity and not self._capacity_fits_static(rd, d):
+                    continue
+                rd.all_devices.append(d)
+        rd.num_devices = len(rd.all_devices)
+
+    def _capacity_fits_static(self, rd: _Request, d: DeviceEntry) -> bool:
+        try:
+            return fits_capacity(
+                rd.capacity, d.capacity, None, None, self.features.fractional_capacity_range
+            )
+        except CapacityError as exc:
+            raise AllocationError(
+                f"claim {self.claims[rd.claim_index].key}, request {rd.name}: checking "
+                f"capacity for device {d.id}: {exc}"
+            ) from None
+
+    # -- selection --------------------------------------------------------------------------
+    def _selectable(self, rd: _Request, d: DeviceEntry) -> bool:
+        if d.binding_conditions and not self.features.device_binding_conditions:
+            return False
+        cache = d.selector_cache
+        key = rd.selector_key
+        result = cache.get(key)
+        if result is None:
+            result = self._evaluate(rd, d)
+            cache[key] = result
+        if result is not True:
+            if result is False:
+                return False
+            raise result
+        if d.slice.per_device:
+            try:
+                return self.a.inventory.device_matches_node(d, self.node)
+            except NodeSelectorError as exc:
+                raise AllocationError(str(exc)) from None
+        return True
+
+    def _evaluate(self, rd: _Request, d: DeviceEntry) -> bool | Exception:
+        class_exprs, request_exprs = rd.selector_key
+        for i, expr in enumerate(class_exprs):
+            outcome = self._match_one(
+                expr, d, f"class {rd.device_class.metadata.name}: selector #{i}", rd
+            )
+            if outcome is not True:
+                return outcome
+        for i, expr in enumerate(request_exprs):
+            claim = self.claims[rd.claim_index].key
+            outcome = self._match_one(expr, d, f"claim {claim}: selector #{i}", rd)
+            if outcome is not True:
+                return outcome
+        return True
+
+    @staticmethod
+    def _match_one(expr: str, d: DeviceEntry, where: str, rd: _Request) -> bool | Exception:
+        try:
+            selector = compile_selector(expr)
+        except CELError as exc:
+            return AllocationError(f"{where}: CEL compile error: {exc}", request=rd.full_name)
+        try:
+            return selector.matches(d.context)
+        except CELError as exc:
+            return AllocationError(
+                f"{where} on device {d.id}: CEL runtime error: {exc}", request=rd.full_name
+            )
+
+    # -- search -----------------------------------------------------------------------------
+    def _check_time(self) -> None:
+        if self.cancelled is not None and self.cancelled():
+            raise AllocationCancelled("filter operation aborted: asked by caller to stop")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise AllocationTimeout("filter operation aborted: time limit exceeded")
+
+    def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
+        self.calls += 1
+        if self.deadline is not None or self.cancelled is not None:
+            self._check_time()
+        if ci >= len(self.claims):
+            return True
+        slots = self.slots[ci]
+        if ri >= len(slots):
+            try:
+                return self._allocate_one(ci + 1, 0, 0, 0, False, 0)
+            except _MaxSizeExceeded:
+                return False
+        slot = slots[ri]
+        if not in_sub and slot.request.first_available:
+            all_exceeded = True
+            for k in range(len(slot.alternatives)):
+                try:
+                    ok = self._allocate_one(ci, ri, k, 0, True, 0)
+                except _MaxSizeExceeded:
+                    continue
+                all_exceeded = False
+                if ok:
+                    slot.selected = k
+                    return True
+            if all_exceeded:
+                raise _MAX_SIZE
+            return False
+        rd = slot.alternatives[si]
+        if rd.all_mode and not rd.all_devices:
+            return False
+        if di >= rd.num_devices:
+            return self._allocate_one(ci, ri + 1, 0, 0, False, 0)
+        if rd.num_devices - di > MAX_RESULTS - len(self.results[ci]):
+            raise _MAX_SIZE
+        if rd.all_mode:
+            d = rd.all_devices[di]
+            undo = self._allocate_device(rd, d, True)
+            if undo is None:
+                return False
+            try:
+                done = self._allocate_one(ci, ri, si, di + 1, in_sub, 0)
+            except BaseException:
+                undo()
+                raise
+            if not done:
+                undo()
+            return done
+        candidates = self.candidates
+        admin = rd.admin
+        dedicated = self.dedicated
+        allocating = self.allocating
+        capacity_on = self.features.consumable_capacity
+        for index in range(start, len(candidates)):
+            d = candidates[index]
+            dev_id = d.id
+            holders = allocating.get(dev_id)
+            if admin:
+                if holders and ci in holders:
+                    continue
+            elif holders or dev_id in dedicated:
+                continue
+            if not self._selectable(rd, d):
+                continue
+            if capacity_on and not self._capacity_fits(rd, d):
+                continue
+            undo = self._allocate_device(rd, d, False)
+            if undo is None:
+                continue
+            try:
+                done = self._allocate_one(ci, ri, si, di + 1, in_sub, index + 1)
+            except BaseException:
+                undo()
+                raise
+            if done:
+                return True
+            undo()
+        return False
+
+    def _capacity_fits(self, rd: _Request, d: DeviceEntry) -> bool:
+        if not d.capacity and not rd.capacity:
+            return True
+        try:
+            return fits_capacity(
+                rd.capacity,
+                d.capacity,
+                self.a.state.capacity.get(d.id),
+                self.allocating_capacity.get(d.id),
+                self.features.fractional_capacity_range,
+            )
+        except CapacityError as exc:
+            raise AllocationError(
+                f"claim {self.claims[rd.claim_index].key}, request {rd.name}: checking "
+                f"capacity for device {d.id}: {exc}"
+            ) from None
+
+    def _allocate_device(
+        self, rd: _Request, d: DeviceEntry, must: bool
+    ) -> Callable[[], None] | None:
+        """Tentatively add ``d`` for ``rd``; returns an undo function, or None if refused."""
+        features = self.features
+        ci = rd.claim_index
+        dev_id = d.id
+        multi = features.consumable_capacity and d.multi
+        holders = self.allocating.get(dev_id)
+        if not multi and rd.admin and holders and ci in holders:
+            return None
+        if not rd.admin and (holders or dev_id in self.dedicated):
+            return None
+        if d.slice.skip_node_operations and not features.optional_node_operations:
+            return None
+        if d.counters and not features.partitionable_devices:
+            return None
+        undo_steps: list[Callable[[], None]] = []
+
+        def rollback() -> None:
+            for step in reversed(undo_steps):
+                step()
+
+        skip_counters = multi and self._capacity_in_use(dev_id)
+        if d.counters and not skip_counters:
+            if not self._reserve_counters(d):
+                return None
+            undo_steps.append(lambda: self._release_counters(d))
+        if features.device_taints and d.blocking_taints and _taint_blocks(d, rd.tolerations):
+            rollback()
+            return None
+        attributes = d.device.attributes
+        for constraint in self.constraints[ci]:
+            if not constraint.applies(rd.name, rd.parent):
+                continue
+            if not constraint.add(dev_id, attributes):
+                rollback()
+                if must:
+                    claim = self.claims[ci].key
+                    raise AllocationError(
+                        f"claim {claim}, request {rd.name}: cannot add device {dev_id} because "
+                        "a claim constraint would not be satisfied",
+                        claim=claim,
+                        request=rd.full_name,
+                    )
+                return None
+            undo_steps.append(constraint.remove)
+        if not multi:
+            marks = self.allocating.setdefault(dev_id, set())
+            marks.add(ci)
+
+            def unmark() -> None:
+                marks.discard(ci)
+                if not marks:
+                    self.allocating.pop(dev_id, None)
+
+            undo_steps.append(unmark)
+        consumed: dict[str, int] | None = None
+        share_id: str | None = None
+        if features.consumable_capacity:
+            if not self._capacity_fits(rd, d):
+                rollback()
+                return None
+            if multi:
+                try:
+                    consumed = consumed_capacity(
+                        rd.capacity, d.capacity, features.fractional_capacity_range
+                    )
+                except CapacityError as exc:
+                    rollback()
+                    raise AllocationError(
+                        f"claim {self.claims[ci].key}, request {rd.name}: computing consumed "
+                        f"capacity for device {dev_id}: {exc}"
+                    ) from None
+                share_id = self.a.new_share_id()
+                in_flight = self.allocating_capacity.setdefault(dev_id, {})
+                for name, amount in consumed.items():
+                    in_flight[name] = in_flight.get(name, 0) + amount
+                taken = consumed
+
+                def release_capacity() -> None:
+                    flight = self.allocating_capacity[dev_id]
+                    for name, amount in taken.items():
+                        flight[name] -= amount
+                    # upstream keeps the (now zero) entry: the device stays "capacity in use"
+
+                undo_steps.append(release_capacity)
+        results = self.results[ci]
+        results.append(_Pick(rd, d, share_id, consumed or None))
+        undo_steps.append(results.pop)
+        return rollback
+
+    def _capacity_in_use(self, dev_id: DeviceID) -> bool:
+        return self.a.state.capacity_in_use(dev_id) or dev_id in self.allocating_capacity
+
+    def _pool_of(self, d: DeviceEntry) -> Pool:
+        for p in self.pools:
+            if p.id == (d.id.driver, d.id.pool):
+                return p
+        raise KeyError(d.id)  # pragma: no cover - candidates always come from a pool
+
+    def _reserve_counters(self, d: DeviceEntry) -> bool:
+        pool = self._pool_of(d)
+        available = self.a.available_counters(pool)
+        consumed = self.consumed_counters.setdefault(pool.id, {})
+        for set_name, counters in d.counters:
+            used = consumed.setdefault(set_name, {})
+            for name, amount in counters:
+                used[name] = used.get(name, 0) + amount
+        for set_name, counters_available in available.items():
+            used = consumed.get(set_name)
+            if not used:
+                # nothing consumed: negative availability (over-committed) still refuses
+                if any(v < 0 for v in counters_available.values()):
+                    self._release_counters(d)
+                    return False
+                continue
+            for name, value in counters_available.items():
+                if value < used.get(name, 0):
+                    self._release_counters(d)
+                    return False
+        return True
+
+    def _release_counters(self, d: DeviceEntry) -> None:
+        consumed = self.consumed_counters[(d.id.driver, d.id.pool)]
+        for set_name, counters in d.counters:
+            used = consumed[set_name]
+            for name, amount in counters:
+                used[name] -= amount
+
+    # -- results ----------------------------------------------------------------------------
+    def _build_result(self, ci: int, claim: ResourceClaim) -> AllocationResult:
+        picks = self.results[ci]
+        features = self.features
+        results = []
+        for p in picks:
+            d = p.device
+            consumed = None
+            if p.consumed is not None:
+                consumed = FrozenDict(
+                    {
+                        name: Quantity(Fraction(v, NANO), d.capacity[name].value.format)
+                        for name, v in p.consumed.items()
+                    }
+                )
+            binding = features.device_binding_conditions
+            results.append(
+                DeviceRequestAllocationResult(
+                    request=p.request.full_name,
+                    driver=d.id.driver,
+                    pool=d.id.pool,
+                    device=d.id.device,
+                    admin_access=True if p.request.admin else None,
+                    tolerations=p.request.tolerations,
+                    binding_conditions=d.binding_conditions if binding else (),
+                    binding_failure_conditions=d.binding_failure_conditions if binding else (),
+                    share_id=p.share_id,
+                    consumed_capacity=consumed or FrozenDict(),
+                    skip_node_operations=d.slice.skip_node_operations,
+                )
+            )
+        config = self._build_config(ci, claim)
+        return AllocationResult(
+            devices=DeviceAllocationResult(results=tuple(results), config=tuple(config)),
+            node_selector=self._node_selector(picks),
+        )
+
+    def _selected(self, ci: int, ri: int) -> _Request:
+        slot = self.slots[ci][ri]
+        return slot.alternatives[slot.selected]
+
+    def _build_config(self, ci: int, claim: ResourceClaim) -> list[DeviceAllocationConfiguration]:
+        out: list[list[Any]] = []  # [source, requests(list|None), opaque]
+        class_ranges: dict[str, tuple[int, int]] = {}
+        requests = claim.spec.devices.requests
+        for ri in range(len(requests)):
+            rd = self._selected(ci, ri)
+            cls = rd.device_class
+            name = cls.metadata.name
+            if name in class_ranges:
+                start, end = class_ranges[name]
+                for i in range(start, end):
+                    out[i][1].append(rd.full_name)
+                continue
+            start = len(out)
+            for cfg in cls.spec.config:
+                out.append([CONFIG_SOURCE_CLASS, [rd.full_name], cfg.opaque])
+            class_ranges[name] = (start, len(out))
+        selected_names = {}
+        for ri, req in enumerate(requests):
+            rd = self._selected(ci, ri)
+            selected_names[req.name] = rd.full_name if rd.parent else None
+        for cfg in claim.spec.devices.config:
+            if not cfg.requests:
+                out.append([CONFIG_SOURCE_CLAIM, list(cfg.requests), cfg.opaque])
+                continue
+            for req in requests:
+                sub_full = selected_names[req.name]
+                if req.name in cfg.requests or (sub_full is not None and sub_full in cfg.requests):
+                    out.append([CONFIG_SOURCE_CLAIM, list(cfg.requests), cfg.opaque])
+                    break
+        for entry in out:
+            names = entry[1]
+            if not names:
+                continue
+            covers_all = True
+            for req in requests:
+                if req.name in names:
+                    continue
+                sub_full = selected_names[req.name]
+                if sub_full is not None and sub_full in names:
+                    continue
+                covers_all = False
+                break
+            if covers_all:
+                entry[1] = []
+        return [
+            DeviceAllocationConfiguration(source=src, requests=tuple(names), opaque=opaque)
+            for src, names, opaque in out
+        ]
+
+    def _node_selector(self, picks: list[_Pick]) -> NodeSelector | None:
+        fields: list[NodeSelectorRequirement] = []
+        expressions: list[NodeSelectorRequirement] = []
+        for p in picks:
+            d = p.device
+            s = d.slice
+            if s.per_device:
+                node_name, selector = d.device.node_name, d.device.node_selector
+            else:
+                node_name, selector = s.slice.spec.node_name, s.node_selector
+            if node_name is not None or d.binds_to_node:
+                return NodeSelector(
+                    node_selector_terms=(
+                        NodeSelectorTerm(
+                            match_fields=(
+                                NodeSelectorRequirement(
+                                    key="metadata.name", operator="In", values=(self.node.name,)
+                                ),
+                            )
+                        ),
+                    )
+                )
+            if selector is not None:
+                terms = selector.node_selector_terms
+                if len(terms) == 1:
+                    _merge(terms[0].match_fields, fields)
+                    _merge(terms[0].match_expressions, expressions)
+                elif len(terms) > 1:
+                    raise AllocationError(
+                        f"create NodeSelector for claim {self.claims[p.request.claim_index].name}: "
+                        f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms"
+                    )
+        if fields or expressions:
+            return NodeSelector(
+                node_selector_terms=(
+                    NodeSelectorTerm(
+                        match_expressions=tuple(expressions), match_fields=tuple(fields)
+                    ),
+                )
+            )
+        return None
+
+
+def _merge(source: Sequence[NodeSelectorRequirement], into: list[NodeSelectorRequirement]) -> None:
+    for req in source:
+        values = set(req.values)
+        if not any(
+            r.key == req.key and r.operator == req.operator and set(r.values) == values
+            for r in into
+        ):
+            into.append(req)
+
+
+def _taint_blocks(d: DeviceEntry, tolerations: Sequence[DeviceToleration]) -> bool:
+    for taint in d.blocking_taints:
+        if not any(_tolerates(t, taint.key, taint.value, taint.effect) for t in tolerations):
+            return True
+    return False
+
+
+def _tolerates(t: DeviceToleration, key: str, value: str, effect: str) -> bool:
+    if t.effect and t.effect != effect:
+        return False
+    if t.key and t.key != key:
+        return False
+    if t.operator in ("", "Equal"):
+        return t.value == value
+    return t.operator == "Exists"

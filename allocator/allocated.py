@@ -1,0 +1,242 @@
+"""Allocated state: which devices, shares and capacity existing allocations hold.
+
+Built from allocated ResourceClaims the way the kube-scheduler builds it:
+
+* results with ``adminAccess: true`` are ignored (admin access never blocks anyone);
+* a result with a ``shareID`` (a multi-allocatable device) records a *shared device ID*
+  ``(driver, pool, device, shareID)`` and adds its ``consumedCapacity`` to the device's
+  aggregate (when consumable capacity is on);
+* every other result marks its device as *dedicated*.
+
+The allocator reads it; the node plugin's double-use guard uses :meth:`conflicts` to refuse
+preparing a claim whose devices another claim already holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from allocator.inventory import NANO, nanos
+from allocator.model import AllocationResult, DeviceID, DeviceRequestAllocationResult, ResourceClaim
+from allocator.quantity import Quantity
+
+__all__ = ["AllocatedState", "Conflict", "SharedDeviceID"]
+
+
+@dataclass(frozen=True, slots=True)
+class SharedDeviceID:
+    driver: str
+    pool: str
+    device: str
+    share_id: str
+
+    @property
+    def device_id(self) -> DeviceID:
+        return DeviceID(self.driver, self.pool, self.device)
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """Why a claim's result cannot be added: the device and the claims already holding it."""
+
+    request: str
+    device: DeviceID
+    reason: str
+    holders: tuple[str, ...]
+
+    def __str__(self) -> str:
+        holders = ", ".join(self.holders) or "another claim"
+        return f"request {self.request}: device {self.device}: {self.reason} (held by {holders})"
+
+
+class AllocatedState:
+    """Mutable bookkeeping of allocated devices, keyed by claim UID.
+
+    ``add``/``remove`` are idempotent per claim UID (adding a claim again replaces its
+    previous contribution). Not thread-safe: guard it with the caller's lock.
+    """
+
+    def __init__(
+        self, claims: Iterable[ResourceClaim] = (), *, consumable_capacity: bool = True
+    ) -> None:
+        self._consumable = consumable_capacity
+        self._by_claim: dict[str, tuple[str, AllocationResult]] = {}
+        self.dedicated: dict[DeviceID, set[str]] = {}
+        self.shared: dict[SharedDeviceID, set[str]] = {}
+        self.shared_devices: dict[DeviceID, int] = {}
+        self.capacity: dict[DeviceID, dict[str, int]] = {}
+        for claim in claims:
+            self.add(claim)
+
+    # -- mutation -------------------------------------------------------------------------
+    def add(self, claim: ResourceClaim) -> None:
+        """Record the allocation of ``claim`` (no-op without status.allocation)."""
+        key = _claim_key(claim)
+        self.remove(key)
+        allocation = claim.status.allocation
+        if allocation is None:
+            return
+        self._by_claim[key] = (claim.key, allocation)
+        for r in allocation.devices.results:
+            self._apply(r, key, +1)
+
+    def remove(self, claim_uid: str) -> None:
+        """Forget the allocation recorded for ``claim_uid`` (no-op when unknown)."""
+        entry = self._by_claim.pop(claim_uid, None)
+        if entry is None:
+            return
+        for r in entry[1].devices.results:
+            self._apply(r, claim_uid, -1)
+
+    def _apply(self, r: DeviceRequestAllocationResult, key: str, sign: int) -> None:
+        if r.admin_access:
+            return
+        dev = DeviceID(r.driver, r.pool, r.device)
+        if r.share_id is not None and self._consumable:
+            sid = SharedDeviceID(r.driver, r.pool, r.device, r.share_id)
+            holders = self.shared.setdefault(sid, set())
+            if sign > 0:
+                holders.add(key)
+                self.shared_devices[dev] = self.shared_devices.get(dev, 0) + 1
+            else:
+                holders.discard(key)
+                if not holders:
+                    del self.shared[sid]
+                left = self.shared_devices.get(dev, 0) - 1
+                if left > 0:
+                    self.shared_devices[dev] = left
+                else:
+                    self.shared_devices.pop(dev, None)
+            if r.consumed_capacity:
+                agg = self.capacity.setdefault(dev, {})
+                for name, q in r.consumed_capacity.items():
+                    agg[name] = agg.get(name, 0) + sign * nanos(q)
+                if (
+                    sign < 0
+                    and all(v == 0 for v in agg.values())
+                    and dev not in self.shared_devices
+                ):
+                    del self.capacity[dev]
+            return
+        holders = self.dedicated.setdefault(dev, set())
+        if sign > 0:
+            holders.add(key)
+        else:
+            holders.discard(key)
+            if not holders:
+                del self.dedicated[dev]
+
+    # -- queries --------------------------------------------------------------------------
+    def is_dedicated(self, device: DeviceID) -> bool:
+        return device in self.dedicated
+
+    def is_allocated(self, device: DeviceID) -> bool:
+        """Dedicated, shared, or with consumed capacity (Kubernetes IsDeviceAllocated)."""
+        return device in self.dedicated or device in self.shared_devices or device in self.capacity
+
+    def capacity_in_use(self, device: DeviceID) -> bool:
+        return device in self.capacity or device in self.shared_devices
+
+    def consumed_capacity(self, device: DeviceID) -> dict[str, Quantity]:
+        """Aggregate consumed capacity of a shared device."""
+        from fractions import Fraction
+
+        return {n: Quantity(Fraction(v, NANO)) for n, v in self.capacity.get(device, {}).items()}
+
+    def claims(self) -> list[str]:
+        """UIDs (or namespace/name when a claim has no UID) of the recorded claims."""
+        return list(self._by_claim)
+
+    def conflicts(
+        self, claim: ResourceClaim, capacities: dict[DeviceID, dict[str, Quantity]] | None = None
+    ) -> list[Conflict]:
+        """Reasons why ``claim``'s allocation cannot be added without double use.
+
+        Empty list = safe. The claim itself (same UID) is never a conflict with itself.
+        ``capacities`` (device -> capacity name -> total) enables the capacity check for
+        shared devices; without it only dedicated/shared exclusivity is checked.
+        """
+        allocation = claim.status.allocation
+        if allocation is None:
+            return []
+        own = _claim_key(claim)
+        names = {k: v[0] for k, v in self._by_claim.items()}
+        out: list[Conflict] = []
+        for r in allocation.devices.results:
+            if r.admin_access:
+                continue
+            dev = DeviceID(r.driver, r.pool, r.device)
+            dedicated = {h for h in self.dedicated.get(dev, ()) if h != own}
+            if dedicated:
+                out.append(
+                    Conflict(
+                        r.request,
+                        dev,
+                        "device is allocated exclusively",
+                        tuple(sorted(names.get(h, h) for h in dedicated)),
+                    )
+                )
+                continue
+            sharers = {
+                h for sid, hs in self.shared.items() if sid.device_id == dev for h in hs if h != own
+            }
+            if r.share_id is None or not self._consumable:
+                if sharers:
+                    out.append(
+                        Conflict(
+                            r.request,
+                            dev,
+                            "device is shared by other claims",
+                            tuple(sorted(names.get(h, h) for h in sharers)),
+                        )
+                    )
+                continue
+            same_share = self.shared.get(SharedDeviceID(r.driver, r.pool, r.device, r.share_id))
+            if same_share and same_share - {own}:
+                out.append(
+                    Conflict(
+                        r.request,
+                        dev,
+                        f"share {r.share_id} is already in use",
+                        tuple(sorted(names.get(h, h) for h in same_share - {own})),
+                    )
+                )
+                continue
+            if capacities and dev in capacities and r.consumed_capacity:
+                out.extend(self._capacity_conflicts(r, dev, own, capacities[dev], sharers, names))
+        return out
+
+    def _capacity_conflicts(
+        self,
+        r: DeviceRequestAllocationResult,
+        dev: DeviceID,
+        own: str,
+        totals: dict[str, Quantity],
+        sharers: set[str],
+        names: dict[str, str],
+    ) -> list[Conflict]:
+        used = dict(self.capacity.get(dev, {}))
+        mine = self._by_claim.get(own)
+        if mine is not None:  # do not count the claim's own earlier contribution twice
+            for old in mine[1].devices.results:
+                if old.device_id == dev and old.share_id is not None:
+                    for n, q in old.consumed_capacity.items():
+                        used[n] = used.get(n, 0) - nanos(q)
+        out = []
+        for name, q in r.consumed_capacity.items():
+            total = totals.get(name)
+            if total is not None and used.get(name, 0) + nanos(q) > nanos(total):
+                out.append(
+                    Conflict(
+                        r.request,
+                        dev,
+                        f"capacity {name} would be exceeded",
+                        tuple(sorted(names.get(h, h) for h in sharers)),
+                    )
+                )
+        return out
+
+
+def _claim_key(claim: ResourceClaim) -> str:
+    return claim.metadata.uid or claim.key
