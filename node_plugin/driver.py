@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -156,7 +156,6 @@ class PluginConfig:
     metrics_address: str | None = None
     health_resend_seconds: float = 20.0
     serialize_timeout_seconds: float = 40.0
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def plugin_data_dir(self) -> Path:
