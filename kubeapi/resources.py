@@ -411,8 +411,9 @@ class Resource:
     ) -> KubeObject | None:
         """Delete the object, only if its UID / resourceVersion still match (Conflict if not).
 
-        Returns the object when it still exists afterwards (finalizers, graceful deletion),
-        else None. Raises NotFound when it is already gone.
+        Returns what the server answered: the object's final state, or the object marked with
+        ``metadata.deletionTimestamp`` when finalizers (or a grace period) keep it for now; None
+        when the server only sent a Status. Raises NotFound when it is already gone.
         """
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         preconditions = {
