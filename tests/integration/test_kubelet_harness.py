@@ -280,7 +280,7 @@ def test_restarted_harness_prepares_again_with_the_same_cdi_ids(
     allocate_and_reserve(cluster, namespace, "one-gpu", node=node, pod="worker", pod_uid=pod_uid)
     before = harness.wait_for("prepared", pod=f"{namespace}/worker", timeout=EVENT_TIMEOUT)
 
-    harness.stop()
+    assert harness.stop() == 0
     harness.start()
 
     # The registration socket is still there: the restarted plugin manager
