@@ -1,1 +1,2 @@
-"""The drakit kubelet plugin: registration, DRA gRPC services, ResourceSlice publishing, prepare/unprepare."""
+"""The drakit kubelet plugin: registration, DRA gRPC services, ResourceSlice
+publishing and prepare/unprepare."""
