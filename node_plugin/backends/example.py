@@ -1,0 +1,345 @@
+"""The ``example`` backend: simulated GPUs, for demos, tests and benchmarks.
+
+Devices are described from ``--backend-config`` (YAML or JSON; every field
+optional)::
+
+    gpus: 8                  # plain GPUs gpu-0 .. gpu-7
+    model: LATEST-GPU-MODEL
+    memory: 80Gi
+    pool: node-a             # pool name; default: the node name
+    partitionable:           # GPUs with shared counters and partitions consuming them
+      gpus: 1                #   pgpu-0: the whole GPU; pgpu-0-part-0..N-1: slices of it
+      memory: 40Gi
+      partitions: 4
+    consumable:              # devices many claims may share, by capacity
+      devices: 1             #   shared-gpu-0 with allowMultipleAllocations
+      memory: 80Gi
+      default: 10Gi          #   requestPolicy: default and valid range step
+      step: 1Gi
+    taints:                  # device taints
+      - {device: gpu-1, key: example.com/broken, value: "true", effect: NoSchedule}
+    bindingConditions:       # devices with binding conditions
+      - {device: gpu-2, conditions: [Attached], failureConditions: [AttachFailed]}
+    perDeviceNodeSelection: false   # each device carries nodeName itself
+    unhealthy: [gpu-3]       # devices reported Unhealthy
+
+UUIDs derive from the node and device names, so they survive restarts.
+Prepare hands each device's identity and sharing settings to the container
+as environment variables (``GPU_0=<uuid>``, ``GPU_0_RESOURCE_CLAIM``,
+``GPU_0_SHARING_STRATEGY`` ...); opaque config is :class:`GpuConfig`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Literal
+
+import pydantic
+
+from allocator.model import CounterSet, Device
+from allocator.quantity import Quantity, QuantityError, parse_quantity
+from node_plugin.backends.base import (
+    BackendContext,
+    BackendPrepared,
+    ClaimToPrepare,
+    ContainerEdits,
+    DeviceToPrepare,
+    PoolDescription,
+)
+from node_plugin.backends.registry import validate_settings
+from node_plugin.driver import DeviceHealth, HealthStatus
+
+_UUID_NAMESPACE = uuid.UUID("6b0d1c52-6a43-4f0e-9d53-2f7b5e0cf0a1")
+DRIVER_VERSION = "1.0.0"
+
+
+def _quantity(value: Any) -> str:
+    try:
+        parse_quantity(str(value))
+    except QuantityError as exc:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity: {exc}") from exc
+    return str(value)
+
+
+QuantityText = Annotated[str, pydantic.BeforeValidator(_quantity)]
+
+
+class _Strict(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class PartitionableOptions(_Strict):
+    gpus: int = pydantic.Field(1, ge=0, le=32)
+    memory: QuantityText = "40Gi"
+    partitions: int = pydantic.Field(2, ge=1, le=16)
+
+
+class ConsumableOptions(_Strict):
+    devices: int = pydantic.Field(1, ge=0, le=32)
+    memory: QuantityText = "80Gi"
+    default: QuantityText = "10Gi"
+    step: QuantityText = "1Gi"
+
+
+class TaintOption(_Strict):
+    device: str
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "NoExecute", "None"] = "NoSchedule"
+
+
+class BindingConditionOption(_Strict):
+    device: str
+    conditions: list[str] = pydantic.Field(min_length=1)
+    failure_conditions: list[str] = pydantic.Field(default_factory=list, alias="failureConditions")
+
+
+class ExampleSettings(_Strict):
+    """``--backend-config`` of the example backend."""
+
+    gpus: int = pydantic.Field(8, ge=0, le=128)
+    model: str = "LATEST-GPU-MODEL"
+    memory: QuantityText = "80Gi"
+    pool: str | None = None
+    partitionable: PartitionableOptions | None = None
+    consumable: ConsumableOptions | None = None
+    taints: list[TaintOption] = pydantic.Field(default_factory=list)
+    binding_conditions: list[BindingConditionOption] = pydantic.Field(
+        default_factory=list, alias="bindingConditions"
+    )
+    per_device_node_selection: bool = pydantic.Field(False, alias="perDeviceNodeSelection")
+    unhealthy: list[str] = pydantic.Field(default_factory=list)
+
+
+class TimeSlicingConfig(_Strict):
+    interval: Literal["Default", "Short", "Medium", "Long"] = "Default"
+
+
+class SpacePartitioningConfig(_Strict):
+    partition_count: int = pydantic.Field(1, ge=1, le=64, alias="partitionCount")
+
+
+class Sharing(_Strict):
+    strategy: Literal["TimeSlicing", "SpacePartitioning"]
+    time_slicing_config: TimeSlicingConfig | None = pydantic.Field(None, alias="timeSlicingConfig")
+    space_partitioning_config: SpacePartitioningConfig | None = pydantic.Field(
+        None, alias="spacePartitioningConfig"
+    )
+
+
+class GpuConfig(_Strict):
+    """Opaque parameters of the example driver (``apiVersion``/``kind`` accepted, ignored)."""
+
+    api_version: str | None = pydantic.Field(None, alias="apiVersion")
+    kind: str | None = None
+    sharing: Sharing | None = None
+
+
+def env_prefix(device_name: str) -> str:
+    """``gpu-0`` -> ``GPU_0``: the environment-variable prefix of a device."""
+    return re.sub(r"[^A-Za-z0-9]", "_", device_name).upper()
+
+
+class ExampleBackend:
+    """Simulated GPUs; thread-safe."""
+
+    name: ClassVar[str] = "example"
+    config_model: ClassVar[type[pydantic.BaseModel]] = GpuConfig
+    supports_health: ClassVar[bool] = True
+
+    def __init__(self, context: BackendContext) -> None:
+        settings = validate_settings(ExampleSettings, context, self.name)
+        assert isinstance(settings, ExampleSettings)
+        self.settings = settings
+        self.node_name = context.node_name
+        self.pool_name = settings.pool or context.node_name
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
+        self._health = dict.fromkeys(settings.unhealthy, HealthStatus.UNHEALTHY)
+        self._updated = int(time.time())
+        self._description = self._describe()
+        known = {d.name for d in self._description.devices}
+        unknown = sorted(
+            {t.device for t in settings.taints}
+            | {b.device for b in settings.binding_conditions}
+            | set(settings.unhealthy) - known
+        )
+        if unknown:
+            from node_plugin.backends.base import BackendConfigError  # noqa: PLC0415
+
+            raise BackendConfigError(
+                f"backend config names devices that do not exist: {', '.join(unknown)} "
+                f"(devices: {', '.join(sorted(known))})"
+            )
+
+    # -- description ---------------------------------------------------------------------
+
+    def device_uuid(self, device_name: str) -> str:
+        return f"GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{self.node_name}/{device_name}')}"
+
+    def _attributes(self, name: str, index: int, model: str) -> dict[str, Any]:
+        return {
+            "index": {"int": index},
+            "uuid": {"string": self.device_uuid(name)},
+            "model": {"string": model},
+            "driverVersion": {"version": DRIVER_VERSION},
+        }
+
+    def _device(self, name: str, index: int, **fields: Any) -> dict[str, Any]:
+        s = self.settings
+        device: dict[str, Any] = {
+            "name": name,
+            "attributes": self._attributes(name, index, s.model),
+            "capacity": {"memory": {"value": s.memory}},
+        }
+        device.update(fields)
+        taints = [t for t in s.taints if t.device == name]
+        if taints:
+            device["taints"] = [
+                {"key": t.key, "value": t.value, "effect": t.effect} for t in taints
+            ]
+        for b in s.binding_conditions:
+            if b.device == name:
+                device["bindingConditions"] = list(b.conditions)
+                device["bindingFailureConditions"] = list(b.failure_conditions) or ["Failed"]
+                device["bindsToNode"] = True
+        if s.per_device_node_selection:
+            device["nodeName"] = self.node_name
+        return device
+
+    def _describe(self) -> PoolDescription:
+        s = self.settings
+        devices = [self._device(f"gpu-{i}", i) for i in range(s.gpus)]
+        counter_sets: list[dict[str, Any]] = []
+        if s.partitionable:
+            devices += self._partitionable(s.partitionable, counter_sets)
+        if s.consumable:
+            c = s.consumable
+            for i in range(c.devices):
+                devices.append(
+                    self._device(
+                        f"shared-gpu-{i}",
+                        i,
+                        allowMultipleAllocations=True,
+                        capacity={
+                            "memory": {
+                                "value": c.memory,
+                                "requestPolicy": {
+                                    "default": c.default,
+                                    "validRange": {"min": c.step, "max": c.memory, "step": c.step},
+                                },
+                            }
+                        },
+                    )
+                )
+        return PoolDescription(
+            name=self.pool_name,
+            devices=tuple(Device.from_dict(d) for d in devices),
+            shared_counters=tuple(CounterSet.from_dict(c) for c in counter_sets),
+        )
+
+    def _partitionable(
+        self, p: PartitionableOptions, counter_sets: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        total = Quantity.parse(p.memory)
+        part_text = str(Quantity(int(total.value) // p.partitions))
+        devices = []
+        for g in range(p.gpus):
+            counter_set = f"pgpu-{g}-counters"
+            counter_sets.append({"name": counter_set, "counters": {"memory": {"value": p.memory}}})
+            consumes = [{"counterSet": counter_set, "counters": {"memory": {"value": p.memory}}}]
+            devices.append(
+                self._device(
+                    f"pgpu-{g}",
+                    g,
+                    capacity={"memory": {"value": p.memory}},
+                    consumesCounters=consumes,
+                )
+            )
+            for j in range(p.partitions):
+                consumes = [
+                    {"counterSet": counter_set, "counters": {"memory": {"value": part_text}}}
+                ]
+                devices.append(
+                    self._device(
+                        f"pgpu-{g}-part-{j}",
+                        j,
+                        capacity={"memory": {"value": part_text}},
+                        consumesCounters=consumes,
+                    )
+                )
+        return devices
+
+    def discover(self) -> tuple[PoolDescription, ...]:
+        return (self._description,)
+
+    def subscribe(self, on_change: Callable[[], None]) -> None:
+        with self._lock:
+            self._listeners.append(on_change)
+
+    # -- health --------------------------------------------------------------------------
+
+    def health(self) -> Sequence[DeviceHealth]:
+        with self._lock:
+            health = dict(self._health)
+            updated = self._updated
+        return [
+            DeviceHealth(
+                pool_name=self.pool_name,
+                device_name=d.name,
+                health=health.get(d.name, HealthStatus.HEALTHY),
+                last_updated=updated,
+            )
+            for d in self._description.devices
+        ]
+
+    def set_health(self, device_name: str, status: HealthStatus) -> None:
+        """Simulate a health change (tests, demos); listeners are told."""
+        with self._lock:
+            self._health[device_name] = status
+            self._updated = int(time.time())
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener()
+
+    # -- prepare -------------------------------------------------------------------------
+
+    def _env(self, claim_uid: str, device: DeviceToPrepare) -> tuple[str, ...]:
+        prefix = env_prefix(device.device)
+        env = [
+            f"{prefix}={self.device_uuid(device.device)}",
+            f"{prefix}_RESOURCE_CLAIM={claim_uid}",
+            f"{prefix}_REQUEST={device.request}",
+        ]
+        if device.share_id:
+            env.append(f"{prefix}_SHARE_ID={device.share_id}")
+        for name, amount in sorted(device.consumed_capacity.items()):
+            env.append(f"{prefix}_{env_prefix(name)}={amount}")
+        config = device.config
+        if isinstance(config, GpuConfig) and config.sharing is not None:
+            sharing = config.sharing
+            env.append(f"{prefix}_SHARING_STRATEGY={sharing.strategy}")
+            if sharing.strategy == "TimeSlicing":
+                interval = (sharing.time_slicing_config or TimeSlicingConfig()).interval
+                env.append(f"{prefix}_TIMESLICE_INTERVAL={interval}")
+            else:
+                count = sharing.space_partitioning_config or SpacePartitioningConfig()
+                env.append(f"{prefix}_PARTITION_COUNT={count.partition_count}")
+        return tuple(env)
+
+    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+        edits = tuple(ContainerEdits(env=self._env(claim.uid, d)) for d in claim.devices)
+        return BackendPrepared(
+            device_edits=edits, state={"devices": [d.device for d in claim.devices]}
+        )
+
+    def unprepare(self, claim_uid: str, state: Mapping[str, Any]) -> None:
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            self._listeners.clear()

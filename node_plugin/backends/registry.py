@@ -1,0 +1,102 @@
+"""Choosing a backend: ``--backend example|hostdev|module:Class`` and ``--backend-config``."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import pydantic
+import yaml
+
+from node_plugin.backends.base import Backend, BackendConfigError, BackendContext
+
+BUILTIN_BACKENDS = {
+    "example": "node_plugin.backends.example:ExampleBackend",
+    "hostdev": "node_plugin.backends.hostdev:HostDevBackend",
+}
+
+
+def read_backend_config(path: Path | None) -> dict[str, Any]:
+    """Parse a YAML or JSON backend config file (JSON is YAML); {} without a file."""
+    if path is None:
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BackendConfigError(f"--backend-config {path}: cannot read: {exc.strerror}") from exc
+    try:
+        data = yaml.safe_load(text) if path.suffix != ".json" else json.loads(text)
+    except (yaml.YAMLError, ValueError) as exc:
+        raise BackendConfigError(f"--backend-config {path}: not valid YAML/JSON: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BackendConfigError(
+            f"--backend-config {path}: top level must be a mapping, got {type(data).__name__}"
+        )
+    return data
+
+
+def validate_settings(
+    model: type[pydantic.BaseModel], context: BackendContext, backend: str
+) -> pydantic.BaseModel:
+    """Validate ``context.config`` with ``model``; BackendConfigError naming each bad field."""
+    try:
+        return model.model_validate(dict(context.config))
+    except pydantic.ValidationError as exc:
+        where = f"--backend-config {context.config_path}" if context.config_path else "config"
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<top level>'}: {e['msg']}"
+            for e in exc.errors()
+        )
+        raise BackendConfigError(f"{where} for backend {backend!r}: {problems}") from exc
+
+
+def resolve_backend_class(spec: str) -> type[Any]:
+    """The class named by ``spec`` (a built-in name or ``module:Class``)."""
+    target = BUILTIN_BACKENDS.get(spec, spec)
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise BackendConfigError(
+            f"--backend {spec!r}: not a built-in backend ({', '.join(sorted(BUILTIN_BACKENDS))}) "
+            "and not of the form module:Class"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BackendConfigError(
+            f"--backend {spec!r}: cannot import {module_name!r}: {exc}"
+        ) from exc
+    cls = getattr(module, attr, None)
+    if not isinstance(cls, type):
+        raise BackendConfigError(f"--backend {spec!r}: {module_name!r} has no class {attr!r}")
+    return cls
+
+
+def load_backend(
+    spec: str,
+    *,
+    driver_name: str,
+    node_name: str,
+    config_path: Path | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> Backend:
+    """Construct the backend ``spec`` with its config; BackendConfigError on any problem."""
+    cls = resolve_backend_class(spec)
+    settings = dict(config) if config is not None else read_backend_config(config_path)
+    context = BackendContext(driver_name, node_name, settings, config_path)
+    backend = cls(context)
+    missing = [
+        name
+        for name in ("discover", "subscribe", "health", "prepare", "unprepare", "close")
+        if not callable(getattr(backend, name, None))
+    ] + [name for name in ("name", "config_model") if not hasattr(backend, name)]
+    if missing:
+        raise BackendConfigError(
+            f"--backend {spec!r}: {cls.__name__} does not implement Backend "
+            f"(missing: {', '.join(missing)})"
+        )
+    return cast(Backend, backend)

@@ -1,0 +1,103 @@
+"""Opaque device configuration: which parameters apply to which allocated device.
+
+The scheduler copies the configs that matter into the claim's
+``status.allocation.devices.config``: first those of the DeviceClasses
+(``source: FromClass``), then those of the claim (``source: FromClaim``).
+For one allocation result of this driver, the applicable entries are those
+
+* whose ``opaque.driver`` is this driver (other drivers' configs are theirs);
+* whose ``requests`` is empty (all requests) or names the result's request,
+  either exactly (``req/sub``) or by its base name (``req``).
+
+They are applied class configs first, then claim configs, each in list order;
+a later entry wins field by field at the top level of ``parameters`` (a claim
+can override one setting of its class). The merged parameters are validated
+with the backend's pydantic model; an invalid config is a per-claim error
+naming the request, the field and the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pydantic
+
+from allocator.model import (
+    CONFIG_SOURCE_CLAIM,
+    CONFIG_SOURCE_CLASS,
+    DeviceAllocationConfiguration,
+)
+
+
+class ConfigError(ValueError):
+    """An opaque config for this driver is unusable; the message names request and field."""
+
+
+def base_request(request: str) -> str:
+    """``req/sub`` -> ``req``; a request name without a subrequest is returned as is."""
+    return request.partition("/")[0]
+
+
+def _applies(entry: DeviceAllocationConfiguration, request: str) -> bool:
+    return (
+        not entry.requests or request in entry.requests or base_request(request) in entry.requests
+    )
+
+
+def applicable_configs(
+    configs: Sequence[DeviceAllocationConfiguration], driver: str, request: str
+) -> list[tuple[int, DeviceAllocationConfiguration]]:
+    """(index in the list, entry) for this driver's configs that apply to ``request``, in order."""
+    ours = [
+        (i, c)
+        for i, c in enumerate(configs)
+        if c.opaque is not None and c.opaque.driver == driver and _applies(c, request)
+    ]
+    rank = {CONFIG_SOURCE_CLASS: 0, CONFIG_SOURCE_CLAIM: 1}
+    return sorted(ours, key=lambda ic: (rank.get(ic[1].source, 1), ic[0]))
+
+
+def merged_parameters(
+    configs: Sequence[DeviceAllocationConfiguration], driver: str, request: str
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The merged parameters for ``request`` (None: no config) and where they came from."""
+    merged: dict[str, Any] | None = None
+    sources: list[str] = []
+    for index, entry in applicable_configs(configs, driver, request):
+        assert entry.opaque is not None
+        params = entry.opaque.parameters
+        where = f"status.allocation.devices.config[{index}] ({entry.source})"
+        if not isinstance(params, Mapping):
+            raise ConfigError(
+                f"request {request!r}: {where}: opaque.parameters must be an object, "
+                f"got {type(params).__name__}"
+            )
+        merged = {**(merged or {}), **params}
+        sources.append(where)
+    return merged, sources
+
+
+def resolve_config(
+    configs: Sequence[DeviceAllocationConfiguration],
+    driver: str,
+    request: str,
+    model: type[pydantic.BaseModel],
+) -> pydantic.BaseModel | None:
+    """The validated config for ``request``; None when no config applies.
+
+    Raises :class:`ConfigError` naming the request, the sources and each bad field.
+    """
+    params, sources = merged_parameters(configs, driver, request)
+    if params is None:
+        return None
+    try:
+        return model.model_validate(params)
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<parameters>'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(
+            f"invalid opaque config for request {request!r} (from {', '.join(sources)}): {problems}"
+        ) from exc
