@@ -43,6 +43,7 @@ import pydantic
 from allocator.model import CounterSet, Device
 from allocator.quantity import Quantity, QuantityError, parse_quantity
 from node_plugin.backends.base import (
+    BackendConfigError,
     BackendContext,
     BackendPrepared,
     ClaimToPrepare,
@@ -163,14 +164,13 @@ class ExampleBackend:
         self._updated = int(time.time())
         self._description = self._describe()
         known = {d.name for d in self._description.devices}
-        unknown = sorted(
+        named = (
             {t.device for t in settings.taints}
             | {b.device for b in settings.binding_conditions}
-            | set(settings.unhealthy) - known
+            | set(settings.unhealthy)
         )
+        unknown = sorted(named - known)
         if unknown:
-            from node_plugin.backends.base import BackendConfigError  # noqa: PLC0415
-
             raise BackendConfigError(
                 f"backend config names devices that do not exist: {', '.join(unknown)} "
                 f"(devices: {', '.join(sorted(known))})"
@@ -327,7 +327,9 @@ class ExampleBackend:
                 interval = (sharing.time_slicing_config or TimeSlicingConfig()).interval
                 env.append(f"{prefix}_TIMESLICE_INTERVAL={interval}")
             else:
-                count = sharing.space_partitioning_config or SpacePartitioningConfig()
+                count = sharing.space_partitioning_config or SpacePartitioningConfig.model_validate(
+                    {}
+                )
                 env.append(f"{prefix}_PARTITION_COUNT={count.partition_count}")
         return tuple(env)
 
