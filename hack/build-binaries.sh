@@ -6,7 +6,7 @@
 #
 # The cache folder is $DRAKIT_CACHE_DIR/bin/$KUBE_VERSION (default
 # ~/.cache/drakit). A binary is rebuilt only when its tool module's go.sum
-# changed since it was built. Honours KUBEBUILDER_ASSETS: when it names a
+# or Go source changed since it was built. Honours KUBEBUILDER_ASSETS: when it names a
 # folder holding kube-apiserver and etcd, nothing is built for kube/etcd.
 set -euo pipefail
 HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,13 +31,20 @@ need_go() {
   fi
 }
 
-# up_to_date NAME MODULE_DIR: the binary exists and was built from this go.sum.
-up_to_date() {
-  local stamp="$BIN/.$1.stamp"
-  [[ -x "$BIN/$1" && -f "$stamp" ]] && [[ "$(cat "$stamp")" == "$(sha256sum "$2/go.sum" | cut -d' ' -f1)" ]]
+# stamp_of MODULE_DIR: hash of go.sum plus the module's own .go files, so a
+# change to a local tool's source (oracle, kubelet harness) rebuilds it.
+stamp_of() {
+  # shellcheck disable=SC2046
+  cat "$1/go.sum" $(find "$1" -maxdepth 1 -name '*.go' | sort) | sha256sum | cut -d' ' -f1
 }
 
-stamp() { sha256sum "$2/go.sum" | cut -d' ' -f1 >"$BIN/.$1.stamp"; }
+# up_to_date NAME MODULE_DIR: the binary exists and was built from this source.
+up_to_date() {
+  local s="$BIN/.$1.stamp"
+  [[ -x "$BIN/$1" && -f "$s" ]] && [[ "$(cat "$s")" == "$(stamp_of "$2")" ]]
+}
+
+stamp() { stamp_of "$2" >"$BIN/.$1.stamp"; }
 
 # go_build MODULE_DIR OUT_NAME PACKAGE [LDFLAGS]: one atomic build into the cache.
 go_build() {

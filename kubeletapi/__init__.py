@@ -1,1 +1,4 @@
-"""Generated gRPC and protobuf code for the kubelet plugin APIs (see proto/ and hack/update-codegen.sh)."""
+"""Generated gRPC and protobuf code for the kubelet plugin APIs.
+
+See proto/ and hack/update-codegen.sh.
+"""

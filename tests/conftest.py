@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +39,14 @@ def namespace(cluster: LocalCluster) -> Iterator[str]:
     core.create_namespace({"metadata": {"name": name}})
     yield name
     core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def kubelet_harness_binary() -> Path:
+    """The kubelet harness (the real v1.37.2 DRA manager), built once per cache."""
+    from harness.kubelet import build_harness_binary  # noqa: PLC0415
+
+    try:
+        return build_harness_binary(Path(__file__).resolve().parents[1])
+    except FileNotFoundError as err:
+        pytest.skip(f"kubelet harness not built: {err}")
