@@ -16,6 +16,7 @@ whose bound exceeds :data:`MAX_COST` are rejected.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -38,6 +39,10 @@ __all__ = [
     "device_context",
     "qualify",
 ]
+
+# The engine logs a warning for every failing library call; the error is raised to the
+# caller anyway (as a CEL runtime error), so the log line is only noise.
+logging.getLogger("cel").setLevel(logging.ERROR)
 
 MAX_COST: Final = 1_000_000
 MAX_EXPRESSION_LENGTH: Final = 10 * 1024

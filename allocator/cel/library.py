@@ -431,8 +431,7 @@ def _join(items: Any, sep: str = "") -> str:
 
 
 def _reverse(v: Any) -> Any:
-    if isinstance(v, str):
-        return v[::-1]
+    # lists only: Kubernetes 1.37 ships ext strings v2, which has no string reverse()
     return list(reversed(_need_list(v, "reverse")))
 
 
