@@ -1,0 +1,183 @@
+"""The chart as helm sees it: lint, render, values schema, rendered manifests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+from deploy_support import CHART, KUBE_VERSION, ROOT, Helm, by_kind, one
+
+pytestmark = pytest.mark.integration
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_helm_lint_passes_in_strict_mode(helm: Helm) -> None:
+    proc = helm.run("lint", "--strict", "--kube-version", KUBE_VERSION, str(CHART))
+    assert "1 chart(s) linted, 0 chart(s) failed" in proc.stdout
+
+
+def test_default_render_holds_every_component(helm: Helm) -> None:
+    objects = helm.render()
+    kinds = sorted(o["kind"] for o in objects)
+    assert kinds == sorted(
+        [
+            "ServiceAccount",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "DaemonSet",
+            "Deployment",
+            "DeviceClass",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        ]
+    )
+    assert {o["metadata"].get("namespace") for o in objects if o["kind"] != "DeviceClass"} <= {
+        "drakit-system",
+        None,
+    }
+
+
+def test_node_plugin_daemonset_follows_the_kubelet_plugin_contract(helm: Helm) -> None:
+    ds = one(helm.render(), "DaemonSet")
+    assert ds["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-node-critical"
+    container = pod["containers"][0]
+    env = _env(container)
+    assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert env["POD_UID"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
+    assert env["DRIVER_NAME"] == "gpu.drakit.dev"
+    host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    assert host_paths == {
+        "plugins-registry": "/var/lib/kubelet/plugins_registry",
+        "plugins": "/var/lib/kubelet/plugins",
+        "cdi": "/var/run/cdi",
+    }
+    # Mounted at the host paths: the DRA socket path reported to the kubelet is a host path.
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert all(mounts[name] == path for name, path in host_paths.items())
+    assert container["livenessProbe"]["exec"]["command"] == ["drakit", "node-plugin-probe"]
+    assert container["securityContext"].get("privileged") is not True
+
+
+def test_kubelet_dir_moves_every_kubelet_folder(helm: Helm) -> None:
+    ds = one(helm.render(values={"kubeletDir": "/data/kubelet/"}), "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    host_paths = {v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    assert host_paths == {"/data/kubelet/plugins_registry", "/data/kubelet/plugins", "/var/run/cdi"}
+    env = _env(pod["containers"][0])
+    assert env["KUBELET_REGISTRAR_DIRECTORY_PATH"] == "/data/kubelet/plugins_registry"
+    assert env["KUBELET_PLUGINS_DIRECTORY_PATH"] == "/data/kubelet/plugins"
+
+
+def test_hostdev_backend_runs_privileged_with_its_config_and_device_class(helm: Helm) -> None:
+    objects = helm.render(
+        values={
+            "driverName": "hostdev.drakit.dev",
+            "nodePlugin.backend": "hostdev",
+            "nodePlugin.backendConfig.devices[0].glob": "/dev/fuse",
+        }
+    )
+    pod = one(objects, "DaemonSet")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["securityContext"] == {"privileged": True}
+    assert _env(container)["BACKEND_CONFIG"] == "/etc/drakit/backend/config.yaml"
+    config = one(objects, "ConfigMap")
+    assert yaml.safe_load(config["data"]["config.yaml"]) == {"devices": [{"glob": "/dev/fuse"}]}
+    device_class = one(objects, "DeviceClass")
+    assert device_class["metadata"]["name"] == "hostdev.drakit.dev"
+    assert device_class["spec"]["selectors"] == [
+        {"cel": {"expression": 'device.driver == "hostdev.drakit.dev"'}}
+    ]
+
+
+def test_controller_runs_two_replicas_with_leader_election_as_non_root(helm: Helm) -> None:
+    deployment = one(helm.render(), "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    container = pod["containers"][0]
+    assert container["command"] == ["drakit", "controller"]
+    assert "--leader-elect" in container["args"]
+    assert "--claim-generation=scoped" in container["args"]
+
+
+def test_device_status_grants_only_this_drivers_granular_verbs(helm: Helm) -> None:
+    roles = by_kind(helm.render(values={"nodePlugin.deviceStatus": "true"}), "ClusterRole")
+    plugin_role = next(r for r in roles if r["metadata"]["name"] == "drakit-node-plugin")
+    driver_rules = [r for r in plugin_role["rules"] if "resourceclaims/driver" in r["resources"]]
+    assert driver_rules == [
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaims/driver"],
+            "resourceNames": ["gpu.drakit.dev"],
+            "verbs": ["associated-node:update", "associated-node:patch"],
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        (
+            "controller.claimGeneration",
+            "sometimes",
+            "at '/controller/claimGeneration': value must be one of 'all', 'scoped', 'off'",
+        ),
+        ("driverName", "Not_A_DNS_Name", "at '/driverName': 'Not_A_DNS_Name' does not match"),
+        ("controller.replicas", "0", "at '/controller/replicas': minimum: got 0, want 1"),
+        ("kubeletDir", "relative/kubelet", "at '/kubeletDir': 'relative/kubelet' does not match"),
+        ("nodePlugin.typo", "1", "at '/nodePlugin': additional properties 'typo' not allowed"),
+    ],
+)
+def test_values_schema_rejects_a_bad_value_naming_it(
+    helm: Helm, key: str, value: str, expected: str
+) -> None:
+    proc = helm.template(values={key: value}, check=False)
+    assert proc.returncode != 0
+    assert "values don't meet the specifications of the schema" in proc.stderr
+    assert expected in proc.stderr
+
+
+def _undocumented(schema: dict[str, Any], path: str, definitions: dict[str, Any]) -> list[str]:
+    missing: list[str] = []
+    for name, prop in schema.get("properties", {}).items():
+        where = f"{path}.{name}" if path else name
+        if "description" not in prop:
+            missing.append(where)
+        target = prop
+        if "$ref" in prop:
+            target = definitions[prop["$ref"].rsplit("/", 1)[-1]]
+        missing += _undocumented(target, where, definitions)
+    return missing
+
+
+def test_every_value_in_the_schema_is_documented() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert _undocumented(schema, "", schema["definitions"]) == []
+
+
+def test_rendered_manifests_match_the_chart() -> None:
+    proc = subprocess.run(
+        [str(ROOT / "hack" / "verify-manifests.sh")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SKIPPED" not in proc.stderr

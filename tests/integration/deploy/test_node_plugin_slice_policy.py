@@ -1,0 +1,164 @@
+"""The chart's admission policy, for real: a node plugin writes only its own node's slices.
+
+The tokens are real TokenRequests for the node plugin's ServiceAccount, bound
+to a pod scheduled to node A (as the kubelet would mount them), so they carry
+the user extra authentication.kubernetes.io/node-name = A.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from conftest import Installed
+from deploy_support import request_token, resource_slice, token_client
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from drakit.localcluster import LocalCluster
+
+pytestmark = pytest.mark.integration
+
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+GROUP, VERSION, PLURAL = "resource.k8s.io", "v1", "resourceslices"
+
+
+def _slices(api: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api)
+
+
+def _create(api: client.ApiClient, body: dict[str, Any], dry_run: bool = False) -> Any:
+    kwargs = {"dry_run": "All"} if dry_run else {}
+    return _slices(api).create_cluster_custom_object(GROUP, VERSION, PLURAL, body, **kwargs)
+
+
+def _name(node: str) -> str:
+    return f"{node}-{uuid.uuid4().hex[:6]}"
+
+
+def _forbidden(call: Callable[[], Any]) -> str:
+    """Run ``call``, which must be refused with 403; return the refusal message."""
+    with pytest.raises(ApiException) as refused:
+        call()
+    assert refused.value.status == 403, refused.value.body
+    return str(refused.value.body)
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: LocalCluster) -> client.ApiClient:
+    return cluster.api_client()
+
+
+@pytest.fixture(scope="module")
+def plugin_on_a(admin: client.ApiClient, installed: Installed) -> client.ApiClient:
+    """The node plugin on node A, once the policy is in force.
+
+    A new policy reaches the admission plugin through an informer; wait until
+    it refuses a write to node B's slice (dry run) before the tests assert.
+    """
+    token = request_token(admin, installed.namespace, installed.node_plugin_sa, installed.pod_a)
+    api = token_client(admin, token)
+    probe = resource_slice(_name(installed.node_b), installed.driver, installed.node_b)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            _create(api, probe, dry_run=True)
+        except ApiException as exc:
+            if exc.status == 403 and "ValidatingAdmissionPolicy" in str(exc.body):
+                return api
+            raise
+        if time.monotonic() > deadline:
+            pytest.fail("the chart's ValidatingAdmissionPolicy never took effect")
+        time.sleep(0.5)
+
+
+def test_token_of_a_pod_on_node_a_names_node_a(
+    admin: client.ApiClient, installed: Installed
+) -> None:
+    token = request_token(admin, installed.namespace, installed.node_plugin_sa, installed.pod_a)
+    review = client.AuthenticationV1Api(token_client(admin, token)).create_self_subject_review(
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    )
+    user = review.status.user_info
+    assert user.username == (
+        f"system:serviceaccount:{installed.namespace}:{installed.node_plugin_sa}"
+    )
+    assert user.extra[NODE_NAME_EXTRA] == [installed.node_a]
+
+
+def test_node_plugin_creates_updates_and_deletes_its_own_nodes_slice(
+    plugin_on_a: client.ApiClient, installed: Installed
+) -> None:
+    name = _name(installed.node_a)
+    created = _create(plugin_on_a, resource_slice(name, installed.driver, installed.node_a))
+    created["spec"]["devices"].append({"name": "gpu-1"})
+    updated = _slices(plugin_on_a).replace_cluster_custom_object(
+        GROUP, VERSION, PLURAL, name, created
+    )
+    assert [d["name"] for d in updated["spec"]["devices"]] == ["gpu-0", "gpu-1"]
+    _slices(plugin_on_a).delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+
+
+def test_node_plugin_cannot_create_a_slice_of_another_node(
+    plugin_on_a: client.ApiClient, installed: Installed
+) -> None:
+    body = resource_slice(_name(installed.node_b), installed.driver, installed.node_b)
+    message = _forbidden(lambda: _create(plugin_on_a, body))
+    assert (
+        f"the drakit node plugin on node {installed.node_a} may write only ResourceSlices "
+        f"of its own node, not those of node {installed.node_b}"
+    ) in message
+
+
+def test_node_plugin_cannot_change_or_delete_a_slice_of_another_node(
+    admin: client.ApiClient, plugin_on_a: client.ApiClient, installed: Installed
+) -> None:
+    name = _name(installed.node_b)
+    # Other users (here the admin) are not restricted by the policy.
+    theirs = _create(admin, resource_slice(name, installed.driver, installed.node_b))
+    try:
+        theirs["spec"]["devices"] = []
+        ops = _slices(plugin_on_a)
+        update = _forbidden(
+            lambda: ops.replace_cluster_custom_object(GROUP, VERSION, PLURAL, name, theirs)
+        )
+        delete = _forbidden(lambda: ops.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name))
+        for message in (update, delete):
+            assert f"not those of node {installed.node_b}" in message
+        kept = _slices(admin).get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+        assert [d["name"] for d in kept["spec"]["devices"]] == ["gpu-0"]
+    finally:
+        _slices(admin).delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+
+
+def test_node_plugin_cannot_write_a_slice_for_all_nodes(
+    plugin_on_a: client.ApiClient, installed: Installed
+) -> None:
+    body = resource_slice(f"all-{uuid.uuid4().hex[:6]}", installed.driver, None)
+    message = _forbidden(lambda: _create(plugin_on_a, body))
+    assert "not a slice without spec.nodeName" in message
+
+
+def test_token_not_bound_to_a_pod_may_write_no_slice(
+    admin: client.ApiClient, plugin_on_a: client.ApiClient, installed: Installed
+) -> None:
+    token = request_token(admin, installed.namespace, installed.node_plugin_sa)
+    unbound = token_client(admin, token)
+    body = resource_slice(_name(installed.node_a), installed.driver, installed.node_a)
+    message = _forbidden(lambda: _create(unbound, body))
+    assert "the drakit node plugin's credentials name no node" in message
+
+
+def test_node_plugin_on_node_b_may_write_node_b_slice_only(
+    admin: client.ApiClient, plugin_on_a: client.ApiClient, installed: Installed
+) -> None:
+    token = request_token(admin, installed.namespace, installed.node_plugin_sa, installed.pod_b)
+    plugin_on_b = token_client(admin, token)
+    mine = resource_slice(_name(installed.node_b), installed.driver, installed.node_b)
+    assert _create(plugin_on_b, mine, dry_run=True)["spec"]["nodeName"] == installed.node_b
+    theirs = resource_slice(_name(installed.node_a), installed.driver, installed.node_a)
+    message = _forbidden(lambda: _create(plugin_on_b, theirs, dry_run=True))
+    assert f"on node {installed.node_b} may write only" in message
