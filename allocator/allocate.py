@@ -671,16 +671,23 @@ class _Run:
                         f"capacity for device {dev_id}: {exc}"
                     ) from None
                 share_id = self.a.new_share_id()
+                existed = dev_id in self.allocating_capacity
                 in_flight = self.allocating_capacity.setdefault(dev_id, {})
                 for name, amount in consumed.items():
                     in_flight[name] = in_flight.get(name, 0) + amount
                 taken = consumed
 
                 def release_capacity() -> None:
-                    flight = self.allocating_capacity[dev_id]
-                    for name, amount in taken.items():
-                        flight[name] -= amount
-                    # upstream keeps the (now zero) entry: the device stays "capacity in use"
+                    # restore the entry's presence too: presence means "capacity in use"
+                    flight = self.allocating_capacity.get(dev_id)
+                    if flight is not None:
+                        for name, amount in taken.items():
+                            if name in flight:
+                                flight[name] -= amount
+                        if all(v == 0 for v in flight.values()):
+                            del self.allocating_capacity[dev_id]
+                    if existed and dev_id not in self.allocating_capacity:
+                        self.allocating_capacity[dev_id] = {}
 
                 undo_steps.append(release_capacity)
         results = self.results[ci]

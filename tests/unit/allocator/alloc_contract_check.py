@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from allocator.quantity import Quantity
-from tests.unit.allocator.scenario_builders import DRIVER
+from alloc_builders import DRIVER
 
 
 def device_lists(output: dict[str, Any]) -> list[list[str]]:

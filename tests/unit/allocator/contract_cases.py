@@ -10,9 +10,16 @@ oracle; the expectations were cross-checked against it.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
-from tests.unit.allocator.scenario_builders import (
+# tests/ is not a package: make the sibling builders importable when this file is loaded
+# by path (the differential suite does that).
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+
+from alloc_builders import (
     DRIVER,
     allocated,
     attrs,
