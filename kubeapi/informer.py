@@ -252,6 +252,10 @@ class Informer:
     def stopped(self) -> bool:
         return self._stopping.is_set()
 
+    def is_running(self) -> bool:
+        """True while any of the informer's threads is alive."""
+        return any(thread.is_alive() for thread in self._threads)
+
     # -- reflector -----------------------------------------------------------------------------
 
     def _reflect_loop(self) -> None:
