@@ -9,9 +9,25 @@ Public surface (import from here; submodules hold the details):
 * quantities (:mod:`allocator.quantity`): exact ``Quantity``.
 * validation (:mod:`allocator.validation`): the API's limits; ``ValidationError``.
 * conversion (:mod:`allocator.convert`): v1beta1/v1beta2 dicts to v1 dicts.
+* allocation (:mod:`allocator.allocate`): ``Inventory`` (slices, prepared once),
+  ``Allocator(inventory, classes, allocated_state).allocate(node, claims)``.
+* allocated state (:mod:`allocator.allocated`): ``AllocatedState`` with ``add``,
+  ``remove`` and ``conflicts`` (the node plugin's double-use guard).
+* explanations (:mod:`allocator.explain`) and the oracle contract
+  (:mod:`allocator.scenario`).
 """
 
+from allocator.allocate import (
+    AllocationCancelled,
+    AllocationError,
+    AllocationTimeout,
+    Allocator,
+    NodeUnsuitableError,
+)
+from allocator.allocated import AllocatedState, Conflict
 from allocator.convert import to_v1
+from allocator.features import Features
+from allocator.inventory import Inventory
 from allocator.model import (
     AllocationResult,
     AttributeValue,
@@ -51,6 +67,15 @@ from allocator.validation import (
 )
 
 __all__ = [
+    "AllocatedState",
+    "AllocationCancelled",
+    "AllocationError",
+    "AllocationTimeout",
+    "Allocator",
+    "Conflict",
+    "Features",
+    "Inventory",
+    "NodeUnsuitableError",
     "AllocationResult",
     "AttributeValue",
     "CapacityRequestPolicy",

@@ -799,6 +799,10 @@ class ResourceClaim(_ApiType):
     def requests(self) -> tuple[DeviceRequest, ...]:
         return self.spec.devices.requests
 
+    def with_allocation(self, allocation: AllocationResult | None) -> ResourceClaim:
+        """A copy with ``status.allocation`` replaced (None clears it)."""
+        return replace(self, status=replace(self.status, allocation=allocation))
+
 
 # --------------------------------------------------------------------------- defaults
 
