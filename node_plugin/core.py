@@ -48,7 +48,14 @@ from node_plugin.backends.base import (
 )
 from node_plugin.backends.registry import load_backend
 from node_plugin.cdi import PREPARED_ANNOTATION, CDIDevice, CDISpecs
-from node_plugin.checkpoint import COMPLETED, FILE_NAME, STARTED, Checkpoint, ClaimEntry
+from node_plugin.checkpoint import (
+    COMPLETED,
+    FILE_NAME,
+    STARTED,
+    Checkpoint,
+    ClaimEntry,
+    read_boot_id,
+)
 from node_plugin.config import ConfigError, base_request, resolve_config
 from node_plugin.driver import (
     CallContext,
@@ -126,6 +133,7 @@ class PrepareCore:
         events: ClaimEvents | None = None,
         checkpoint: Checkpoint | None = None,
         services: Sequence[Service] = (),
+        boot_id: Callable[[], str] = read_boot_id,
     ) -> None:
         self.config = config
         self.driver = config.driver_name
@@ -142,6 +150,7 @@ class PrepareCore:
         )
         self.checkpoint = checkpoint or Checkpoint(
             config.plugin_data_dir / FILE_NAME,
+            boot_id=boot_id,
             on_corrupt=self._on_corrupt_checkpoint,
             rebuild=self._rebuild_from_cdi_specs,
         )

@@ -57,11 +57,14 @@ def make_core(api: RateLimitedApiClient, tmp_path: Path) -> Iterator[CoreFactory
 
     def make(root: Path | None = None, backend: Any = None, **overrides: Any) -> PrepareCore:
         events = overrides.pop("events", None) or RecordingEvents()
+        boot_id = overrides.pop("boot_id", None) or (lambda: "boot-1")
         config = make_config(root or tmp_path, **overrides)
         backend = backend or load_backend(
             "example", driver_name=DRIVER, node_name=NODE, config=EXAMPLE_CONFIG
         )
-        core = PrepareCore(config, PluginMetrics(), backend, claims_resource(api), events=events)
+        core = PrepareCore(
+            config, PluginMetrics(), backend, claims_resource(api), events=events, boot_id=boot_id
+        )
         core.start()
         cores.append(core)
         return core

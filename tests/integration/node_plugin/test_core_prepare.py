@@ -39,7 +39,6 @@ class CountingBackend(ExampleBackend):
 
 def counting_backend() -> CountingBackend:
 
-
     return CountingBackend(BackendContext(DRIVER, "node-a", EXAMPLE_CONFIG))
 
 

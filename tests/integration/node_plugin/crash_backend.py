@@ -1,0 +1,19 @@
+"""A backend that SIGKILLs its own process inside prepare (between "started" and "completed").
+
+Used by the crash test: the plugin process dies after the checkpoint recorded
+PrepareStarted and before the CDI spec and PrepareCompleted were written.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from node_plugin.backends.base import BackendPrepared, ClaimToPrepare
+from node_plugin.backends.example import ExampleBackend
+
+
+class KillInPrepareBackend(ExampleBackend):
+    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable")

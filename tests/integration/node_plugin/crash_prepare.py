@@ -1,0 +1,35 @@
+"""Subprocess entry point: prepare one claim with a backend that SIGKILLs the process.
+
+Usage: python crash_prepare.py ROOT KUBECONFIG NAMESPACE NAME UID
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from claims import DRIVER, NODE, call, claims_resource, make_config
+
+from kubeapi.client import load_client
+from node_plugin.backends.registry import load_backend
+from node_plugin.core import PrepareCore
+from node_plugin.driver import ClaimRef
+from node_plugin.metrics import PluginMetrics
+
+
+def main() -> None:
+    root, kubeconfig, namespace, name, uid = sys.argv[1:6]
+    config = make_config(Path(root))
+    backend = load_backend("crash_backend:KillInPrepareBackend", driver_name=DRIVER, node_name=NODE)
+    api = load_client(kubeconfig)
+    core = PrepareCore(
+        config, PluginMetrics(), backend, claims_resource(api), boot_id=lambda: "boot-1"
+    )
+    core.start()
+    core.prepare([ClaimRef(namespace, uid, name)], call(config))
+
+
+if __name__ == "__main__":
+    main()

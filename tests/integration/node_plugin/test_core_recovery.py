@@ -1,0 +1,132 @@
+"""Crash safety of the core: SIGKILL mid-prepare, corrupt checkpoint, reboot, half-prepared."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from claims import call, create_claim, result
+from conftest import CoreFactory, RecordingEvents
+
+from drakit.localcluster import LocalCluster
+from kubeapi.resources import Resource
+from node_plugin.checkpoint import FILE_NAME, STARTED
+
+pytestmark = pytest.mark.integration
+
+HERE = Path(__file__).parent
+
+
+def checkpoint_of(root: Path) -> dict[str, object]:
+    data: dict[str, object] = json.loads((root / "plugins/gpu.example.com" / FILE_NAME).read_text())
+    return data
+
+
+def test_sigkill_between_started_and_completed_then_restart_completes_the_prepare(
+    make_core: CoreFactory,
+    claims: Resource,
+    namespace: str,
+    cluster: LocalCluster,
+    tmp_path: Path,
+) -> None:
+    ref = create_claim(claims, namespace, [result("gpu", "gpu-1")])
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "crash_prepare.py"), str(tmp_path), cluster.kubeconfig,
+         ref.namespace, ref.name, ref.uid],
+        env={**os.environ, "PYTHONPATH": str(HERE)},
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    claims_in_checkpoint = checkpoint_of(tmp_path)["claims"]
+    assert isinstance(claims_in_checkpoint, dict)
+    assert claims_in_checkpoint[ref.uid]["state"] == STARTED
+    assert list((tmp_path / "cdi").iterdir()) == []
+
+    core = make_core()  # the restarted plugin, with a working backend
+    out = core.prepare([ref], call(core.config))[ref.uid]
+    assert out.error == "" and [d.device_name for d in out.devices] == ["gpu-1"]
+    assert core.cdi.spec_path(ref.uid).exists()
+    assert checkpoint_of(tmp_path)["claims"][ref.uid]["state"] == "PrepareCompleted"  # type: ignore[index]
+
+
+def test_half_prepared_claim_is_rolled_back_by_unprepare(
+    make_core: CoreFactory, claims: Resource, namespace: str, tmp_path: Path
+) -> None:
+    core = make_core()
+    ref = create_claim(claims, namespace, [result("gpu", "gpu-0")])
+    core.prepare([ref], call(core.config))
+    entry = core.checkpoint.get(ref.uid)
+    assert entry is not None
+    core.checkpoint.put(replace(entry, state=STARTED))
+    core.checkpoint.save()
+    core.stop()
+    restarted = make_core()
+    assert restarted.unprepare([ref], call(restarted.config)) == {ref.uid: ""}
+    assert not restarted.cdi.spec_path(ref.uid).exists()
+    assert checkpoint_of(tmp_path)["claims"] == {}
+
+
+def test_corrupt_checkpoint_is_moved_aside_reported_and_rebuilt_from_cdi_specs(
+    make_core: CoreFactory, claims: Resource, namespace: str, tmp_path: Path
+) -> None:
+    first = make_core()
+    ref = create_claim(claims, namespace, [result("gpu", "gpu-0")])
+    answer = first.prepare([ref], call(first.config))
+    first.stop()
+    path = tmp_path / "plugins/gpu.example.com" / FILE_NAME
+    path.write_text('{"apiVersion": "drakit.dev/v1", "kind": "NodePluginCheck')
+    events = RecordingEvents()
+    restarted = make_core(events=events)
+    assert [p.name for p in path.parent.glob(f"{FILE_NAME}.corrupt-*")]
+    assert events.events[0][1] == "CheckpointCorrupt"
+    assert events.events[0][0]["kind"] == "Node"
+    assert restarted.corrupt_checkpoints._value.get() == 1
+    # the plugin keeps serving: the rebuilt checkpoint knows the claim
+    assert restarted.prepare([ref], call(restarted.config)) == answer
+    other = create_claim(claims, namespace, [result("gpu", "gpu-0")])
+    assert (
+        "allocated exclusively"
+        in restarted.prepare([other], call(restarted.config))[other.uid].error
+    )
+
+
+def test_changed_boot_id_drops_stale_prepared_claims_and_their_cdi_specs(
+    make_core: CoreFactory, claims: Resource, namespace: str, tmp_path: Path
+) -> None:
+    first = make_core(boot_id=lambda: "boot-1")
+    ref = create_claim(claims, namespace, [result("gpu", "gpu-0")])
+    first.prepare([ref], call(first.config))
+    first.stop()
+    rebooted = make_core(boot_id=lambda: "boot-2")
+    assert checkpoint_of(tmp_path)["claims"] == {}
+    assert checkpoint_of(tmp_path)["bootID"] == "boot-2"
+    assert not rebooted.cdi.spec_path(ref.uid).exists()
+    assert rebooted.metrics.prepared_claims._value.get() == 0
+
+
+def test_checkpoint_keeps_fields_it_does_not_know(
+    make_core: CoreFactory, claims: Resource, namespace: str, tmp_path: Path
+) -> None:
+    first = make_core()
+    ref = create_claim(claims, namespace, [result("gpu", "gpu-0")])
+    first.prepare([ref], call(first.config))
+    first.stop()
+    path = tmp_path / "plugins/gpu.example.com" / FILE_NAME
+    data = json.loads(path.read_text())
+    data["futureField"] = {"x": 1}
+    data["claims"][ref.uid]["futureClaimField"] = "kept"
+    path.write_text(json.dumps(data))
+    second = make_core()
+    other = create_claim(claims, namespace, [result("gpu", "gpu-1")])
+    second.prepare([other], call(second.config))
+    written = json.loads(path.read_text())
+    assert written["futureField"] == {"x": 1}
+    assert written["claims"][ref.uid]["futureClaimField"] == "kept"
