@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from deploy_support import CHART, ROOT, Helm, set_args
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from drakit.localcluster import LocalCluster
 
@@ -83,28 +85,32 @@ def _install(
     )
 
 
-@pytest.fixture(scope="session")
-def installed(helm: Helm, cluster: LocalCluster) -> Iterator[Installed]:
-    """``helm install`` of the chart into a fresh namespace; uninstalled at the end.
+@contextmanager
+def chart_installation(
+    helm: Helm, cluster: LocalCluster, prefix: str, values: dict[str, str]
+) -> Iterator[Installed]:
+    """``helm install`` of the chart into a fresh namespace, uninstalled on exit.
 
     Names carry a random suffix, so the cluster-scoped objects (ClusterRoles,
     the admission policy, the DeviceClass, the Nodes) never meet those of
-    other tests in the same session.
+    other tests in the same session. Nodes A and B each get a stand-in
+    node plugin pod for pod-bound tokens.
     """
     suffix = uuid.uuid4().hex[:8]
-    release, namespace, driver = f"dk-{suffix}", f"drakit-{suffix}", f"gpu-{suffix}.drakit.test"
+    release, namespace = f"{prefix}-{suffix}", f"drakit-{suffix}"
+    driver = f"{prefix}-{suffix}.drakit.test"
     api = cluster.api_client()
     core = client.CoreV1Api(api)
     core.create_namespace({"metadata": {"name": namespace}})
-    _install(helm, cluster, release, namespace, {"driverName": driver})
-    plugin_sa, controller_sa = f"{release}-drakit-node-plugin", f"{release}-drakit-controller"
     node_a, node_b = f"node-a-{suffix}", f"node-b-{suffix}"
-    pods = []
-    for node in (node_a, node_b):
-        core.create_node(_node(node))
-        created = core.create_namespaced_pod(namespace, _pod_on(node, plugin_sa))
-        pods.append(api.sanitize_for_serialization(created))
     try:
+        _install(helm, cluster, release, namespace, {"driverName": driver, **values})
+        plugin_sa = f"{release}-drakit-node-plugin"
+        pods = []
+        for node in (node_a, node_b):
+            core.create_node(_node(node))
+            created = core.create_namespaced_pod(namespace, _pod_on(node, plugin_sa))
+            pods.append(api.sanitize_for_serialization(created))
         yield Installed(
             release=release,
             namespace=namespace,
@@ -112,7 +118,7 @@ def installed(helm: Helm, cluster: LocalCluster) -> Iterator[Installed]:
             node_a=node_a,
             node_b=node_b,
             node_plugin_sa=plugin_sa,
-            controller_sa=controller_sa,
+            controller_sa=f"{release}-drakit-controller",
             pod_a=pods[0],
             pod_b=pods[1],
         )
@@ -127,5 +133,24 @@ def installed(helm: Helm, cluster: LocalCluster) -> Iterator[Installed]:
             check=False,
         )
         for node in (node_a, node_b):
-            core.delete_node(node)
+            try:
+                core.delete_node(node)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
         core.delete_namespace(namespace)
+
+
+@pytest.fixture(scope="session")
+def installed(helm: Helm, cluster: LocalCluster) -> Iterator[Installed]:
+    """The chart with its default values (and a unique driver name), installed for real."""
+    with chart_installation(helm, cluster, "dk", {}) as release:
+        yield release
+
+
+@pytest.fixture(scope="session")
+def installed_with_device_status(helm: Helm, cluster: LocalCluster) -> Iterator[Installed]:
+    """The node plugin alone, allowed to write status.devices (nodePlugin.deviceStatus)."""
+    values = {"nodePlugin.deviceStatus": "true", "controller.enabled": "false"}
+    with chart_installation(helm, cluster, "dks", values) as release:
+        yield release
