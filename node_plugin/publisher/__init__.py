@@ -1,0 +1,23 @@
+"""Publishing the node's devices as ResourceSlices (issue 4).
+
+``Publisher`` (``publisher.py``) is the entry point; ``layout`` splits pools into slices,
+``sync`` reconciles one pool, ``naming`` holds the slice-name rule, ``node`` the Node
+identity, ``view`` the informer-plus-own-writes cache.
+"""
+
+from node_plugin.publisher.layout import InvalidPoolError, SliceContent
+from node_plugin.publisher.node import NodeIdentity
+from node_plugin.publisher.publisher import PoolDescriptionLike, PoolSource, Publisher
+from node_plugin.publisher.sync import PoolState, PoolSyncer, SyncResult
+
+__all__ = [
+    "InvalidPoolError",
+    "NodeIdentity",
+    "PoolDescriptionLike",
+    "PoolSource",
+    "PoolState",
+    "PoolSyncer",
+    "Publisher",
+    "SliceContent",
+    "SyncResult",
+]

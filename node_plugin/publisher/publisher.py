@@ -1,0 +1,303 @@
+"""The ResourceSlice publisher: keeps this node's slices equal to what the backend reports.
+
+    publisher = Publisher(api, driver="gpu.example.com", node_name=node, backend=backend)
+    publisher.start()      # returns at once; waits for the Node object in the background
+    ...
+    publisher.stop()       # slices stay: the kubelet wipes them when the driver is gone
+
+How it works:
+
+* A work queue keyed by pool name, one worker. A sync compares the backend's pool with the
+  published slices (:class:`~node_plugin.publisher.sync.PoolSyncer`) and writes only the
+  difference; a pool that matches costs no API call at all.
+* The backend's ``on_change`` callback queues a re-discovery; only pools whose content changed
+  are synced, and within a pool only slices whose content changed are written.
+* Informers watch the driver's slices on this node (field selector ``spec.driver`` and
+  ``spec.nodeName``; pools with per-device node selection by a label). Every event queues its
+  pool after ``repair_delay`` seconds (default 0.5; the Go controller waits 30 s): an outside
+  change or deletion, including the kubelet wiping the node's slices, is repaired within about
+  a second, and a burst of events within the delay coalesces into one sync.
+* An invalid pool description is reported once (log, metric, Event on the Node) and not
+  retried until the backend reports a change; fields the apiserver drops are reported once
+  and then accepted as stored, so they cause no update loop. API failures are retried with
+  per-pool exponential backoff.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry
+
+from allocator.model import CounterSet, Device
+from kubeapi.errors import ApiError
+from kubeapi.events import EventRecorder
+from kubeapi.informer import EventHandlers, Informer
+from kubeapi.objects import KubeObject
+from kubeapi.resources import NODES, RESOURCE_SLICES, Resource
+from kubeapi.workqueue import WorkQueue
+from node_plugin.logging import get_logger
+from node_plugin.publisher.layout import InvalidPoolError
+from node_plugin.publisher.metrics import PublisherMetrics
+from node_plugin.publisher.node import NodeIdentity, wait_for_node
+from node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL, PoolState, PoolSyncer, SyncResult
+from node_plugin.publisher.view import POOL_INDEX, SliceView, pool_index
+
+__all__ = ["PoolDescriptionLike", "PoolSource", "Publisher"]
+
+_log = get_logger(__name__)
+
+#: Queue key that means "ask the backend again" (a pool name is never empty).
+_RESCAN = ""
+DEFAULT_REPAIR_DELAY = 0.5
+
+
+class PoolDescriptionLike(Protocol):
+    """What the publisher reads of a backend's pool.
+
+    ``node_plugin.backends.base.PoolDescription`` has this shape.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def devices(self) -> Sequence[Device]: ...
+
+    @property
+    def shared_counters(self) -> Sequence[CounterSet]: ...
+
+
+class PoolSource(Protocol):
+    """A backend: reports its pools and calls ``on_change`` when they may have changed."""
+
+    def discover(self) -> Sequence[PoolDescriptionLike]: ...
+
+    def subscribe(self, on_change: Callable[[], None]) -> Any: ...
+
+
+class Publisher:
+    """Publishes the backend's pools as ResourceSlices of ``driver`` on ``node_name``.
+
+    ``start``/``stop`` may each be called once; ``resync`` asks the backend again and syncs
+    every pool. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        api: Any,
+        driver: str,
+        node_name: str,
+        backend: PoolSource,
+        *,
+        registry: CollectorRegistry | None = None,
+        events: EventRecorder | None = None,
+        repair_delay: float = DEFAULT_REPAIR_DELAY,
+        node_retry_max_seconds: float = 10.0,
+    ) -> None:
+        self.driver = driver
+        self.node_name = node_name
+        self.metrics = PublisherMetrics(registry)
+        self._api = api
+        self._backend = backend
+        self._slices = Resource(api, RESOURCE_SLICES)
+        self._nodes = Resource(api, NODES)
+        self._own_events = events is None
+        self._events = events or EventRecorder(
+            api,
+            reporting_controller=f"{driver}/node-plugin",
+            reporting_instance=f"{driver}-{node_name}",
+        )
+        self._repair_delay = repair_delay
+        self._node_retry_max = node_retry_max_seconds
+        self._informers = [
+            Informer(
+                self._slices,
+                field_selector=f"spec.driver={driver},spec.nodeName={node_name}",
+                indexers={POOL_INDEX: pool_index},
+                name=f"resourceslices-{node_name}",
+            ),
+            Informer(
+                self._slices,
+                field_selector=f"spec.driver={driver},spec.nodeName=",
+                label_selector=f"{PER_DEVICE_NODE_LABEL}={node_name}",
+                indexers={POOL_INDEX: pool_index},
+                name=f"resourceslices-{node_name}-per-device",
+            ),
+        ]
+        self.view = SliceView(self._informers)
+        self._queue: WorkQueue[str] = WorkQueue(f"publisher-{driver}")
+        self._lock = threading.Lock()
+        self._desired: dict[str, PoolState] = {}
+        self._invalid: dict[str, PoolState] = {}  # reported and not retried until it changes
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._scanned = threading.Event()  # the backend was asked at least once
+        self._starter: threading.Thread | None = None
+        self._syncer: PoolSyncer | None = None
+        self.node: NodeIdentity | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin publishing; returns at once. Waits for the Node object in the background."""
+        self._starter = threading.Thread(
+            target=self._run_start, name="publisher-start", daemon=True
+        )
+        self._starter.start()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """True once the Node was found, the informers synced and the first sync was queued."""
+        return self._ready.wait(timeout)
+
+    def stop(self) -> None:
+        """Stop watching and syncing. The published slices stay (the kubelet owns wiping)."""
+        self._stop.set()
+        self._queue.shutdown(wait=True, timeout=30.0)
+        for informer in self._informers:
+            informer.stop()
+        if self._starter is not None and self._starter is not threading.current_thread():
+            self._starter.join(timeout=30.0)
+        if self._own_events:
+            self._events.stop(timeout=5.0)
+
+    def resync(self) -> None:
+        """Ask the backend for its pools again and sync every pool (the changed ones write)."""
+        self._queue.add(_RESCAN)
+
+    def _run_start(self) -> None:
+        node = wait_for_node(
+            self._nodes, self.node_name, self._stop, max_delay=self._node_retry_max
+        )
+        if node is None:
+            return
+        self.node = node
+        self.metrics.node_found.set(1)
+        self._syncer = PoolSyncer(
+            self._slices,
+            self.driver,
+            node,
+            on_written=self.view.record_written,
+            on_deleted=self.view.record_deleted,
+        )
+        for informer in self._informers:
+            informer.add_handlers(
+                EventHandlers(
+                    on_add=lambda obj, _initial: self._on_slice_event(obj),
+                    on_update=lambda _old, new: self._on_slice_event(new),
+                    on_delete=lambda obj: self._on_slice_event(obj, deleted=True),
+                )
+            )
+            informer.start()
+        for informer in self._informers:
+            while not informer.wait_for_sync(timeout=1.0):
+                if self._stop.is_set():
+                    return
+        self._queue.start(self._handle)
+        self._backend.subscribe(self._on_backend_change)
+        self._queue.add(_RESCAN)
+        for pool in self.view.pool_names():
+            self._queue.add(pool)
+        self._ready.set()
+
+    # -- events --------------------------------------------------------------------------------
+
+    def _on_backend_change(self) -> None:
+        self._queue.add(_RESCAN)
+
+    def _on_slice_event(self, obj: KubeObject, deleted: bool = False) -> None:
+        self.view.observe(obj, deleted=deleted)
+        for pool in pool_index(obj):
+            self._queue.add_after(pool, self._repair_delay)
+
+    # -- work ----------------------------------------------------------------------------------
+
+    def _handle(self, key: str) -> None:
+        if key == _RESCAN:
+            self._rescan()
+        else:
+            self._sync_pool(key)
+
+    def _rescan(self) -> None:
+        pools = self._backend.discover()
+        fresh = {
+            p.name: PoolState(p.name, tuple(p.devices), tuple(p.shared_counters)) for p in pools
+        }
+        with self._lock:
+            old = self._desired
+            self._desired = fresh
+        changed = {name for name in fresh if old.get(name) != fresh[name]}
+        changed |= set(old) - set(fresh)
+        for name in changed:
+            self.metrics.published_devices.labels(name).set(
+                len(fresh[name].devices) if name in fresh else 0
+            )
+            if self._syncer is not None:
+                self._syncer.forget_pool(name)
+        self._scanned.set()
+        for name in sorted(changed):
+            self._queue.add(name)
+
+    def _sync_pool(self, pool: str) -> None:
+        syncer = self._syncer
+        if syncer is None or not self._scanned.is_set():
+            return  # the first rescan queues every pool that needs a sync
+        with self._lock:
+            desired = self._desired.get(pool)
+            if desired is not None and self._invalid.get(pool) == desired:
+                return  # reported already; waits for the backend to change it
+        try:
+            with self.metrics.sync_seconds.time():
+                result = syncer.sync(pool, desired, self.view.pool_slices(pool))
+        except InvalidPoolError as err:
+            self._report_invalid(pool, desired, err)
+            return
+        except ApiError:
+            self.metrics.syncs_total.labels("error").inc()
+            raise
+        with self._lock:
+            self._invalid.pop(pool, None)
+        self._record(result)
+
+    def _record(self, result: SyncResult) -> None:
+        self.metrics.writes_total.labels("create").inc(result.created)
+        self.metrics.writes_total.labels("update").inc(result.updated)
+        self.metrics.writes_total.labels("delete").inc(result.deleted)
+        self.metrics.syncs_total.labels("changed" if result.writes else "unchanged").inc()
+        if result.writes:
+            _log.info(
+                "Published pool",
+                pool=result.pool,
+                generation=result.generation,
+                slices=result.slice_count,
+                created=result.created,
+                updated=result.updated,
+                deleted=result.deleted,
+            )
+        for dropped in result.dropped:
+            self.metrics.dropped_fields_total.inc()
+            _log.warning("ResourceSlice fields dropped by the apiserver", detail=str(dropped))
+            self._warn("DroppedResourceSliceFields", str(dropped))
+
+    def _report_invalid(self, pool: str, desired: PoolState | None, err: InvalidPoolError) -> None:
+        self.metrics.syncs_total.labels("invalid").inc()
+        self.metrics.invalid_pools_total.inc()
+        if desired is not None:
+            with self._lock:
+                self._invalid[pool] = desired
+        _log.error(
+            "Invalid device description from the backend; not publishing this pool until it "
+            "changes",
+            pool=pool,
+            problems=list(err.reasons),
+        )
+        self._warn("InvalidDeviceDescription", str(err))
+
+    def _warn(self, reason: str, note: str) -> None:
+        node = self.node
+        if node is None:
+            return
+        regarding = {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.uid}
+        self._events.warning(regarding, reason, "PublishResourceSlices", note)

@@ -1,0 +1,225 @@
+"""Helpers and fixtures for the publisher's integration tests: a fake Node, a backend whose
+pools the test sets, and a counter of ResourceSlice writes as the apiserver itself counts them.
+
+``conftest.py`` re-exports the fixtures; tests import the helpers from here."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from allocator.model import CounterSet, Device
+from drakit.localcluster import LocalCluster
+from kubeapi.client import RateLimitedApiClient, load_client
+from kubeapi.errors import NotFound
+from kubeapi.objects import KubeObject
+from kubeapi.resources import NODES, RESOURCE_SLICES, Resource
+from node_plugin.publisher import Publisher
+
+DRIVER = "gpu.publisher.drakit.dev"
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A backend pool, shaped like ``node_plugin.backends.base.PoolDescription``."""
+
+    name: str
+    devices: tuple[Device, ...] = ()
+    shared_counters: tuple[CounterSet, ...] = ()
+
+
+@dataclass
+class StaticBackend:
+    """A backend whose pools the test sets; ``set`` notifies the subscriber like a real one."""
+
+    pools: list[Pool] = field(default_factory=list)
+    listeners: list[Callable[[], None]] = field(default_factory=list)
+    discoveries: int = 0
+
+    def discover(self) -> tuple[Pool, ...]:
+        self.discoveries += 1
+        return tuple(self.pools)
+
+    def subscribe(self, on_change: Callable[[], None]) -> None:
+        self.listeners.append(on_change)
+
+    def set(self, pools: Sequence[Pool]) -> None:
+        self.pools = list(pools)
+        for listener in self.listeners:
+            listener()
+
+
+def plain_devices(count: int, *, prefix: str = "gpu", model: str = "a100") -> tuple[Device, ...]:
+    return tuple(
+        Device.from_dict(
+            {
+                "name": f"{prefix}-{i}",
+                "attributes": {"model": {"string": model}, "index": {"int": i}},
+                "capacity": {"memory": {"value": "40Gi"}},
+            }
+        )
+        for i in range(count)
+    )
+
+
+@pytest.fixture(scope="session")
+def api(cluster: LocalCluster) -> RateLimitedApiClient:
+    return load_client(cluster.kubeconfig, qps=1000, burst=1000)
+
+
+@pytest.fixture
+def slices(api: RateLimitedApiClient) -> Resource:
+    return Resource(api, RESOURCE_SLICES)
+
+
+def make_node(api: Any, name: str) -> KubeObject:
+    """A Ready Node object without a kubelet (enough for the scheduler)."""
+    nodes = Resource(api, NODES)
+    node = nodes.create(
+        {
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "spec": {},
+        }
+    )
+    node["status"] = {
+        "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+        "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "fake node",
+                "lastHeartbeatTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        ],
+    }
+    return nodes.update_status(node)
+
+
+@pytest.fixture
+def node_name() -> str:
+    return f"node-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def node(api: RateLimitedApiClient, node_name: str) -> Iterator[KubeObject]:
+    obj = make_node(api, node_name)
+    yield obj
+    try:
+        Resource(api, NODES).delete(node_name)
+    except NotFound:
+        pass
+
+
+@pytest.fixture
+def publishers(api: RateLimitedApiClient) -> Iterator[Callable[..., Publisher]]:
+    """``publishers(node_name, backend, **kw)``: a started Publisher, stopped after the test."""
+    started: list[Publisher] = []
+
+    def start(node_name: str, backend: StaticBackend, **kwargs: Any) -> Publisher:
+        publisher = Publisher(api, DRIVER, node_name, backend, **kwargs)
+        publisher.start()
+        started.append(publisher)
+        return publisher
+
+    yield start
+    for publisher in started:
+        publisher.stop()
+
+
+Wait = Callable[..., Any]
+
+
+@pytest.fixture
+def eventually() -> Wait:
+    """``eventually(fn)``: poll ``fn`` until it returns something truthy, and return that.
+
+    The timeout only keeps a broken test from hanging; nothing asserts how long it took.
+    """
+
+    def wait(fn: Callable[[], Any], timeout: float = 60.0, message: str = "") -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            result = fn()
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                pytest.fail(f"condition never became true: {message or fn}")
+            time.sleep(0.05)
+
+    return wait
+
+
+_REQUEST_LINE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+
+
+def slice_writes(cluster: LocalCluster) -> dict[str, int]:
+    """ResourceSlice write requests the apiserver has served so far, by verb (all results)."""
+    totals = dict.fromkeys(WRITE_VERBS, 0)
+    for line in cluster.apiserver_metrics().splitlines():
+        match = _REQUEST_LINE.match(line)
+        if not match:
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
+        if labels.get("resource") == "resourceslices" and labels.get("verb") in totals:
+            totals[labels["verb"]] += int(float(match["value"]))
+    return totals
+
+
+class WriteCounter:
+    """Counts ResourceSlice writes at the apiserver between ``reset()`` and ``delta()``."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self._cluster = cluster
+        self._base = slice_writes(cluster)
+
+    def reset(self) -> None:
+        self._base = slice_writes(self._cluster)
+
+    def delta(self) -> dict[str, int]:
+        now = slice_writes(self._cluster)
+        return {verb: now[verb] - self._base[verb] for verb in WRITE_VERBS}
+
+    def total(self) -> int:
+        return sum(self.delta().values())
+
+
+@pytest.fixture
+def writes(cluster: LocalCluster) -> WriteCounter:
+    return WriteCounter(cluster)
+
+
+def node_slices(slices: Resource, node_name: str) -> list[KubeObject]:
+    return slices.list(field_selector=f"spec.driver={DRIVER},spec.nodeName={node_name}").items
+
+
+def settle(publisher: Publisher, slices: Resource, node_name: str, quiet: float = 1.5) -> None:
+    """Wait until the node's slices stop changing for ``quiet`` seconds (the publisher's own
+    echo syncs run ``repair_delay`` after each write)."""
+    last = ""
+    stable_since = time.monotonic()
+    deadline = time.monotonic() + 60
+    lock = threading.Lock()
+    while time.monotonic() < deadline:
+        with lock:
+            rvs = sorted(
+                (s["metadata"]["name"], s["metadata"]["resourceVersion"])
+                for s in node_slices(slices, node_name)
+            )
+        current = repr(rvs)
+        if current != last:
+            last, stable_since = current, time.monotonic()
+        elif time.monotonic() - stable_since >= quiet:
+            return
+        time.sleep(0.1)
+    pytest.fail("the node's slices never settled")
