@@ -1,0 +1,102 @@
+"""The Event recorder against a real apiserver: creation, aggregation, flood limits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kubeapi.events import EventRecorder
+from kubeapi.objects import KubeObject
+from kubeapi.resources import EVENTS, NAMESPACES, PODS, Resource
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def recorder(api: Any) -> Iterator[Callable[..., EventRecorder]]:
+    made: list[EventRecorder] = []
+
+    def make(**kwargs: Any) -> EventRecorder:
+        rec = EventRecorder(
+            api, reporting_controller="drakit.dev/test", reporting_instance="test-0", **kwargs
+        )
+        made.append(rec)
+        return rec
+
+    yield make
+    for rec in made:
+        rec.stop()
+
+
+@pytest.fixture
+def pod(api: Any, namespace: str) -> KubeObject:
+    body = {
+        "metadata": {"name": "p", "namespace": namespace},
+        "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+    }
+    return Resource(api, PODS).create(body)
+
+
+def events_in(api: Any, namespace: str) -> list[KubeObject]:
+    return Resource(api, EVENTS).list(namespace).items
+
+
+def test_an_event_is_recorded_about_the_object(
+    api: Any, namespace: str, pod: KubeObject, recorder: Callable[..., EventRecorder]
+) -> None:
+    rec = recorder()
+    rec.warning(
+        pod, "FailedResourceClaimCreation", "CreateClaim", "template gpu-template not found"
+    )
+    assert rec.flush()
+    [event] = events_in(api, namespace)
+    assert event["type"] == "Warning"
+    assert event["reason"] == "FailedResourceClaimCreation"
+    assert event["action"] == "CreateClaim"
+    assert event["note"] == "template gpu-template not found"
+    assert event["regarding"]["uid"] == pod["metadata"]["uid"]
+    assert event["reportingController"] == "drakit.dev/test"
+
+
+def test_repeats_are_aggregated_into_one_event_series(
+    api: Any, namespace: str, pod: KubeObject, recorder: Callable[..., EventRecorder]
+) -> None:
+    rec = recorder(min_interval=3600)  # repeats are only written by flush()
+    for _ in range(100):
+        rec.warning(pod, "Unschedulable", "Schedule", "0/3 nodes have a free gpu")
+    rec.normal(pod, "Scheduled", "Bind", "bound to node-1")
+    assert rec.flush()
+    by_reason = {e["reason"]: e for e in events_in(api, namespace)}
+    assert sorted(by_reason) == ["Scheduled", "Unschedulable"]
+    assert by_reason["Unschedulable"]["series"]["count"] == 100
+    assert "series" not in by_reason["Scheduled"]
+
+
+def test_a_loop_of_ever_different_events_is_capped_per_object(
+    api: Any, namespace: str, pod: KubeObject, recorder: Callable[..., EventRecorder]
+) -> None:
+    rec = recorder(burst=5, refill_seconds=3600)
+    for attempt in range(40):
+        rec.warning(pod, "FailedPrepare", "Prepare", f"attempt {attempt} failed")
+    assert rec.flush()
+    assert len(events_in(api, namespace)) == 5
+
+
+def test_events_about_cluster_scoped_objects_go_to_the_default_namespace(
+    api: Any, namespace: str, recorder: Callable[..., EventRecorder]
+) -> None:
+    ns_object = Resource(api, NAMESPACES).get(namespace)
+    rec = recorder()
+    rec.normal(ns_object, "Tested", "Test", f"about {namespace}")
+    assert rec.flush()
+    notes = [e["note"] for e in events_in(api, "default") if e["regarding"]["name"] == namespace]
+    assert notes == [f"about {namespace}"]
+
+
+def test_a_bad_event_type_is_refused(
+    recorder: Callable[..., EventRecorder], pod: KubeObject
+) -> None:
+    with pytest.raises(ValueError, match="Normal or Warning"):
+        recorder().record(pod, type="Error", reason="X", action="Y")
