@@ -5,6 +5,7 @@ pools the test sets, and a counter of ResourceSlice writes as the apiserver itse
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -115,10 +116,8 @@ def node_name() -> str:
 def node(api: RateLimitedApiClient, node_name: str) -> Iterator[KubeObject]:
     obj = make_node(api, node_name)
     yield obj
-    try:
+    with contextlib.suppress(NotFound):
         Resource(api, NODES).delete(node_name)
-    except NotFound:
-        pass
 
 
 @pytest.fixture

@@ -10,13 +10,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-
-from allocator.model import Device, DeviceAttribute
-from drakit.localcluster import LocalCluster
-from kubeapi.objects import KubeObject
-from kubeapi.resources import Resource
-from node_plugin.publisher.naming import decode_index
-
 from publisher_support import (
     DRIVER,
     Pool,
@@ -26,6 +19,11 @@ from publisher_support import (
     plain_devices,
     settle,
 )
+
+from allocator.model import Device, DeviceAttribute
+from kubeapi.objects import KubeObject
+from kubeapi.resources import Resource
+from node_plugin.publisher.naming import decode_index
 
 pytestmark = pytest.mark.integration
 
@@ -81,7 +79,6 @@ def test_1000_devices_land_in_ceil_1000_over_128_slices_owned_by_the_node(
 
 
 def test_publishing_the_same_state_again_makes_no_write(
-    cluster: LocalCluster,
     node: KubeObject,
     publishers: Any,
     slices: Resource,
