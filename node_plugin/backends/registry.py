@@ -88,7 +88,14 @@ def load_backend(
     cls = resolve_backend_class(spec)
     settings = dict(config) if config is not None else read_backend_config(config_path)
     context = BackendContext(driver_name, node_name, settings, config_path)
-    backend = cls(context)
+    try:
+        backend = cls(context)
+    except BackendConfigError:
+        raise
+    except Exception as exc:
+        raise BackendConfigError(
+            f"--backend {spec!r}: {cls.__name__}(context) failed: {exc}"
+        ) from exc
     missing = [
         name
         for name in ("discover", "subscribe", "health", "prepare", "unprepare", "close")

@@ -1,0 +1,236 @@
+"""The ``hostdev`` backend: real host device nodes, chosen by globs.
+
+``--backend-config`` (YAML or JSON)::
+
+    devices:
+      - glob: /dev/fuse
+        shareable: true        # many pods may use it: allowMultipleAllocations
+      - glob: /dev/net/tun
+        shareable: true
+      - glob: /dev/kvm
+    pool: node-a               # default: the node name
+    pollSeconds: 10            # how often the device nodes are re-checked
+
+Every character or block device matching a glob becomes one device named after
+its path (``/dev/net/tun`` -> ``dev-net-tun``) with attributes ``path``,
+``major``, ``minor`` and ``type`` (``char``/``block``). Prepare hands the
+container a CDI ``deviceNodes`` entry with the host path. A device node that
+disappears is reported Unhealthy (and vanishes from ``discover``); a poller
+tells subscribers about such changes.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import stat
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pydantic
+
+from allocator.model import Device
+from node_plugin.backends.base import (
+    BackendContext,
+    BackendError,
+    BackendPrepared,
+    ClaimToPrepare,
+    ContainerEdits,
+    DeviceNodeEdit,
+    EmptyConfig,
+    PoolDescription,
+)
+from node_plugin.backends.registry import validate_settings
+from node_plugin.driver import DeviceHealth, HealthStatus
+from node_plugin.logging import get_logger
+
+_log = get_logger(__name__)
+_NAME_UNSAFE = re.compile(r"[^a-z0-9]+")
+
+
+class DeviceGlob(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    glob: str = pydantic.Field(min_length=1)
+    shareable: bool = False
+
+    @pydantic.field_validator("glob")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"{value!r} must be an absolute path or glob")
+        return value
+
+
+class HostDevSettings(pydantic.BaseModel):
+    """``--backend-config`` of the hostdev backend."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    devices: list[DeviceGlob] = pydantic.Field(min_length=1)
+    pool: str | None = None
+    poll_seconds: float = pydantic.Field(10.0, gt=0, alias="pollSeconds")
+
+
+@dataclass(frozen=True)
+class HostDevice:
+    """A device node found on the host."""
+
+    name: str
+    path: str
+    type: str  # "char" or "block"
+    major: int
+    minor: int
+    shareable: bool
+
+    def to_device(self) -> Device:
+        data: dict[str, Any] = {
+            "name": self.name,
+            "attributes": {
+                "path": {"string": self.path},
+                "major": {"int": self.major},
+                "minor": {"int": self.minor},
+                "type": {"string": self.type},
+            },
+        }
+        if self.shareable:
+            data["allowMultipleAllocations"] = True
+        return Device.from_dict(data)
+
+
+def device_name(path: str) -> str:
+    """A DNS-label device name for ``path``: ``/dev/net/tun`` -> ``dev-net-tun``."""
+    name = _NAME_UNSAFE.sub("-", path.lower()).strip("-")
+    return name[:63].rstrip("-") or "device"
+
+
+def scan(globs: Sequence[DeviceGlob]) -> dict[str, HostDevice]:
+    """Device nodes matching ``globs`` now, by device name (first glob wins on overlaps)."""
+    found: dict[str, HostDevice] = {}
+    for entry in globs:
+        for path in sorted(glob.glob(entry.glob)):  # noqa: PTH207 (absolute globs)
+            try:
+                st = Path(path).stat()
+            except OSError:
+                continue
+            if stat.S_ISCHR(st.st_mode):
+                kind = "char"
+            elif stat.S_ISBLK(st.st_mode):
+                kind = "block"
+            else:
+                continue
+            name = device_name(path)
+            found.setdefault(
+                name,
+                HostDevice(
+                    name, path, kind, os.major(st.st_rdev), os.minor(st.st_rdev), entry.shareable
+                ),
+            )
+    return found
+
+
+class HostDevBackend:
+    """Host device nodes; thread-safe."""
+
+    name: ClassVar[str] = "hostdev"
+    config_model: ClassVar[type[pydantic.BaseModel]] = EmptyConfig
+    supports_health: ClassVar[bool] = True
+
+    def __init__(self, context: BackendContext) -> None:
+        settings = validate_settings(HostDevSettings, context, self.name)
+        assert isinstance(settings, HostDevSettings)
+        self.settings = settings
+        self.pool_name = settings.pool or context.node_name
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
+        self._devices = scan(settings.devices)
+        self._seen: dict[str, HostDevice] = dict(self._devices)
+        self._changed_at = int(time.time())
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+
+    def discover(self) -> tuple[PoolDescription, ...]:
+        with self._lock:
+            devices = tuple(d.to_device() for _, d in sorted(self._devices.items()))
+        return (PoolDescription(name=self.pool_name, devices=devices),)
+
+    def subscribe(self, on_change: Callable[[], None]) -> None:
+        with self._lock:
+            self._listeners.append(on_change)
+            if self._poller is None:
+                self._poller = threading.Thread(
+                    target=self._poll_loop, name="hostdev-poll", daemon=True
+                )
+                self._poller.start()
+
+    def rescan(self) -> bool:
+        """Re-check the device nodes now; True (and listeners told) if anything changed."""
+        current = scan(self.settings.devices)
+        with self._lock:
+            if current == self._devices:
+                return False
+            self._devices = current
+            self._seen.update(current)
+            self._changed_at = int(time.time())
+            listeners = list(self._listeners)
+        _log.info("Host devices changed", devices=sorted(current))
+        for listener in listeners:
+            listener()
+        return True
+
+    def _poll_loop(self) -> None:
+        while not self._stop.wait(self.settings.poll_seconds):
+            try:
+                self.rescan()
+            except Exception:
+                _log.exception("Scanning host devices failed")
+
+    def health(self) -> Sequence[DeviceHealth]:
+        with self._lock:
+            present = set(self._devices)
+            seen = sorted(self._seen)
+            changed_at = self._changed_at
+        return [
+            DeviceHealth(
+                pool_name=self.pool_name,
+                device_name=name,
+                health=HealthStatus.HEALTHY if name in present else HealthStatus.UNHEALTHY,
+                last_updated=changed_at,
+                message="" if name in present else "device node disappeared",
+            )
+            for name in seen
+        ]
+
+    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+        with self._lock:
+            devices = dict(self._devices)
+        edits = []
+        for wanted in claim.devices:
+            device = devices.get(wanted.device)
+            if device is None or wanted.pool != self.pool_name:
+                raise BackendError(
+                    f"device {wanted.pool}/{wanted.device} is not present on this host"
+                )
+            node = DeviceNodeEdit(
+                path=device.path,
+                host_path=device.path,
+                type="c" if device.type == "char" else "b",
+                major=device.major,
+                minor=device.minor,
+                permissions="rw",
+            )
+            edits.append(ContainerEdits(device_nodes=(node,)))
+        return BackendPrepared(device_edits=tuple(edits))
+
+    def unprepare(self, claim_uid: str, state: Mapping[str, Any]) -> None:
+        return None  # nothing on the host changes at prepare time
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._lock:
+            self._listeners.clear()
