@@ -469,16 +469,19 @@ class _Run:
     def _evaluate(self, rd: _Request, d: DeviceEntry) -> bool | Exception:
         class_exprs, request_exprs = rd.selector_key
         for i, expr in enumerate(class_exprs):
-            outcome = self._match_one(
-                expr, d, f"class {rd.device_class.metadata.name}: selector #{i}", rd
-            )
+            where = f"DeviceClass {rd.device_class.metadata.name}: spec.selectors[{i}]"
+            outcome = self._match_one(expr, d, where, rd)
             if outcome is not True:
                 return outcome
-        for i, expr in enumerate(request_exprs):
+        if request_exprs:
             claim = self.claims[rd.claim_index].key
-            outcome = self._match_one(expr, d, f"claim {claim}: selector #{i}", rd)
-            if outcome is not True:
-                return outcome
+            path = f"spec.devices.requests[{rd.request_index}]"
+            path += f".firstAvailable[{rd.sub_index}]" if rd.parent else ".exactly"
+            for i, expr in enumerate(request_exprs):
+                where = f"ResourceClaim {claim}: {path}.selectors[{i}]"
+                outcome = self._match_one(expr, d, where, rd)
+                if outcome is not True:
+                    return outcome
         return True
 
     @staticmethod
@@ -624,7 +627,7 @@ class _Run:
             if not self._reserve_counters(d):
                 return None
             undo_steps.append(lambda: self._release_counters(d))
-        if features.device_taints and d.blocking_taints and _taint_blocks(d, rd.tolerations):
+        if features.device_taints and d.blocking_taints and taint_blocks(d, rd.tolerations):
             rollback()
             return None
         attributes = d.device.attributes
@@ -877,7 +880,7 @@ def _merge(source: Sequence[NodeSelectorRequirement], into: list[NodeSelectorReq
             into.append(req)
 
 
-def _taint_blocks(d: DeviceEntry, tolerations: Sequence[DeviceToleration]) -> bool:
+def taint_blocks(d: DeviceEntry, tolerations: Sequence[DeviceToleration]) -> bool:
     for taint in d.blocking_taints:
         if not any(_tolerates(t, taint.key, taint.value, taint.effect) for t in tolerations):
             return True

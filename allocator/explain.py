@@ -1,0 +1,246 @@
+"""Why claims do not fit on a node: a structured account per request, and its rendering.
+
+:func:`explain` looks at every request (and subrequest) of every claim on its own, against
+the allocated state, and counts what happened to each candidate device: considered,
+rejected by the class selector, by the request's selectors, by node selection, by binding
+conditions, by a taint, because it is in use, because its shared counters are used up, or
+because its capacity does not fit. Devices that pass every check are *suitable*. When a
+request has enough suitable devices on its own, the refusal comes from the combination
+(constraints, devices wanted by several requests or claims): the account says so. Pools
+that are incomplete or invalid on the node are listed with the reason.
+
+The analysis is separate from the search, so allocation stays fast; it runs only when a
+person asks (``drakit allocate --explain``) or a controller wants an event message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from allocator.allocate import AllocationError, Allocator, taint_blocks
+from allocator.capacity import CapacityError, fits_capacity
+from allocator.cel import CELError, compile_selector
+from allocator.inventory import DeviceEntry
+from allocator.model import (
+    ALLOCATION_MODE_ALL,
+    DeviceSubRequest,
+    ExactDeviceRequest,
+    Node,
+    ResourceClaim,
+)
+from allocator.nodeselector import NodeSelectorError
+
+__all__ = ["ClaimExplanation", "NodeExplanation", "RequestExplanation", "explain", "render"]
+
+REASONS = (
+    ("class_selector", "rejected by the class selector"),
+    ("request_selector", "rejected by the request's selectors"),
+    ("node", "not reachable from this node"),
+    ("binding_conditions", "need binding conditions (feature off)"),
+    ("taint", "tainted (no matching toleration)"),
+    ("in_use", "already allocated"),
+    ("counters", "shared counters used up"),
+    ("capacity", "not enough capacity"),
+)
+
+
+@dataclass
+class RequestExplanation:
+    """What happened to the candidate devices of one request or subrequest."""
+
+    request: str
+    device_class: str
+    wanted: str
+    considered: int = 0
+    suitable: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+    error: str = ""
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "request": self.request,
+            "deviceClass": self.device_class,
+            "wanted": self.wanted,
+            "considered": self.considered,
+            "suitable": self.suitable,
+            "rejected": {k: v for k, v in self.rejected.items() if v},
+        }
+        if self.error:
+            d["error"] = self.error
+        if self.note:
+            d["note"] = self.note
+        return d
+
+
+@dataclass
+class ClaimExplanation:
+    claim: str
+    requests: list[RequestExplanation] = field(default_factory=list)
+    constraints: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"claim": self.claim, "constraints": self.constraints,
+                "requests": [r.to_dict() for r in self.requests]}
+
+
+@dataclass
+class NodeExplanation:
+    node: str
+    claims: list[ClaimExplanation] = field(default_factory=list)
+    incomplete_pools: list[str] = field(default_factory=list)
+    invalid_pools: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"node": self.node, "claims": [c.to_dict() for c in self.claims]}
+        if self.incomplete_pools:
+            d["incompletePools"] = self.incomplete_pools
+        if self.invalid_pools:
+            d["invalidPools"] = self.invalid_pools
+        if self.error:
+            d["error"] = self.error
+        return d
+
+
+def explain(allocator: Allocator, node: Node, claims: list[ResourceClaim]) -> NodeExplanation:
+    """Account for every request of ``claims`` on ``node`` (claims API-defaulted)."""
+    out = NodeExplanation(node=node.name)
+    try:
+        pools = allocator.inventory.pools_for_node(node)
+    except NodeSelectorError as exc:
+        out.error = str(exc)
+        return out
+    for p in pools.pools:
+        if p.incomplete:
+            out.incomplete_pools.append(f"{p.driver}/{p.name}")
+        elif p.invalid:
+            out.invalid_pools[f"{p.driver}/{p.name}"] = p.invalid_reason
+    for claim in claims:
+        ce = ClaimExplanation(claim=claim.key, constraints=len(claim.spec.devices.constraints))
+        for request in claim.spec.devices.requests:
+            if request.exactly is not None:
+                ce.requests.append(_explain_request(allocator, node, pools.candidates,
+                                                    request.name, request.exactly))
+            for sub in request.first_available:
+                ce.requests.append(_explain_request(allocator, node, pools.candidates,
+                                                    f"{request.name}/{sub.name}", sub))
+        out.claims.append(ce)
+    return out
+
+
+def _explain_request(
+    allocator: Allocator,
+    node: Node,
+    candidates: tuple[DeviceEntry, ...],
+    name: str,
+    req: ExactDeviceRequest | DeviceSubRequest,
+) -> RequestExplanation:
+    all_mode = req.allocation_mode == ALLOCATION_MODE_ALL
+    wanted = "all matching devices" if all_mode else f"{req.count or 0} device(s)"
+    ex = RequestExplanation(request=name, device_class=req.device_class_name, wanted=wanted,
+                            rejected={k: 0 for k, _ in REASONS})
+    cls = allocator.classes.get(req.device_class_name)
+    if cls is None:
+        ex.error = f"device class {req.device_class_name!r} does not exist"
+        return ex
+    class_exprs = [s.cel.expression for s in cls.spec.selectors if s.cel]
+    request_exprs = [s.cel.expression for s in req.selectors if s.cel]
+    admin = isinstance(req, ExactDeviceRequest) and bool(req.admin_access)
+    capacity = req.capacity.requests if req.capacity is not None else None
+    for d in candidates:
+        ex.considered += 1
+        try:
+            reason = _first_rejection(allocator, node, d, class_exprs, request_exprs, admin,
+                                      capacity, req)
+        except (CELError, AllocationError, CapacityError, NodeSelectorError) as exc:
+            ex.error = ex.error or str(exc)
+            continue
+        if reason is None:
+            ex.suitable += 1
+        else:
+            ex.rejected[reason] += 1
+    needed = req.count or 0
+    if not ex.error:
+        if all_mode and ex.suitable and any(ex.rejected[k] for k in ("in_use", "taint",
+                                                                    "counters")):
+            ex.note = "All mode needs every matching device, and some are unavailable"
+        elif not all_mode and ex.suitable >= needed:
+            ex.note = ("enough suitable devices on their own: the claim's constraints or "
+                       "other requests and claims compete for them")
+    return ex
+
+
+def _first_rejection(
+    allocator: Allocator,
+    node: Node,
+    d: DeviceEntry,
+    class_exprs: list[str],
+    request_exprs: list[str],
+    admin: bool,
+    capacity: Any,
+    req: ExactDeviceRequest | DeviceSubRequest,
+) -> str | None:
+    features = allocator.features
+    if d.binding_conditions and not features.device_binding_conditions:
+        return "binding_conditions"
+    for expr in class_exprs:
+        if not compile_selector(expr).matches(d.context):
+            return "class_selector"
+    for expr in request_exprs:
+        if not compile_selector(expr).matches(d.context):
+            return "request_selector"
+    if d.slice.per_device and not allocator.inventory.device_matches_node(d, node):
+        return "node"
+    if not admin and allocator.state.is_dedicated(d.id):
+        return "in_use"
+    if features.device_taints and d.blocking_taints:
+        if taint_blocks(d, req.tolerations):
+            return "taint"
+    if d.counters and features.partitionable_devices and not _counters_fit(allocator, node, d):
+        return "counters"
+    if features.consumable_capacity and (d.capacity or capacity):
+        if not fits_capacity(capacity, d.capacity, allocator.state.capacity.get(d.id), None,
+                             features.fractional_capacity_range):
+            return "capacity"
+    return None
+
+
+def _counters_fit(allocator: Allocator, node: Node, d: DeviceEntry) -> bool:
+    pools = allocator.inventory.pools_for_node(node)
+    pool = next(p for p in pools.pools if p.id == (d.id.driver, d.id.pool))
+    available = allocator.available_counters(pool)
+    for set_name, counters in d.counters:
+        have = available.get(set_name, {})
+        for name, amount in counters:
+            if have.get(name, 0) < amount:
+                return False
+    return True
+
+
+def render(explanation: NodeExplanation) -> str:
+    """A plain-text account for a person."""
+    lines = [f"node {explanation.node}: the claims do not fit"]
+    if explanation.error:
+        lines.append(f"  error: {explanation.error}")
+    for pool in explanation.incomplete_pools:
+        lines.append(f"  pool {pool} is incomplete (its driver is still publishing it); "
+                     "skipped")
+    for pool, reason in explanation.invalid_pools.items():
+        lines.append(f"  pool {pool} is invalid ({reason}); skipped")
+    for ce in explanation.claims:
+        extra = f", {ce.constraints} constraint(s)" if ce.constraints else ""
+        lines.append(f"  claim {ce.claim}{extra}:")
+        for r in ce.requests:
+            lines.append(f"    request {r.request} (class {r.device_class}) wants {r.wanted}: "
+                         f"{r.suitable} of {r.considered} device(s) suitable")
+            for key, label in REASONS:
+                n = r.rejected.get(key, 0)
+                if n:
+                    lines.append(f"      {n} {label}")
+            if r.error:
+                lines.append(f"      error: {r.error}")
+            if r.note:
+                lines.append(f"      note: {r.note}")
+    return "\n".join(lines)
