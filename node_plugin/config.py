@@ -71,11 +71,21 @@ def merged_parameters(
         if not isinstance(params, Mapping):
             raise ConfigError(
                 f"request {request!r}: {where}: opaque.parameters must be an object, "
-                f"got {type(params).__name__}"
+                f"got {_json_type(params)}"
             )
         merged = {**(merged or {}), **params}
         sources.append(where)
     return merged, sources
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    return "a number" if isinstance(value, (int, float)) else type(value).__name__
 
 
 def resolve_config(
