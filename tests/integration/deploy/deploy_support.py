@@ -187,3 +187,31 @@ def resource_slice(name: str, driver: str, node: str | None) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": spec,
     }
+
+
+PER_DEVICE_NODE_LABEL = "resource.drakit.dev/node"
+
+
+def per_device_slice(
+    name: str, driver: str, label_node: str, device_nodes: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A slice with per-device node selection, labelled as drakit's publisher labels it.
+
+    ``device_nodes`` maps device name to its node field: a node name (str)
+    for ``nodeName``, or True for ``allNodes``.
+    """
+    devices = [
+        {"name": device, "allNodes": True} if node is True else {"name": device, "nodeName": node}
+        for device, node in device_nodes.items()
+    ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name, "labels": {PER_DEVICE_NODE_LABEL: label_node}},
+        "spec": {
+            "driver": driver,
+            "pool": {"name": f"{label_node}-pool", "generation": 1, "resourceSliceCount": 1},
+            "perDeviceNodeSelection": True,
+            "devices": devices,
+        },
+    }

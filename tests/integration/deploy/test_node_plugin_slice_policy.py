@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import Installed
-from deploy_support import request_token, resource_slice, token_client
+from deploy_support import per_device_slice, request_token, resource_slice, token_client
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -162,3 +162,52 @@ def test_node_plugin_on_node_b_may_write_node_b_slice_only(
     theirs = resource_slice(_name(installed.node_a), installed.driver, installed.node_a)
     message = _forbidden(lambda: _create(plugin_on_b, theirs, dry_run=True))
     assert f"on node {installed.node_b} may write only" in message
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1beta2"])
+def test_policy_holds_on_every_served_resource_api_version(
+    plugin_on_a: client.ApiClient, installed: Installed, version: str
+) -> None:
+    body = resource_slice(_name(installed.node_b), installed.driver, installed.node_b)
+    body["apiVersion"] = f"{GROUP}/{version}"
+    body["spec"]["devices"] = []  # the device schema differs between versions; none needed
+    message = _forbidden(
+        lambda: _slices(plugin_on_a).create_cluster_custom_object(
+            GROUP, version, PLURAL, body, dry_run="All"
+        )
+    )
+    assert f"not those of node {installed.node_b}" in message
+
+
+def test_node_plugin_writes_per_device_slices_whose_devices_are_all_on_its_node(
+    plugin_on_a: client.ApiClient, installed: Installed
+) -> None:
+    a = installed.node_a
+    body = per_device_slice(_name(a), installed.driver, a, {"gpu-0": a, "gpu-1": a})
+    created = _create(plugin_on_a, body, dry_run=True)
+    assert created["spec"]["perDeviceNodeSelection"] is True
+
+
+@pytest.mark.parametrize(
+    ("label", "devices"),
+    [
+        ("b", {"gpu-0": "a", "gpu-1": "b"}),
+        ("a", {"gpu-0": "a", "gpu-1": True}),
+        ("b", {"gpu-0": "b"}),
+    ],
+    ids=["a-device-on-node-b", "a-device-on-all-nodes", "labelled-for-node-b"],
+)
+def test_node_plugin_cannot_write_per_device_slices_reaching_other_nodes(
+    plugin_on_a: client.ApiClient,
+    installed: Installed,
+    label: str,
+    devices: dict[str, object],
+) -> None:
+    node = {"a": installed.node_a, "b": installed.node_b}
+    placed = {d: (node[n] if isinstance(n, str) else n) for d, n in devices.items()}
+    body = per_device_slice(_name(node[label]), installed.driver, node[label], placed)
+    message = _forbidden(lambda: _create(plugin_on_a, body, dry_run=True))
+    assert (
+        f"not a per-device slice labelled resource.drakit.dev/node={node[label]} whose devices "
+        f"must all have spec.devices[].nodeName {installed.node_a}"
+    ) in message
