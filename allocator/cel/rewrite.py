@@ -142,7 +142,8 @@ def _join(tokens: list[Token]) -> str:
     out: list[str] = []
     prev: Token | None = None
     for t in tokens:
-        if prev is not None and prev.kind in ("ident", "num") and t.kind in ("ident", "num"):
+        words = ("ident", "num", "gen", "str")
+        if prev is not None and prev.kind in words and t.kind in words:
             out.append(" ")
         out.append(t.text)
         prev = t
@@ -220,11 +221,15 @@ def _domain_access(tokens: list[Token], i: int) -> list[Token] | None:
     ):
         return None
     nxt = tokens[i + 3]
-    base = tokens[i : i + 3]
     p = t.pos
+    # The produced 'device' tokens get kind "gen" so that this rule never matches them again.
+    base = [Token("gen", "device", p), tokens[i + 1], tokens[i + 2]]
     if nxt.text == "[":
         close = _match_close(tokens, i + 3)
-        call = _call("_dra_domain", [base, tokens[i + 4 : close]], p)
+        key = tokens[i + 4 : close]
+        if len(key) == 1 and key[0].kind == "str":
+            return tokens[:i] + _guarded_lookup(base, key[0], p) + tokens[close + 1 :]
+        call = _call("_dra_domain", [base, key], p)
         return tokens[:i] + call + tokens[close + 1 :]
     if nxt.text == "." and i + 4 < len(tokens) and tokens[i + 4].kind == "ident":
         # has(device.attributes.dom) tests the domain itself: leave it to the engine
@@ -237,10 +242,29 @@ def _domain_access(tokens: list[Token], i: int) -> list[Token] | None:
         )
         if inside_has:
             return None
-        key = _synthetic("str", '"' + tokens[i + 4].text + '"', tokens[i + 4].pos)
-        call = _call("_dra_domain", [base, [key]], p)
-        return tokens[:i] + call + tokens[i + 5 :]
+        key_token = _synthetic("str", '"' + tokens[i + 4].text + '"', tokens[i + 4].pos)
+        return tokens[:i] + _guarded_lookup(base, key_token, p) + tokens[i + 5 :]
     return None
+
+
+def _guarded_lookup(base: list[Token], key: Token, p: int) -> list[Token]:
+    """``(KEY in device.attributes ? device.attributes[KEY] : {})``: pure CEL, so no Python
+    callback runs for the common literal-domain case."""
+    return [
+        _synthetic("punct", "(", p),
+        key,
+        _synthetic("ident", "in", p),
+        *base,
+        _synthetic("punct", "?", p),
+        *base,
+        _synthetic("punct", "[", p),
+        key,
+        _synthetic("punct", "]", p),
+        _synthetic("punct", ":", p),
+        _synthetic("punct", "{", p),
+        _synthetic("punct", "}", p),
+        _synthetic("punct", ")", p),
+    ]
 
 
 def _call(name: str, args: list[list[Token]], pos: int) -> list[Token]:
