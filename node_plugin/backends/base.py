@@ -175,7 +175,11 @@ class Backend(Protocol):
         ...
 
     def subscribe(self, on_change: Callable[[], None]) -> None:
-        """Call ``on_change`` (from any thread) whenever ``discover`` or ``health`` would change."""
+        """Call ``on_change`` (from any thread) whenever ``discover`` or ``health`` would change.
+
+        May be called more than once (the core and the ResourceSlice publisher
+        both subscribe); every callback is called on every change.
+        """
         ...
 
     def health(self) -> Sequence[DeviceHealth]:

@@ -1,0 +1,185 @@
+"""The real core behind the kubelet-facing sockets: v1, v1beta1, two instances, health, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from claims import DRIVER, NODE, claims_resource, create_claim, make_config, result
+from conftest import EXAMPLE_CONFIG, RecordingEvents
+
+from drakit.localcluster import LocalCluster
+from kubeapi.client import RateLimitedApiClient
+from kubeapi.resources import Resource
+from kubeletapi.gen.dra.v1 import api_pb2 as v1
+from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
+from kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from kubeletapi.gen.dra_health.v1 import api_pb2 as health_v1
+from kubeletapi.gen.dra_health.v1 import api_pb2_grpc as health_v1_grpc
+from node_plugin.app import NodePlugin
+from node_plugin.backends.example import ExampleBackend
+from node_plugin.backends.registry import load_backend
+from node_plugin.core import PrepareCore
+from node_plugin.driver import ClaimRef, HealthStatus
+from node_plugin.metrics import PluginMetrics
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def short_root() -> Iterator[Path]:
+    """A short directory: Unix socket paths must stay under 108 bytes."""
+    with tempfile.TemporaryDirectory(prefix="drk-", dir="/tmp") as d:
+        yield Path(d)
+
+
+@pytest.fixture
+def plugins(api: RateLimitedApiClient, short_root: Path) -> Iterator[Any]:
+    started: list[NodePlugin] = []
+
+    def start(pod_uid: str | None = None, **backend_config: Any) -> NodePlugin:
+        config = make_config(short_root, pod_uid=pod_uid, health_resend_seconds=30)
+        backend = load_backend(
+            "example", driver_name=DRIVER, node_name=NODE, config=backend_config or EXAMPLE_CONFIG
+        )
+        metrics = PluginMetrics()
+        core = PrepareCore(
+            config, metrics, backend, claims_resource(api), events=RecordingEvents(),
+            boot_id=lambda: "boot-1",
+        )  # fmt: skip
+        plugin = NodePlugin(config, core=core, metrics=metrics)
+        plugin.start()
+        started.append(plugin)
+        return plugin
+
+    yield start
+    for plugin in started:
+        plugin.stop(grace=1)
+
+
+def v1_claim(ref: ClaimRef) -> v1.Claim:
+    return v1.Claim(namespace=ref.namespace, uid=ref.uid, name=ref.name)
+
+
+def test_v1_and_v1beta1_prepare_over_the_socket_return_the_same_prepared_devices(
+    plugins: Any, claims: Resource, namespace: str
+) -> None:
+    plugin = plugins()
+    ref = create_claim(
+        claims, namespace, [result("gpu/small", "gpu-0")], subrequests={"gpu": ["small"]}
+    )
+    missing = ClaimRef(namespace, "7c1d0e2f-0000-4000-8000-000000000000", "gone")
+    with grpc.insecure_channel(f"unix:{plugin.sockets.dra}") as channel:
+        response = v1_grpc.DRAPluginStub(channel).NodePrepareResources(
+            v1.NodePrepareResourcesRequest(claims=[v1_claim(ref), v1_claim(missing)]), timeout=10
+        )
+        again = v1beta1_grpc.DRAPluginStub(channel).NodePrepareResources(
+            v1beta1.NodePrepareResourcesRequest(
+                claims=[v1beta1.Claim(namespace=ref.namespace, uid=ref.uid, name=ref.name)]
+            ),
+            timeout=10,
+        )
+        unprepared = v1_grpc.DRAPluginStub(channel).NodeUnprepareResources(
+            v1.NodeUnprepareResourcesRequest(claims=[v1_claim(ref), v1_claim(missing)]), timeout=10
+        )
+    (device,) = response.claims[ref.uid].devices
+    assert (list(device.request_names), device.pool_name, device.device_name) == (
+        ["gpu"],
+        NODE,
+        "gpu-0",
+    )
+    assert list(device.cdi_device_ids) == [f"k8s.{DRIVER}/claim={ref.uid}-gpu-0"]
+    assert "not found" in response.claims[missing.uid].error
+    assert list(again.claims[ref.uid].devices[0].cdi_device_ids) == list(device.cdi_device_ids)
+    assert {uid: r.error for uid, r in unprepared.claims.items()} == {ref.uid: "", missing.uid: ""}
+    prepared = plugin.metrics.registry.get_sample_value("drakit_node_plugin_prepared_claims")
+    assert prepared == 0
+
+
+def test_two_plugin_instances_share_the_checkpoint_and_agree(
+    plugins: Any, claims: Resource, namespace: str
+) -> None:
+    old = plugins(pod_uid="0f6b4c8e-1111-4d5e-9a7b-aaaaaaaaaaaa")
+    new = plugins(pod_uid="0f6b4c8e-2222-4d5e-9a7b-bbbbbbbbbbbb")
+    first = create_claim(claims, namespace, [result("gpu", "gpu-1")])
+    second = create_claim(claims, namespace, [result("gpu", "gpu-1")])
+    request = v1.NodePrepareResourcesRequest(claims=[v1_claim(first)])
+    with grpc.insecure_channel(f"unix:{old.sockets.dra}") as channel:
+        from_old = v1_grpc.DRAPluginStub(channel).NodePrepareResources(request, timeout=10)
+    with grpc.insecure_channel(f"unix:{new.sockets.dra}") as channel:
+        stub = v1_grpc.DRAPluginStub(channel)
+        from_new = stub.NodePrepareResources(request, timeout=10)
+        conflict = stub.NodePrepareResources(
+            v1.NodePrepareResourcesRequest(claims=[v1_claim(second)]), timeout=10
+        )
+    assert from_old.claims[first.uid] == from_new.claims[first.uid]
+    assert "allocated exclusively" in conflict.claims[second.uid].error
+
+
+def test_health_stream_reports_backend_health_and_its_changes(plugins: Any) -> None:
+    plugin = plugins(gpus=2)
+    backend = plugin.core.backend
+    assert isinstance(backend, ExampleBackend)
+    with grpc.insecure_channel(f"unix:{plugin.sockets.dra}") as channel:
+        stream = health_v1_grpc.DRAResourceHealthStub(channel).NodeWatchResources(
+            health_v1.NodeWatchResourcesRequest(), timeout=30
+        )
+        full = next(stream)
+        assert {d.device.device_name for d in full.devices} == {"gpu-0", "gpu-1"}
+        backend.set_health("gpu-1", HealthStatus.UNHEALTHY)
+        change = next(stream)
+        stream.cancel()
+    assert [(d.device.device_name, d.health) for d in change.devices] == [
+        ("gpu-1", health_v1.HealthStatus.UNHEALTHY)
+    ]
+
+
+def test_drakit_node_plugin_with_example_backend_prepares_a_claim(
+    cluster: LocalCluster, claims: Resource, namespace: str, short_root: Path
+) -> None:
+    backend_config = short_root / "example.yaml"
+    backend_config.write_text("gpus: 2\nmodel: TEST-GPU\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("POD_UID", "DRAKIT_CORE_FACTORY")}
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "drakit.cli", "node-plugin",
+            "--driver-name", DRIVER, "--node-name", NODE, "--kubeconfig", cluster.kubeconfig,
+            "--kubelet-registrar-dir", str(short_root / "registry"),
+            "--kubelet-plugins-dir", str(short_root / "plugins"),
+            "--cdi-root", str(short_root / "cdi"),
+            "--backend", "example", "--backend-config", str(backend_config),
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        socket = short_root / "plugins" / DRIVER / "dra.sock"
+        deadline = time.monotonic() + 60
+        while not socket.exists():
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            assert time.monotonic() < deadline, "plugin never served"
+            time.sleep(0.1)
+        ref = create_claim(claims, namespace, [result("gpu", "gpu-1")])
+        with grpc.insecure_channel(f"unix:{socket}") as channel:
+            response = v1_grpc.DRAPluginStub(channel).NodePrepareResources(
+                v1.NodePrepareResourcesRequest(claims=[v1_claim(ref)]), timeout=30
+            )
+        assert response.claims[ref.uid].error == ""
+        spec = json.loads((short_root / "cdi" / f"k8s.{DRIVER}-claim_{ref.uid}.json").read_text())
+        assert spec["devices"][0]["name"] == f"{ref.uid}-gpu-1"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+    assert process.returncode == 0
