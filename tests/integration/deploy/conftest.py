@@ -48,6 +48,8 @@ class Installed:
     controller_sa: str
     pod_a: dict[str, Any]
     pod_b: dict[str, Any]
+    #: What `helm install` printed (the chart's NOTES).
+    install_output: str
 
 
 def _node(name: str) -> dict[str, Any]:
@@ -72,8 +74,8 @@ def _pod_on(node: str, service_account: str) -> dict[str, Any]:
 
 def _install(
     helm: Helm, cluster: LocalCluster, release: str, namespace: str, values: dict[str, str]
-) -> None:
-    helm.run(
+) -> str:
+    return helm.run(
         "install",
         release,
         str(CHART),
@@ -82,7 +84,7 @@ def _install(
         "--namespace",
         namespace,
         *set_args(values),
-    )
+    ).stdout
 
 
 @contextmanager
@@ -104,7 +106,7 @@ def chart_installation(
     core.create_namespace({"metadata": {"name": namespace}})
     node_a, node_b = f"node-a-{suffix}", f"node-b-{suffix}"
     try:
-        _install(helm, cluster, release, namespace, {"driverName": driver, **values})
+        output = _install(helm, cluster, release, namespace, {"driverName": driver, **values})
         plugin_sa = f"{release}-drakit-node-plugin"
         pods = []
         for node in (node_a, node_b):
@@ -121,6 +123,7 @@ def chart_installation(
             controller_sa=f"{release}-drakit-controller",
             pod_a=pods[0],
             pod_b=pods[1],
+            install_output=output,
         )
     finally:
         helm.run(

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import Installed
 from deploy_support import CHART, KUBE_VERSION, ROOT, Helm, by_kind, one
 
 pytestmark = pytest.mark.integration
@@ -181,3 +182,10 @@ def test_rendered_manifests_match_the_chart() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SKIPPED" not in proc.stderr
+
+
+def test_install_onto_the_cluster_prints_where_to_look(installed: Installed) -> None:
+    notes = installed.install_output
+    assert "STATUS: deployed" in notes
+    assert f"kubectl get resourceslices --field-selector spec.driver={installed.driver}" in notes
+    assert f"deviceClassName: {installed.driver}" in notes
