@@ -10,7 +10,8 @@ How it works:
 * A work queue keyed by pool name, one worker. A sync compares the backend's pool with the
   published slices (:class:`~node_plugin.publisher.sync.PoolSyncer`) and writes only the
   difference; a pool that matches costs no API call at all.
-* The backend's ``on_change`` callback queues a re-discovery; only pools whose content changed
+* The backend's ``on_change`` callback queues a re-discovery (with ``health``, devices reported
+  Unhealthy get a ``<driver>/unhealthy`` NoSchedule taint); only pools whose content changed
   are synced, and within a pool only slices whose content changed are written.
 * Informers watch the driver's slices on this node (field selector ``spec.driver`` and
   ``spec.nodeName``; pools with per-device node selection by a label). Every event queues its
@@ -27,11 +28,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
-from allocator.model import CounterSet, Device
+from allocator.model import CounterSet, Device, DeviceTaint
 from kubeapi.errors import ApiError
 from kubeapi.events import EventRecorder
 from kubeapi.informer import EventHandlers, Informer
@@ -70,6 +72,19 @@ class PoolDescriptionLike(Protocol):
     def shared_counters(self) -> Sequence[CounterSet]: ...
 
 
+class HealthReport(Protocol):
+    """One device's health (``node_plugin.driver.DeviceHealth`` has this shape)."""
+
+    @property
+    def pool_name(self) -> str: ...
+
+    @property
+    def device_name(self) -> str: ...
+
+    @property
+    def health(self) -> Any: ...
+
+
 class PoolSource(Protocol):
     """A backend: reports its pools and calls ``on_change`` when they may have changed."""
 
@@ -96,6 +111,7 @@ class Publisher:
         events: EventRecorder | None = None,
         repair_delay: float = DEFAULT_REPAIR_DELAY,
         node_retry_max_seconds: float = 10.0,
+        health: Callable[[], Sequence[HealthReport]] | None = None,
     ) -> None:
         self.driver = driver
         self.node_name = node_name
@@ -111,6 +127,8 @@ class Publisher:
             reporting_instance=f"{driver}-{node_name}",
         )
         self._repair_delay = repair_delay
+        self._health = health
+        self.unhealthy_taint_key = f"{driver}/unhealthy"
         self._node_retry_max = node_retry_max_seconds
         self._informers = [
             Informer(
@@ -222,8 +240,14 @@ class Publisher:
 
     def _rescan(self) -> None:
         pools = self._backend.discover()
+        unhealthy = self._unhealthy_devices()
         fresh = {
-            p.name: PoolState(p.name, tuple(p.devices), tuple(p.shared_counters)) for p in pools
+            p.name: PoolState(
+                p.name,
+                tuple(self._with_health_taint(d, (p.name, d.name) in unhealthy) for d in p.devices),
+                tuple(p.shared_counters),
+            )
+            for p in pools
         }
         with self._lock:
             old = self._desired
@@ -239,6 +263,22 @@ class Publisher:
         self._scanned.set()
         for name in sorted(changed):
             self._queue.add(name)
+
+    def _unhealthy_devices(self) -> set[tuple[str, str]]:
+        if self._health is None:
+            return set()
+        return {
+            (h.pool_name, h.device_name)
+            for h in self._health()
+            if getattr(h.health, "value", h.health) == "Unhealthy"
+        }
+
+    def _with_health_taint(self, device: Device, unhealthy: bool) -> Device:
+        """An unhealthy device gets a NoSchedule taint: running pods stay, new claims avoid it."""
+        if not unhealthy or any(t.key == self.unhealthy_taint_key for t in device.taints):
+            return device
+        taint = DeviceTaint(key=self.unhealthy_taint_key, effect="NoSchedule")
+        return replace(device, taints=(*device.taints, taint))
 
     def _sync_pool(self, pool: str) -> None:
         syncer = self._syncer

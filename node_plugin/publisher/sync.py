@@ -23,6 +23,7 @@ any outside change (a field added, a device edited) is undone.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -51,6 +52,8 @@ __all__ = [
     "PoolSyncer",
     "SyncResult",
 ]
+
+_DEVICE_PATH = re.compile(r"^spec\.devices\[(\d+)\]")
 
 #: Label on slices of pools with per-device node selection (they have no ``spec.nodeName`` for
 #: a field selector to find them by). Its value is the node name.
@@ -253,8 +256,8 @@ class PoolSyncer:
     def _validate(self, pool: str, specs: Sequence[ResourceSliceSpec]) -> None:
         reasons: list[str] = []
         for i, spec in enumerate(specs):
-            errors = validate_resource_slice(ResourceSlice(spec=spec))
-            reasons.extend(f"slice {i}: {e.field}: {e.reason}" for e in errors)
+            for e in validate_resource_slice(ResourceSlice(spec=spec)):
+                reasons.append(f"slice {i}: {e.field}{_device_named(spec, e.field)}: {e.reason}")
         if reasons:
             raise InvalidPoolError(pool, reasons)
 
@@ -432,6 +435,14 @@ def _device_taint_times(device: Device, old: Device | None) -> Device:
                     break
         taints.append(kept)
     return replace(device, taints=tuple(taints))
+
+
+def _device_named(spec: ResourceSliceSpec, path: str) -> str:
+    """`` (device 'gpu-3')`` when ``path`` points into a device, so the author finds it."""
+    match = _DEVICE_PATH.match(path)
+    if match is None or int(match[1]) >= len(spec.devices):
+        return ""
+    return f" (device {spec.devices[int(match[1])].name!r})"
 
 
 def _dropped_paths(sent: Any, stored: Any, path: str = "spec") -> list[str]:

@@ -79,6 +79,7 @@ def test_1000_devices_land_in_ceil_1000_over_128_slices_owned_by_the_node(
 
 
 def test_publishing_the_same_state_again_makes_no_write(
+    *,
     node: KubeObject,
     publishers: Any,
     slices: Resource,
@@ -104,6 +105,7 @@ def test_publishing_the_same_state_again_makes_no_write(
 
 
 def test_changing_one_device_attribute_makes_exactly_one_update(
+    *,
     node: KubeObject,
     publishers: Any,
     slices: Resource,
@@ -136,6 +138,7 @@ def test_changing_one_device_attribute_makes_exactly_one_update(
 
 
 def test_shrinking_the_device_list_bumps_the_generation_and_deletes_obsolete_slices(
+    *,
     node: KubeObject,
     publishers: Any,
     slices: Resource,
@@ -160,6 +163,7 @@ def test_shrinking_the_device_list_bumps_the_generation_and_deletes_obsolete_sli
 
 
 def test_obsolete_slices_are_deleted_before_missing_ones_are_created(
+    *,
     node: KubeObject,
     publishers: Any,
     slices: Resource,
@@ -269,6 +273,7 @@ def test_slices_stay_when_the_publisher_stops(
 
 
 def test_a_restarted_publisher_with_unchanged_hardware_makes_no_write(
+    *,
     node: KubeObject,
     publishers: Any,
     slices: Resource,

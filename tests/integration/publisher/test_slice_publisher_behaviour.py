@@ -1,0 +1,303 @@
+"""The publisher's reactions: a missing Node, invalid descriptions, dropped fields, health
+taints, advanced device features, per-device node selection (real apiserver)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from publisher_support import (
+    DRIVER,
+    Pool,
+    StaticBackend,
+    WriteCounter,
+    make_node,
+    node_slices,
+    plain_devices,
+    settle,
+)
+
+from allocator.model import CounterSet, Device
+from kubeapi.errors import NotFound
+from kubeapi.objects import KubeObject
+from kubeapi.resources import EVENTS, NODES, Resource
+from node_plugin.backends.base import BackendContext
+from node_plugin.backends.example import ExampleBackend
+from node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL
+
+pytestmark = pytest.mark.integration
+
+
+def _metric(counter: Any) -> float:
+    return float(counter._value.get())
+
+
+def _events(api: Any, node_name: str, reason: str) -> list[KubeObject]:
+    return [
+        e
+        for e in Resource(api, EVENTS).list("default").items
+        if e.get("reason") == reason and (e.get("regarding") or {}).get("name") == node_name
+    ]
+
+
+def test_a_missing_node_is_reported_and_publishing_starts_once_it_exists(
+    *,
+    api: Any,
+    node_name: str,
+    publishers: Any,
+    slices: Resource,
+    eventually: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.ERROR, logger="node_plugin.publisher.node")
+    publisher = publishers(node_name, StaticBackend([Pool(node_name, plain_devices(3))]))
+    eventually(
+        lambda: sum("Node object not found" in r.getMessage() for r in caplog.records) >= 2,
+        message="the missing Node is reported, more than once (it retries)",
+    )
+    assert not publisher.wait_ready(timeout=0)
+    assert node_slices(slices, node_name) == []
+
+    node = make_node(api, node_name)
+    try:
+        eventually(lambda: len(node_slices(slices, node_name)) == 1, message="published")
+        (published,) = node_slices(slices, node_name)
+        assert published["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+    finally:
+        publisher.stop()
+        Resource(api, NODES).delete(node_name)
+
+
+def test_an_invalid_description_is_reported_once_and_not_retried(
+    *,
+    api: Any,
+    node: KubeObject,
+    publishers: Any,
+    slices: Resource,
+    eventually: Any,
+    writes: WriteCounter,
+) -> None:
+    name = node["metadata"]["name"]
+    too_many = {f"attr{i}": {"int": i} for i in range(33)}
+    bad = Device.from_dict({"name": "gpu-0", "attributes": too_many})
+    backend = StaticBackend([Pool(name, (bad,))])
+    publisher = publishers(name, backend)
+
+    eventually(lambda: _metric(publisher.metrics.invalid_pools_total) == 1, message="reported")
+    eventually(lambda: _events(api, name, "InvalidDeviceDescription"), message="Event")
+    (event,) = _events(api, name, "InvalidDeviceDescription")
+    assert "device 'gpu-0'" in event["note"]
+    assert "attributes and capacities must not exceed 32" in event["note"]
+    assert event["type"] == "Warning"
+
+    # More triggers (a slice event, a manual sync) do not retry the same description.
+    publisher._queue.add(name)
+    publisher.resync()
+    eventually(lambda: backend.discoveries >= 2, message="asked the backend again")
+    settle(publisher, slices, name)
+    assert _metric(publisher.metrics.invalid_pools_total) == 1
+    assert node_slices(slices, name) == []
+    assert writes.delta()["POST"] == 0
+
+    backend.set([Pool(name, plain_devices(2))])
+    eventually(lambda: len(node_slices(slices, name)) == 1, message="fixed pool published")
+
+
+def test_fields_the_apiserver_drops_are_reported_once_and_cause_no_update_loop(
+    *,
+    api: Any,
+    node: KubeObject,
+    publishers: Any,
+    slices: Resource,
+    eventually: Any,
+    writes: WriteCounter,
+) -> None:
+    """``consumesCounters[].compatibilityGroups`` needs the alpha gate
+    DRADeviceCompatibilityGroups, which the test cluster leaves off."""
+    name = node["metadata"]["name"]
+    counters = {"name": "gpu-0-counters", "counters": {"memory": {"value": "40Gi"}}}
+    device = Device.from_dict(
+        {
+            "name": "gpu-0-part-0",
+            "consumesCounters": [
+                {
+                    "counterSet": "gpu-0-counters",
+                    "counters": {"memory": {"value": "20Gi"}},
+                    "compatibilityGroups": ["half"],
+                }
+            ],
+        }
+    )
+
+    backend = StaticBackend([Pool(name, (device,), (CounterSet.from_dict(counters),))])
+    publisher = publishers(name, backend)
+    eventually(lambda: len(node_slices(slices, name)) == 2, message="published")
+    settle(publisher, slices, name, quiet=2.0)
+    assert _metric(publisher.metrics.dropped_fields_total) == 1
+    eventually(lambda: _events(api, name, "DroppedResourceSliceFields"), message="Event")
+    (event,) = _events(api, name, "DroppedResourceSliceFields")
+    assert "compatibilityGroups" in event["note"]
+
+    writes.reset()
+    publisher._queue.add(name)
+    publisher.resync()
+    settle(publisher, slices, name, quiet=2.0)
+    assert writes.total() == 0
+    assert _metric(publisher.metrics.dropped_fields_total) == 1
+
+
+@dataclass(frozen=True)
+class _Health:
+    pool_name: str
+    device_name: str
+    health: str
+
+
+def test_a_device_turning_unhealthy_is_tainted_with_one_update(
+    *,
+    node: KubeObject,
+    publishers: Any,
+    slices: Resource,
+    eventually: Any,
+    writes: WriteCounter,
+) -> None:
+    name = node["metadata"]["name"]
+    # Two slices of at most 64 (devices 0 and 119 are unhealthy from the start).
+    unhealthy = {"gpu-0", "gpu-119"}
+    lock = threading.Lock()
+
+    def health() -> list[_Health]:
+        with lock:
+            return [
+                _Health(name, d.name, "Unhealthy" if d.name in unhealthy else "Healthy")
+                for d in plain_devices(120)
+            ]
+
+    backend = StaticBackend([Pool(name, plain_devices(120))])
+    publisher = publishers(name, backend, health=health)
+    eventually(lambda: len(node_slices(slices, name)) == 2, message="published")
+    settle(publisher, slices, name)
+    writes.reset()
+
+    with lock:
+        unhealthy.add("gpu-70")
+    backend.set(backend.pools)  # the backend tells its subscribers that health changed
+
+    def tainted() -> bool:
+        return any(
+            d["name"] == "gpu-70" and d.get("taints")
+            for s in node_slices(slices, name)
+            for d in s["spec"]["devices"]
+        )
+
+    eventually(tainted, message="gpu-70 tainted")
+    settle(publisher, slices, name)
+    assert writes.delta() == {"POST": 0, "PUT": 1, "PATCH": 0, "DELETE": 0}
+    (taint,) = next(
+        d["taints"]
+        for s in node_slices(slices, name)
+        for d in s["spec"]["devices"]
+        if d["name"] == "gpu-70"
+    )
+    assert (taint["key"], taint["effect"]) == (f"{DRIVER}/unhealthy", "NoSchedule")
+
+
+def _example_backend(node_name: str, **settings: Any) -> ExampleBackend:
+    return ExampleBackend(BackendContext(driver_name=DRIVER, node_name=node_name, config=settings))
+
+
+def _published_devices(items: list[KubeObject]) -> dict[str, Device]:
+    return {d["name"]: Device.from_dict(d) for s in items for d in s["spec"].get("devices") or ()}
+
+
+def test_example_backend_features_round_trip_without_loss(
+    *,
+    node: KubeObject,
+    publishers: Any,
+    slices: Resource,
+    eventually: Any,
+    writes: WriteCounter,
+) -> None:
+    name = node["metadata"]["name"]
+    backend = _example_backend(
+        name,
+        gpus=2,
+        partitionable={"gpus": 2, "memory": "40Gi", "partitions": 2},
+        consumable={"devices": 1},
+        taints=[{"device": "gpu-1", "key": "maintenance", "effect": "NoSchedule"}],
+        bindingConditions=[{"device": "gpu-0", "conditions": ["Attached"]}],
+    )
+    (pool,) = backend.discover()
+    publisher = publishers(name, backend)
+    want = {d.name: d for d in pool.devices}
+    eventually(
+        lambda: set(_published_devices(node_slices(slices, name))) == set(want),
+        message="all devices published",
+    )
+    settle(publisher, slices, name)
+    items = node_slices(slices, name)
+    got = _published_devices(items)
+    for device_name, device in want.items():
+        published = got[device_name]
+        # The apiserver stamps taints with timeAdded; everything else must be as described.
+        stripped = published.to_dict()
+        for taint in stripped.get("taints", ()):
+            taint.pop("timeAdded", None)
+        assert Device.from_dict(stripped) == device, device_name
+    counter_sets = {cs["name"]: cs for s in items for cs in s["spec"].get("sharedCounters") or ()}
+    assert set(counter_sets) == {cs.name for cs in pool.shared_counters}
+    assert all(not (s["spec"].get("devices") and s["spec"].get("sharedCounters")) for s in items)
+    writes.reset()
+    publisher._queue.add(name)
+    settle(publisher, slices, name)
+    assert writes.total() == 0
+
+
+def test_per_device_node_selection_pools_are_published_and_repaired(
+    node: KubeObject,
+    publishers: Any,
+    slices: Resource,
+    eventually: Any,
+) -> None:
+    name = node["metadata"]["name"]
+    backend = _example_backend(name, gpus=3, perDeviceNodeSelection=True)
+    publishers(name, backend)
+
+    def published() -> list[KubeObject]:
+        return slices.list(label_selector=f"{PER_DEVICE_NODE_LABEL}={name}").items
+
+    eventually(lambda: len(published()) == 1, message="published")
+    (item,) = published()
+    assert item["spec"]["perDeviceNodeSelection"] is True
+    assert "nodeName" not in item["spec"]
+    assert {d["nodeName"] for d in item["spec"]["devices"]} == {name}
+
+    slices.delete(item["metadata"]["name"])
+    eventually(
+        lambda: [s["metadata"]["uid"] for s in published()] not in ([], [item["metadata"]["uid"]]),
+        timeout=10.0,
+        message="deleted slice restored",
+    )
+
+
+def test_the_owner_reference_is_restored_after_an_outside_edit(
+    node: KubeObject, publishers: Any, slices: Resource, eventually: Any
+) -> None:
+    name = node["metadata"]["name"]
+    publisher = publishers(name, StaticBackend([Pool(name, plain_devices(2))]))
+    eventually(lambda: len(node_slices(slices, name)) == 1, message="published")
+    settle(publisher, slices, name)
+    (item,) = node_slices(slices, name)
+    item["metadata"]["ownerReferences"] = []
+    try:
+        slices.update(item)
+    except NotFound:
+        pytest.fail("slice vanished")
+    eventually(
+        lambda: node_slices(slices, name)[0]["metadata"].get("ownerReferences"),
+        timeout=10.0,
+        message="owner reference restored",
+    )
