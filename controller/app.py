@@ -1,0 +1,270 @@
+"""Wiring: caches, event handlers, one work queue, and the workers that sync keys.
+
+Keys on the queue name what to sync:
+
+- ``pod:<ns>/<name>``: generate the pod's claims, reserve claims of a pod bound elsewhere,
+  or hand a finished pod's claims to the lifecycle;
+- ``claim:<ns>/<name>``: the claim lifecycle;
+- ``schedule:<ns>/<name>``: one scheduling attempt for a pod that names drakit.
+
+A key is synced by one worker at a time; different keys in parallel. ``Controller.run`` starts
+the informers, waits until every cache has listed (so no template looks missing and every
+claim an earlier instance created is known), then starts the workers; it returns after
+``stop`` is set. Run it only while holding the leader Lease (``controller.leader``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from controller.caches import Caches, CreatedClaims, DeletedPods
+from controller.claimgen import ClaimGenerator
+from controller.claimwrites import ClaimWriter
+from controller.config import ControllerConfig
+from controller.devicebook import DeviceBook
+from controller.lifecycle import ClaimLifecycle
+from controller.metrics import ControllerMetrics
+from controller.naming import claim_keys_of_pod, meta, pod_is_done
+from controller.scheduler import PodScheduler, needs_scheduling
+from controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
+from kubeapi.events import EventRecorder
+from kubeapi.informer import EventHandlers
+from kubeapi.objects import KubeObject, object_key, split_key
+from kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource
+from kubeapi.workqueue import WorkQueue
+
+__all__ = ["Controller"]
+
+logger = logging.getLogger(__name__)
+
+POD, CLAIM, SCHEDULE = "pod", "claim", "schedule"
+
+
+class Controller:
+    """One controller instance. ``run(stop)`` once; build a new instance to run again."""
+
+    def __init__(
+        self,
+        api: Any,
+        config: ControllerConfig,
+        *,
+        metrics: ControllerMetrics | None = None,
+        events: EventRecorder | None = None,
+        pods: Resource | None = None,
+        claims: Resource | None = None,
+    ) -> None:
+        self.config = config
+        self.metrics = metrics or ControllerMetrics()
+        self.caches = Caches(api, resync_period=config.resync_period)
+        self.queue: WorkQueue[str] = WorkQueue("drakit-controller")
+        self.waiting = WaitingPods()
+        self.events = events
+        pods = pods or Resource(api, PODS)
+        claims = claims or Resource(api, RESOURCE_CLAIMS)
+        self.deleted_pods = DeletedPods()
+        self.created = CreatedClaims()
+        writer = ClaimWriter(claims)
+        self.book = DeviceBook(
+            list_slices=self.caches.slices.store.objects,
+            list_classes=self.caches.classes.store.objects,
+            get_claim=self.caches.claims.get,
+        )
+        self.generator = ClaimGenerator(
+            caches=self.caches,
+            pods=pods,
+            claims=claims,
+            created=self.created,
+            events=events,
+            metrics=self.metrics,
+        )
+        self.lifecycle = ClaimLifecycle(
+            caches=self.caches,
+            pods=pods,
+            claims=claims,
+            writer=writer,
+            deleted_pods=self.deleted_pods,
+            config=config,
+            metrics=self.metrics,
+        )
+        self.scheduler = PodScheduler(
+            caches=self.caches,
+            book=self.book,
+            writer=writer,
+            pods=pods,
+            events=events,
+            metrics=self.metrics,
+            waiting=self.waiting,
+            config=config,
+        )
+        self._register_handlers()
+        self.metrics.watch_claims(self.caches.claims.list)
+        self.started = threading.Event()
+
+    # -- running -------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Sync until ``stop`` is set; returns after the workers finished their current key."""
+        self.caches.start()
+        try:
+            if not self.caches.wait_for_sync(stop):
+                return
+            logger.info("Caches synced, starting workers", extra={"workers": self.config.workers})
+            self.queue.start(self.sync, workers=self.config.workers)
+            self.started.set()
+            while not stop.wait(1.0):
+                self.metrics.queue_depth.set(len(self.queue))
+        finally:
+            self.queue.shutdown(wait=True, timeout=30)
+            self.caches.stop()
+            logger.info("Controller stopped")
+
+    def sync(self, key: str) -> float | None:
+        """Sync one queue key; returns a requeue delay or None. Raises to retry with backoff."""
+        kind, _, object_key_ = key.partition(":")
+        namespace, name = split_key(object_key_)
+        assert namespace is not None
+        if kind == CLAIM:
+            self.lifecycle.sync_claim(namespace, name)
+            return None
+        pod = self.caches.pod(namespace, name)
+        if pod is None:
+            return None
+        if kind == SCHEDULE:
+            return self.scheduler.schedule(pod)
+        self._sync_pod(pod)
+        return None
+
+    def _sync_pod(self, pod: KubeObject) -> None:
+        scheduler = (pod.get("spec") or {}).get("schedulerName")
+        if pod_is_done(pod):
+            if self.config.manages_claims_of(scheduler):
+                for claim_key in claim_keys_of_pod(pod):
+                    self.queue.add(f"{CLAIM}:{claim_key}")
+            return
+        if not self.config.generates_for(scheduler):
+            return
+        self.generator.sync(pod)
+        self.lifecycle.reserve_for_bound_pod(pod)
+
+    # -- event handlers ------------------------------------------------------------------------
+
+    def _register_handlers(self) -> None:
+        c = self.caches
+        c.pods.add_handlers(
+            EventHandlers(
+                on_add=lambda pod, _initial: self._pod_changed(pod),
+                on_update=lambda _old, new: self._pod_changed(new),
+                on_delete=self._pod_deleted,
+            )
+        )
+        c.claims.add_handlers(
+            EventHandlers(
+                on_add=lambda claim, _initial: self._claim_changed(None, claim),
+                on_update=self._claim_changed,
+                on_delete=self._claim_deleted,
+            )
+        )
+        c.templates.add_handlers(
+            EventHandlers(
+                on_add=lambda t, _initial: self._template_changed(t),
+                on_update=lambda _old, new: self._template_changed(new),
+            )
+        )
+        c.slices.add_handlers(
+            EventHandlers(
+                on_add=lambda _s, _initial: self._slices_changed(),
+                on_update=self._slices_changed,
+                on_delete=lambda _s: self.book.invalidate_inventory(),
+            )
+        )
+        c.classes.add_handlers(
+            EventHandlers(
+                on_add=lambda cls, _initial: self._class_changed(cls),
+                on_update=lambda _old, new: self._class_changed(new),
+                on_delete=lambda _cls: self.book.invalidate_classes(),
+            )
+        )
+        c.nodes.add_handlers(
+            EventHandlers(
+                on_add=lambda _n, _initial: self._wake(CAPACITY),
+                on_update=self._node_changed,
+            )
+        )
+
+    def _pod_changed(self, pod: KubeObject) -> None:
+        key = object_key(pod)
+        spec = pod.get("spec") or {}
+        if spec.get("resourceClaims") or (pod.get("status") or {}).get(
+            "extendedResourceClaimStatus"
+        ):
+            self.queue.add(f"{POD}:{key}")
+        if needs_scheduling(pod, self.config.scheduler_name):
+            self.queue.add(f"{SCHEDULE}:{key}")
+
+    def _pod_deleted(self, pod: KubeObject) -> None:
+        uid = str(meta(pod).get("uid"))
+        scheduler = str((pod.get("spec") or {}).get("schedulerName") or "")
+        self.deleted_pods.add(uid, scheduler)
+        self.created.forget_pod(uid)
+        self.waiting.unpark(object_key(pod))
+        if self.config.manages_claims_of(scheduler):
+            for claim_key in claim_keys_of_pod(pod):
+                self.queue.add(f"{CLAIM}:{claim_key}")
+
+    def _claim_changed(self, old: KubeObject | None, claim: KubeObject) -> None:
+        self.book.claim_changed(claim)
+        namespace, name = str(meta(claim).get("namespace")), str(meta(claim).get("name"))
+        self.queue.add(f"{CLAIM}:{namespace}/{name}")
+        for pod in self.caches.pods_using_claim(namespace, name):
+            if (pod.get("spec") or {}).get("nodeName"):
+                self.queue.add(f"{POD}:{object_key(pod)}")  # maybe a pod bound elsewhere
+        self._wake(claim_reason(namespace, name))
+        was_allocated = old is not None and (old.get("status") or {}).get("allocation")
+        if was_allocated and not (claim.get("status") or {}).get("allocation"):
+            self._wake(CAPACITY)  # a deallocation frees devices
+
+    def _claim_deleted(self, claim: KubeObject) -> None:
+        self.book.claim_deleted(claim)
+        namespace, name = str(meta(claim).get("namespace")), str(meta(claim).get("name"))
+        for pod in self.caches.pods_using_claim(namespace, name):
+            self.queue.add(f"{POD}:{object_key(pod)}")  # a generated claim may be needed again
+        self._wake(claim_reason(namespace, name))
+        if (claim.get("status") or {}).get("allocation"):
+            self._wake(CAPACITY)
+
+    def _template_changed(self, template: KubeObject) -> None:
+        namespace, name = str(meta(template).get("namespace")), str(meta(template).get("name"))
+        for pod in self.caches.pods_using_template(namespace, name):
+            self.queue.add(f"{POD}:{object_key(pod)}")
+
+    def _slices_changed(self, old: KubeObject | None = None, new: KubeObject | None = None) -> None:
+        if old is not None and new is not None and old.get("spec") == new.get("spec"):
+            return  # a resync or a metadata-only change
+        self.book.invalidate_inventory()
+        self._wake(CAPACITY)
+
+    def _class_changed(self, device_class: KubeObject) -> None:
+        self.book.invalidate_classes()
+        self._wake(class_reason(str(meta(device_class).get("name"))))
+        self._wake(CAPACITY)
+
+    def _node_changed(self, old: KubeObject, new: KubeObject) -> None:
+        if _scheduling_view(old) != _scheduling_view(new):
+            self._wake(CAPACITY)
+
+    def _wake(self, reason: str) -> None:
+        for pod_key in self.waiting.wake(reason):
+            self.queue.add(f"{SCHEDULE}:{pod_key}")
+
+
+def _scheduling_view(node: KubeObject) -> tuple[Any, ...]:
+    """The parts of a Node that node filtering reads."""
+    conditions = [
+        c.get("status")
+        for c in (node.get("status") or {}).get("conditions") or ()
+        if c.get("type") == "Ready"
+    ]
+    spec = node.get("spec") or {}
+    return (meta(node).get("labels"), spec.get("taints"), spec.get("unschedulable"), conditions)

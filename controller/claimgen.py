@@ -1,0 +1,250 @@
+"""Claim generation: a ResourceClaim for every template-based pod claim, exactly once.
+
+For each ``pod.spec.resourceClaims`` entry with ``resourceClaimTemplateName`` the generator
+makes sure one claim exists that the pod controls and that is annotated with the pod claim's
+name, and records its name in ``pod.status.resourceClaimStatuses``. The order of checks keeps
+a pod claim from ever getting two claims:
+
+1. the pod status already names a claim: if it exists (cache, else a live GET, because the
+   informer may lag) and the pod owns it, done;
+2. a claim this process created for (pod UID, pod claim) that the informer may not have yet;
+3. a claim in the informer owned by the pod and annotated with the pod claim name (what is
+   left when a status write failed, also by an earlier process);
+4. otherwise create one from the template (labels and annotations copied, never changed in
+   the cached template).
+
+The status is written once per pod by server-side apply with the *complete* list of entries
+(applying only new ones would make the apply drop the others, kubernetes #138407), with the
+pod's UID as precondition.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+from controller.caches import Caches, CreatedClaims
+from controller.metrics import ControllerMetrics, claim_uses_admin_access
+from controller.naming import (
+    FIELD_MANAGER,
+    POD_CLAIM_NAME_ANNOTATION,
+    generate_name,
+    is_for_pod,
+    meta,
+    pod_claim_status_entries,
+    resolve_claim_name,
+)
+from kubeapi.errors import ApiError, NotFound
+from kubeapi.events import EventRecorder
+from kubeapi.objects import KubeObject
+from kubeapi.resources import RESOURCE_CLAIMS, Resource
+
+__all__ = ["ClaimGenerator", "TemplateMissingError"]
+
+logger = logging.getLogger(__name__)
+
+EVENT_FAILED_CREATION = "FailedResourceClaimCreation"
+
+
+class TemplateMissingError(Exception):
+    """The template a pod claim names does not exist (yet); the pod is retried when it does."""
+
+
+class ClaimGenerator:
+    """Generates the claims of one pod per ``sync`` call. Safe to call again at any time."""
+
+    def __init__(
+        self,
+        *,
+        caches: Caches,
+        pods: Resource,
+        claims: Resource,
+        created: CreatedClaims,
+        events: EventRecorder | None,
+        metrics: ControllerMetrics,
+    ) -> None:
+        self._caches = caches
+        self._pods = pods
+        self._claims = claims
+        self._created = created
+        self._events = events
+        self._metrics = metrics
+
+    def sync(self, pod: KubeObject) -> None:
+        """Create missing claims of ``pod`` and record them in its status.
+
+        Raises the first failure after handling the other pod claims (TemplateMissingError, an
+        ApiError); claims created before the failure are found again on the next call.
+        Nothing is done for a pod that is being deleted.
+        """
+        if meta(pod).get("deletionTimestamp"):
+            return
+        new_entries: dict[str, str] = {}
+        failure: Exception | None = None
+        for pod_claim in (pod.get("spec") or {}).get("resourceClaims") or ():
+            try:
+                name = self._ensure_claim(pod, pod_claim)
+            except (TemplateMissingError, ApiError, ValueError) as err:
+                self._report_failure(pod, pod_claim, err)
+                failure = failure or err
+                continue
+            if name is not None:
+                new_entries[str(pod_claim.get("name"))] = name
+        if failure is not None:
+            # Upstream writes nothing on failure either; the created claims are recovered.
+            raise failure
+        if new_entries:
+            self._write_status(pod, new_entries)
+
+    # -- one pod claim ---------------------------------------------------------------------------
+
+    def _ensure_claim(self, pod: KubeObject, pod_claim: dict[str, Any]) -> str | None:
+        """The claim name to add to the pod status, or None when nothing needs recording."""
+        resolved = resolve_claim_name(pod, pod_claim)
+        if not resolved.generated:
+            return None  # named by the user: never created by the controller
+        pod_claim_name = str(pod_claim.get("name"))
+        lost_name: str | None = None
+        if not resolved.pending:
+            if resolved.name is None:
+                return None  # the status says: no claim needed
+            if self._owned_claim_exists(pod, resolved.name):
+                return None
+            lost_name = resolved.name  # deleted, or no longer the pod's: generate a new one
+        existing = self._find_generated(pod, pod_claim_name, exclude=lost_name)
+        if existing is not None:
+            return str(meta(existing)["name"])
+        return self._create(pod, pod_claim_name, str(pod_claim["resourceClaimTemplateName"]))
+
+    def _owned_claim_exists(self, pod: KubeObject, name: str) -> bool:
+        namespace = str(meta(pod).get("namespace"))
+        claim = self._caches.claim(namespace, name)
+        if claim is None:
+            # The informer may not have the claim yet: ask the API server before replacing it.
+            try:
+                claim = self._claims.get(name, namespace)
+            except NotFound:
+                return False
+        if is_for_pod(pod, claim):
+            return True
+        logger.error(
+            "Claim recorded for the pod is not owned by it; generating a new one",
+            extra={"pod": _pod_key(pod), "claim": name},
+        )
+        return False
+
+    def _find_generated(
+        self, pod: KubeObject, pod_claim_name: str, *, exclude: str | None
+    ) -> KubeObject | None:
+        uid = str(meta(pod).get("uid"))
+        remembered = self._created.get(uid, pod_claim_name)
+        if remembered is not None and meta(remembered).get("name") != exclude:
+            return remembered
+        for claim in self._caches.claims_owned_by(str(meta(pod).get("namespace")), uid):
+            annotations = meta(claim).get("annotations") or {}
+            if annotations.get(POD_CLAIM_NAME_ANNOTATION) != pod_claim_name:
+                continue
+            if meta(claim).get("name") == exclude or meta(claim).get("deletionTimestamp"):
+                continue
+            # If there are several, the others wait for the pod to go away.
+            return claim
+        return None
+
+    def _create(self, pod: KubeObject, pod_claim_name: str, template_name: str) -> str:
+        namespace = str(meta(pod).get("namespace"))
+        template = self._caches.template(namespace, template_name)
+        if template is None:
+            raise TemplateMissingError(
+                f"resource claim template {template_name!r} in namespace {namespace!r}: not found"
+            )
+        body = claim_from_template(pod, pod_claim_name, template)
+        admin = str(claim_uses_admin_access(body["spec"])).lower()
+        try:
+            created = self._claims.create(body, namespace, field_manager=FIELD_MANAGER)
+        except ApiError:
+            self._metrics.claim_creates.labels("failure", admin).inc()
+            raise
+        self._metrics.claim_creates.labels("success", admin).inc()
+        self._created.remember(str(meta(pod).get("uid")), pod_claim_name, created)
+        logger.info(
+            "Created ResourceClaim",
+            extra={
+                "pod": _pod_key(pod),
+                "podClaim": pod_claim_name,
+                "claim": f"{namespace}/{meta(created).get('name')}",
+            },
+        )
+        return str(meta(created)["name"])
+
+    # -- status ----------------------------------------------------------------------------------
+
+    def _write_status(self, pod: KubeObject, new_entries: dict[str, str]) -> None:
+        wanted = {
+            str(e["name"]): str(e["resourceClaimName"])
+            for e in pod_claim_status_entries(pod)
+            if e.get("resourceClaimName")
+        }
+        wanted.update(new_entries)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": meta(pod)["name"],
+                "namespace": meta(pod)["namespace"],
+                "uid": meta(pod)["uid"],  # precondition: never write to a recreated pod
+            },
+            "status": {
+                "resourceClaimStatuses": [
+                    {"name": name, "resourceClaimName": wanted[name]} for name in sorted(wanted)
+                ]
+            },
+        }
+        self._pods.apply(body, field_manager=FIELD_MANAGER, force=True, subresource="status")
+
+    def _report_failure(self, pod: KubeObject, pod_claim: dict[str, Any], err: Exception) -> None:
+        if self._events is not None:
+            self._events.warning(
+                pod,
+                EVENT_FAILED_CREATION,
+                "CreateResourceClaim",
+                f"PodResourceClaim {pod_claim.get('name')}: {err}",
+            )
+
+
+def claim_from_template(pod: KubeObject, pod_claim_name: str, template: KubeObject) -> KubeObject:
+    """The claim to create for ``pod_claim_name`` of ``pod`` from ``template``.
+
+    The template (a shared cached object) is not changed: labels, annotations and spec are
+    deep copies.
+    """
+    template_spec = template.get("spec") or {}
+    template_meta = template_spec.get("metadata") or {}
+    annotations = dict(template_meta.get("annotations") or {})
+    annotations[POD_CLAIM_NAME_ANNOTATION] = pod_claim_name
+    metadata: dict[str, Any] = {
+        "generateName": generate_name(str(meta(pod)["name"]), pod_claim_name),
+        "namespace": meta(pod)["namespace"],
+        "annotations": annotations,
+        "ownerReferences": [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": meta(pod)["name"],
+                "uid": meta(pod)["uid"],
+                "controller": True,
+            }
+        ],
+    }
+    if template_meta.get("labels"):
+        metadata["labels"] = dict(template_meta["labels"])
+    return {
+        "apiVersion": RESOURCE_CLAIMS.api_version,
+        "kind": RESOURCE_CLAIMS.kind,
+        "metadata": metadata,
+        "spec": copy.deepcopy(template_spec.get("spec") or {}),
+    }
+
+
+def _pod_key(pod: KubeObject) -> str:
+    return f"{meta(pod).get('namespace')}/{meta(pod).get('name')}"

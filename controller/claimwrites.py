@@ -1,0 +1,222 @@
+"""The writes that change a claim's allocation, reservations and finalizer.
+
+Why these shapes (see ``docs/controller.md``):
+
+- **Allocation**: a JSON patch on ``resourceclaims/status`` whose first operations are
+  ``test /metadata/uid`` and ``test /metadata/finalizers/<i> == resource.kubernetes.io/
+  delete-protection``. The apiserver applies the patch to the claim as stored, so the
+  allocation is written only if the finalizer is still there at that moment. This closes the
+  race where the lifecycle has deallocated the claim but not yet removed the finalizer: the
+  allocator saw the finalizer, skipped adding it, the finalizer went, and an allocation
+  without protection was written. A PUT carrying the resourceVersion would close it too, but
+  would also fail on every unrelated change of the claim; the test names the invariant.
+- **Reservation** of an already allocated claim: a JSON patch that appends to
+  ``status.reservedFor``. Each patch is applied to the latest stored claim, so pods that share a
+  claim are added concurrently and none is lost; an entry that is already there is rejected
+  by validation (Duplicate) and counts as success. When the list does not exist yet the patch
+  creates it and carries a ``test`` of the resourceVersion, so two first reservations cannot
+  overwrite each other.
+- **Finalizer** add/remove and the lifecycle's status updates: PUTs that carry the
+  resourceVersion of the object they were computed from (Conflict on any concurrent change).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from controller.naming import FIELD_MANAGER, FINALIZER, is_reserved_for, meta
+from kubeapi.errors import Conflict, Invalid, NotFound
+from kubeapi.objects import KubeObject
+from kubeapi.resources import PatchType, Resource
+from kubeapi.retry import Backoff
+
+__all__ = [
+    "ClaimWriteError",
+    "ClaimWriter",
+]
+
+logger = logging.getLogger(__name__)
+
+ATTEMPTS = 5
+
+
+class ClaimWriteError(Exception):
+    """The claim cannot take this write (deleted, allocated elsewhere, full): not retried
+    here; the pod goes back to scheduling."""
+
+
+class ClaimWriter:
+    """Claim writes with their preconditions; every method returns the claim as stored."""
+
+    def __init__(self, claims: Resource) -> None:
+        self._claims = claims
+
+    # -- allocation --------------------------------------------------------------------------
+
+    def allocate_and_reserve(
+        self, claim: KubeObject, allocation: dict[str, Any], consumer: dict[str, str]
+    ) -> KubeObject:
+        """Add the finalizer if needed, then write ``allocation`` and reserve the claim for
+        ``consumer`` in one status write that tests for the finalizer.
+
+        ``claim`` may be stale: on a failed test or a conflict the claim is read again. Raises
+        ClaimWriteError when the claim is being deleted or got another allocation meanwhile.
+        """
+        current = claim
+        backoff = Backoff(initial=0.01, cap=0.5)
+        for attempt in range(1, ATTEMPTS + 1):
+            self._check_allocatable(current, allocation)
+            if (current.get("status") or {}).get("allocation") == allocation:
+                # An earlier attempt landed although its answer was lost.
+                return self.reserve(current, consumer)
+            current = self.add_finalizer(current)
+            try:
+                return self._patch_status(
+                    current, self._allocation_ops(current, allocation, consumer)
+                )
+            except (Invalid, Conflict) as err:
+                if attempt == ATTEMPTS:
+                    raise
+                logger.debug(
+                    "Allocation write refused, reading the claim again",
+                    extra={"claim": _key(current), "cause": str(err), "attempt": attempt},
+                )
+                backoff.sleep()
+                current = self._fresh(current)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _allocation_ops(
+        claim: KubeObject, allocation: dict[str, Any], consumer: dict[str, str]
+    ) -> list[dict[str, Any]]:
+        finalizers = meta(claim).get("finalizers") or []
+        index = finalizers.index(FINALIZER)
+        return [
+            {"op": "test", "path": "/metadata/uid", "value": meta(claim)["uid"]},
+            {"op": "test", "path": f"/metadata/finalizers/{index}", "value": FINALIZER},
+            {"op": "add", "path": "/status/allocation", "value": allocation},
+            {"op": "add", "path": "/status/reservedFor", "value": [consumer]},
+        ]
+
+    @staticmethod
+    def _check_allocatable(claim: KubeObject, allocation: dict[str, Any]) -> None:
+        if meta(claim).get("deletionTimestamp"):
+            raise ClaimWriteError(f"claim {_key(claim)} is being deleted")
+        current = (claim.get("status") or {}).get("allocation")
+        if current and current != allocation:
+            raise ClaimWriteError(f"claim {_key(claim)} got allocated elsewhere in the meantime")
+
+    # -- reservation -------------------------------------------------------------------------
+
+    def reserve(self, claim: KubeObject, consumer: dict[str, str]) -> KubeObject:
+        """Add ``consumer`` to the allocated claim's ``reservedFor`` (idempotent).
+
+        Raises ClaimWriteError when the claim is deleted, being deleted, not allocated, or
+        the apiserver refuses the entry (the 256-entry limit).
+        """
+        current = claim
+        backoff = Backoff(initial=0.01, cap=0.5)
+        for attempt in range(1, ATTEMPTS + 1):
+            if is_reserved_for(current, consumer["uid"]):
+                return current
+            if meta(current).get("deletionTimestamp"):
+                raise ClaimWriteError(f"claim {_key(current)} is being deleted")
+            if not (current.get("status") or {}).get("allocation"):
+                raise ClaimWriteError(f"claim {_key(current)} is not allocated")
+            try:
+                return self._patch_status(current, self._reserve_ops(current, consumer))
+            except (Invalid, Conflict) as err:
+                fresh = self._fresh(current)
+                if is_reserved_for(fresh, consumer["uid"]):
+                    return fresh
+                if attempt == ATTEMPTS or (isinstance(err, Invalid) and _only_list_limit(err)):
+                    raise ClaimWriteError(f"claim {_key(current)}: {err}") from err
+                backoff.sleep()
+                current = fresh
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _reserve_ops(claim: KubeObject, consumer: dict[str, str]) -> list[dict[str, Any]]:
+        ops: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/uid", "value": meta(claim)["uid"]}
+        ]
+        if "reservedFor" in (claim.get("status") or {}):
+            ops.append({"op": "add", "path": "/status/reservedFor/-", "value": consumer})
+        else:
+            rv = meta(claim)["resourceVersion"]
+            ops.append({"op": "test", "path": "/metadata/resourceVersion", "value": rv})
+            ops.append({"op": "add", "path": "/status/reservedFor", "value": [consumer]})
+        return ops
+
+    # -- finalizer ---------------------------------------------------------------------------
+
+    def add_finalizer(self, claim: KubeObject) -> KubeObject:
+        """The claim with the delete-protection finalizer (a PUT with resourceVersion when it
+        is missing; on Conflict read again and retry)."""
+        current = claim
+        for attempt in range(1, ATTEMPTS + 1):
+            finalizers = list(meta(current).get("finalizers") or [])
+            if FINALIZER in finalizers:
+                return current
+            if meta(current).get("deletionTimestamp"):
+                raise ClaimWriteError(f"claim {_key(current)} is being deleted")
+            wanted = {
+                **current,
+                "metadata": {**meta(current), "finalizers": [*finalizers, FINALIZER]},
+            }
+            try:
+                return self._claims.update(wanted, field_manager=FIELD_MANAGER)
+            except Conflict:
+                if attempt == ATTEMPTS:
+                    raise
+                current = self._fresh(current)
+        raise AssertionError("unreachable")
+
+    def remove_finalizer(self, claim: KubeObject) -> KubeObject:
+        """PUT the claim without the finalizer, guarded by its resourceVersion (Conflict if it
+        changed since ``claim`` was read)."""
+        finalizers = [f for f in meta(claim).get("finalizers") or [] if f != FINALIZER]
+        return self._claims.update(
+            {**claim, "metadata": {**meta(claim), "finalizers": finalizers}},
+            field_manager=FIELD_MANAGER,
+        )
+
+    def update_status(self, claim: KubeObject) -> KubeObject:
+        """PUT the claim's status, guarded by its resourceVersion."""
+        return self._claims.update_status(claim, field_manager=FIELD_MANAGER)
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _patch_status(self, claim: KubeObject, ops: list[dict[str, Any]]) -> KubeObject:
+        return self._claims.patch(
+            str(meta(claim)["name"]),
+            ops,
+            str(meta(claim)["namespace"]),
+            patch_type=PatchType.JSON,
+            subresource="status",
+            field_manager=FIELD_MANAGER,
+        )
+
+    def fresh(self, claim: KubeObject) -> KubeObject:
+        """The claim as stored now; ClaimWriteError when it was deleted or replaced."""
+        return self._fresh(claim)
+
+    def _fresh(self, claim: KubeObject) -> KubeObject:
+        try:
+            fresh = self._claims.get(str(meta(claim)["name"]), str(meta(claim)["namespace"]))
+        except NotFound as err:
+            raise ClaimWriteError(f"claim {_key(claim)} was deleted") from err
+        if meta(fresh).get("uid") != meta(claim).get("uid"):
+            raise ClaimWriteError(f"claim {_key(claim)} was deleted and created again")
+        return fresh
+
+
+def _only_list_limit(err: Invalid) -> bool:
+    """True when validation refused the reservation for a reason a retry cannot fix."""
+    text = str(err).lower()
+    return "too many" in text or "must have at most" in text or "may not be" in text
+
+
+def _key(claim: KubeObject) -> str:
+    return f"{meta(claim).get('namespace')}/{meta(claim).get('name')}"

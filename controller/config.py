@@ -1,0 +1,65 @@
+"""The controller's settings, validated once at start-up."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_SCHEDULER_NAME", "ClaimGeneration", "ControllerConfig"]
+
+DEFAULT_SCHEDULER_NAME = "drakit"
+
+
+class ClaimGeneration(enum.StrEnum):
+    """Which pods get ResourceClaims generated from their templates (and claim lifecycle).
+
+    ``all``: every pod, like kube-controller-manager's resourceclaim controller; use it when
+    kube-controller-manager runs without that controller. ``scoped``: only pods whose
+    ``spec.schedulerName`` is drakit's, so drakit can run beside kube-controller-manager.
+    ``off``: no claims are generated (kube-controller-manager does it for every pod).
+    """
+
+    ALL = "all"
+    SCOPED = "scoped"
+    OFF = "off"
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """What the controller does and how hard it works."""
+
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    claim_generation: ClaimGeneration = ClaimGeneration.SCOPED
+    workers: int = 10
+    #: Seconds between full resyncs of the informers (level-triggered repair).
+    resync_period: float = 300.0
+    #: Seconds the allocator may search for one pod on one node.
+    allocation_timeout: float = 10.0
+    #: Identity in Events and the leader Lease.
+    identity: str = "drakit-controller"
+
+    def __post_init__(self) -> None:
+        if not self.scheduler_name:
+            raise ValueError("scheduler name must not be empty")
+        if self.workers < 1:
+            raise ValueError(f"workers must be at least 1, got {self.workers}")
+
+    def generates_for(self, scheduler_name: str | None) -> bool:
+        """True when claim generation and lifecycle apply to a pod with this schedulerName."""
+        if self.claim_generation is ClaimGeneration.ALL:
+            return True
+        if self.claim_generation is ClaimGeneration.SCOPED:
+            return scheduler_name == self.scheduler_name
+        return False
+
+    def manages_claims_of(self, scheduler_name: str | None) -> bool:
+        """True when the claim lifecycle (reservedFor cleanup, deallocation, deletion of
+        generated claims) applies to claims of a pod with this schedulerName: every pod with
+        ``all``, otherwise the pods drakit schedules (it allocated their claims)."""
+        if self.claim_generation is ClaimGeneration.ALL:
+            return True
+        return scheduler_name == self.scheduler_name
+
+    def schedules(self, scheduler_name: str | None) -> bool:
+        """True when drakit allocates and binds a pod with this schedulerName."""
+        return scheduler_name == self.scheduler_name

@@ -1,0 +1,160 @@
+"""What the allocator needs to know, kept current: allocated devices, slices and classes.
+
+``DeviceBook`` holds the allocated state that scheduling decisions are made against:
+
+    allocated state = allocations in the claim assume cache  +  allocations in flight
+
+An allocation is *in flight* from the moment the scheduler picked it until the claim write
+that records it has been assumed into the cache (or failed). In-flight entries override
+whatever the cache says about that claim, so an informer event with an older copy cannot free
+the devices. The order at the end of a write matters (kubernetes #136269): assume the written
+claim first (its event updates the state), then drop the in-flight entry.
+
+All state changes and every allocation decision happen under one lock, so two pods can never
+be given the same device: the decision and the in-flight registration are one step.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+from allocator.allocated import AllocatedState
+from allocator.inventory import Inventory
+from allocator.model import DeviceClass, ModelError, ResourceClaim, ResourceSlice
+from controller.naming import meta
+from kubeapi.objects import KubeObject
+
+__all__ = ["DeviceBook", "claim_model"]
+
+logger = logging.getLogger(__name__)
+
+
+def claim_model(claim: KubeObject) -> ResourceClaim | None:
+    """The allocator's model of a claim dict, or None (logged) when it cannot be decoded."""
+    try:
+        return ResourceClaim.from_dict(claim)
+    except ModelError as err:
+        logger.warning(
+            "Ignoring undecodable ResourceClaim",
+            extra={
+                "claim": f"{meta(claim).get('namespace')}/{meta(claim).get('name')}",
+                "cause": str(err),
+            },
+        )
+        return None
+
+
+class DeviceBook:
+    """Allocated state, in-flight allocations, and the inventory/class snapshot. Thread-safe."""
+
+    def __init__(
+        self,
+        *,
+        list_slices: Callable[[], Iterable[KubeObject]],
+        list_classes: Callable[[], Iterable[KubeObject]],
+        get_claim: Callable[[str], KubeObject | None],
+    ) -> None:
+        self.lock = threading.RLock()
+        self._list_slices = list_slices
+        self._list_classes = list_classes
+        self._get_claim = get_claim
+        self.state = AllocatedState()
+        self._in_flight: dict[str, KubeObject] = {}  # claim UID -> claim with the allocation
+        self._inventory: Inventory | None = None
+        self._classes: dict[str, DeviceClass] | None = None
+
+    # -- claim events (from the assume cache) ------------------------------------------------
+
+    def claim_changed(self, claim: KubeObject) -> None:
+        """An add or update from the claim assume cache."""
+        uid = str(meta(claim).get("uid"))
+        with self.lock:
+            if uid in self._in_flight:
+                return  # the in-flight allocation wins until the write is assumed
+            self._record(uid, claim)
+
+    def claim_deleted(self, claim: KubeObject) -> None:
+        with self.lock:
+            uid = str(meta(claim).get("uid"))
+            if uid not in self._in_flight:
+                self.state.remove(uid)
+
+    def _record(self, uid: str, claim: KubeObject) -> None:
+        if not (claim.get("status") or {}).get("allocation"):
+            self.state.remove(uid)
+            return
+        model = claim_model(claim)
+        if model is None:
+            return
+        self.state.add(model)
+
+    # -- in flight -----------------------------------------------------------------------------
+
+    def begin(self, claim_with_allocation: KubeObject, model: ResourceClaim) -> None:
+        """Mark an allocation as decided but not yet written. Call under ``lock``, in the same
+        critical section that made the decision."""
+        with self.lock:
+            uid = str(meta(claim_with_allocation).get("uid"))
+            self._in_flight[uid] = claim_with_allocation
+            self.state.add(model)
+
+    def in_flight(self, uid: str) -> KubeObject | None:
+        with self.lock:
+            return self._in_flight.get(uid)
+
+    def finish(self, claim_uid: str, claim_key: str) -> None:
+        """End the in-flight period of a claim: its state is taken from the cache again (which
+        holds the assumed write on success, the informer's version on failure)."""
+        with self.lock:
+            if self._in_flight.pop(claim_uid, None) is None:
+                return
+            current = self._get_claim(claim_key)
+            if current is None or meta(current).get("uid") != claim_uid:
+                self.state.remove(claim_uid)
+            else:
+                self._record(claim_uid, current)
+
+    # -- inventory -----------------------------------------------------------------------------
+
+    def invalidate_inventory(self) -> None:
+        with self.lock:
+            self._inventory = None
+
+    def invalidate_classes(self) -> None:
+        with self.lock:
+            self._classes = None
+
+    def inventory(self) -> Inventory:
+        """The slices as an allocator inventory (rebuilt after slices changed)."""
+        with self.lock:
+            if self._inventory is None:
+                slices = []
+                for obj in self._list_slices():
+                    try:
+                        slices.append(ResourceSlice.from_dict(obj))
+                    except ModelError as err:
+                        logger.warning(
+                            "Ignoring undecodable ResourceSlice",
+                            extra={"slice": meta(obj).get("name"), "cause": str(err)},
+                        )
+                self._inventory = Inventory(slices)
+            return self._inventory
+
+    def classes(self) -> dict[str, DeviceClass]:
+        with self.lock:
+            if self._classes is None:
+                classes: dict[str, DeviceClass] = {}
+                for obj in self._list_classes():
+                    try:
+                        model = DeviceClass.from_dict(obj)
+                    except ModelError as err:
+                        logger.warning(
+                            "Ignoring undecodable DeviceClass",
+                            extra={"class": meta(obj).get("name"), "cause": str(err)},
+                        )
+                        continue
+                    classes[model.name] = model
+                self._classes = classes
+            return self._classes

@@ -1,0 +1,430 @@
+"""Allocation and binding for pods whose ``spec.schedulerName`` names drakit.
+
+One scheduling attempt for a pod whose claims all exist:
+
+1. **decide** (under the device book's lock, so decisions never overlap): filter nodes
+   (readiness, taints, selector, affinity, the node selectors of claims that are already
+   allocated), then try nodes in turn, starting after the node the previous pod got, until the
+   allocator fits every unallocated claim on one; register the allocations as *in flight*;
+2. **write** (outside the lock, pods in parallel): for each new allocation, finalizer then
+   allocation + reservation in one status write that tests for the finalizer; for claims that
+   were already allocated, append the pod to ``reservedFor``; assume each written claim, then
+   end its in-flight period;
+3. **bind** the pod (``pods/binding`` with its UID as precondition).
+
+A claim that another pod is allocating right now makes this pod wait for that claim instead of
+allocating it twice. A pod that fits nowhere gets ``PodScheduled=False`` with a message that
+counts the reasons per node, and waits for an event that may help.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from allocator.allocate import AllocationError, Allocator, NodeUnsuitableError
+from allocator.model import Node, NodeSelector, ResourceClaim
+from allocator.nodeselector import NodeSelectorError, node_selector_matches
+from controller.caches import Caches
+from controller.claimwrites import ClaimWriteError, ClaimWriter
+from controller.config import ControllerConfig
+from controller.devicebook import DeviceBook, claim_model
+from controller.metrics import ControllerMetrics
+from controller.naming import (
+    FIELD_MANAGER,
+    consumer_ref,
+    is_for_pod,
+    is_reserved_for,
+    meta,
+    pod_is_terminal,
+    resolve_claim_name,
+)
+from controller.nodefilter import NodeFilter
+from controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
+from kubeapi.assume_cache import AssumeCacheError
+from kubeapi.errors import ApiError, Conflict, NotFound
+from kubeapi.events import EventRecorder
+from kubeapi.objects import KubeObject
+from kubeapi.resources import PatchType, Resource, bind_pod
+
+__all__ = ["PodScheduler", "needs_scheduling"]
+
+logger = logging.getLogger(__name__)
+
+#: A pod waiting for another pod's in-flight allocation of a shared claim looks again after this.
+IN_FLIGHT_RETRY = 0.2
+#: Unschedulable pods are tried again after this even without a helpful event (a safety net).
+UNSCHEDULABLE_RETRY = 60.0
+REASON_NO_DEVICES = "node(s) cannot allocate all claims"
+REASON_CLAIM_NODE = "node(s) didn't match the node selector of an allocated claim"
+REASON_INVALID_POOLS = "node(s) see invalid resource pools"
+
+
+def needs_scheduling(pod: KubeObject, scheduler_name: str) -> bool:
+    """True for a pod that names this scheduler, is not bound, not finished, not deleted."""
+    spec = pod.get("spec") or {}
+    return (
+        spec.get("schedulerName") == scheduler_name
+        and not spec.get("nodeName")
+        and not pod_is_terminal(pod)
+        and not meta(pod).get("deletionTimestamp")
+    )
+
+
+class _WaitError(Exception):
+    """The pod cannot be scheduled yet; something it waits for will change."""
+
+    def __init__(self, reasons: set[str], message: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.reasons = frozenset(reasons)
+        self.retry_after = retry_after
+
+
+class _UnschedulableError(_WaitError):
+    """No node fits: reported on the pod as PodScheduled=False."""
+
+    def __init__(self, reasons: set[str], message: str) -> None:
+        super().__init__(reasons, message, UNSCHEDULABLE_RETRY)
+
+
+@dataclass
+class _Decision:
+    node: str
+    allocate: list[tuple[KubeObject, dict[str, Any]]] = field(default_factory=list)
+    reserve: list[KubeObject] = field(default_factory=list)
+
+
+class PodScheduler:
+    """Schedules one pod per ``schedule`` call; calls for different pods may run in parallel."""
+
+    def __init__(
+        self,
+        *,
+        caches: Caches,
+        book: DeviceBook,
+        writer: ClaimWriter,
+        pods: Resource,
+        events: EventRecorder | None,
+        metrics: ControllerMetrics,
+        waiting: WaitingPods,
+        config: ControllerConfig,
+    ) -> None:
+        self._caches = caches
+        self._book = book
+        self._writer = writer
+        self._pods = pods
+        self._events = events
+        self._metrics = metrics
+        self._waiting = waiting
+        self._config = config
+        self._cursor = 0
+
+    def schedule(self, pod: KubeObject) -> float | None:
+        """One attempt; returns seconds after which to try again (None: wait for events).
+
+        Raises on API errors (the work queue retries with backoff).
+        """
+        if not needs_scheduling(pod, self._config.scheduler_name):
+            self._waiting.unpark(_pod_key(pod))
+            return None
+        began = time.monotonic()
+        result = "error"
+        try:
+            claims = self._claims_of(pod)
+            decision = self._decide(pod, claims)
+            self._execute(pod, decision)
+            result = "scheduled"
+            self._waiting.unpark(_pod_key(pod))
+            return None
+        except _UnschedulableError as unschedulable:
+            result = "unschedulable"
+            self._waiting.park(_pod_key(pod), unschedulable.reasons)
+            self._report_unschedulable(pod, str(unschedulable))
+            return unschedulable.retry_after
+        except _WaitError as wait:
+            result = "waiting"
+            self._waiting.park(_pod_key(pod), wait.reasons)
+            logger.debug("Pod waits", extra={"pod": _pod_key(pod), "reason": str(wait)})
+            return wait.retry_after
+        finally:
+            self._metrics.scheduling_attempts.labels(result).inc()
+            self._metrics.scheduling_attempt_duration.labels(result).observe(
+                time.monotonic() - began
+            )
+
+    # -- claims --------------------------------------------------------------------------------
+
+    def _claims_of(self, pod: KubeObject) -> list[KubeObject]:
+        """The pod's claims, each once; raises _WaitError when one is not usable (yet)."""
+        namespace = str(meta(pod).get("namespace"))
+        found: dict[str, KubeObject] = {}
+        for pod_claim in (pod.get("spec") or {}).get("resourceClaims") or ():
+            try:
+                resolved = resolve_claim_name(pod, pod_claim)
+            except ValueError as err:
+                raise _UnschedulableError(set(), str(err)) from None
+            if resolved.pending:
+                raise _WaitError(
+                    {"pod"}, f"claim for {pod_claim.get('name')!r} not generated yet", None
+                )
+            if resolved.name is None:
+                continue
+            reason = claim_reason(namespace, resolved.name)
+            claim = self._caches.claim(namespace, resolved.name)
+            if claim is None:
+                raise _WaitError(
+                    {reason}, f"waiting for ResourceClaim {namespace}/{resolved.name}", None
+                )
+            if meta(claim).get("deletionTimestamp"):
+                raise _UnschedulableError(
+                    {reason}, f"ResourceClaim {namespace}/{resolved.name} is being deleted"
+                )
+            if resolved.generated and not is_for_pod(pod, claim):
+                raise _UnschedulableError(
+                    {reason},
+                    f"ResourceClaim {namespace}/{resolved.name} was not created for this pod",
+                )
+            found[resolved.name] = claim
+        return list(found.values())
+
+    # -- decision ------------------------------------------------------------------------------
+
+    def _decide(self, pod: KubeObject, claims: list[KubeObject]) -> _Decision:
+        uid = str(meta(pod).get("uid"))
+        namespace = str(meta(pod).get("namespace"))
+        with self._book.lock:
+            pending: list[KubeObject] = []
+            selectors: list[NodeSelector] = []
+            reserve: list[KubeObject] = []
+            for claim in claims:
+                allocation = (claim.get("status") or {}).get("allocation")
+                if allocation:
+                    if allocation.get("nodeSelector"):
+                        selectors.append(NodeSelector.from_dict(allocation["nodeSelector"]))
+                    if not is_reserved_for(claim, uid):
+                        reserve.append(claim)
+                    continue
+                if self._book.in_flight(str(meta(claim).get("uid"))) is not None:
+                    name = str(meta(claim).get("name"))
+                    raise _WaitError(
+                        {claim_reason(namespace, name)},
+                        f"ResourceClaim {namespace}/{name} is being allocated for another pod",
+                        IN_FLIGHT_RETRY,
+                    )
+                pending.append(claim)
+            models = self._models(pending)
+            node, results = self._pick_node(pod, models, selectors)
+            decision = _Decision(node=node, reserve=reserve)
+            for claim, result in zip(pending, results, strict=True):
+                allocation = result.to_dict()
+                written = {
+                    **claim,
+                    "status": {**(claim.get("status") or {}), "allocation": allocation},
+                }
+                model = claim_model(written)
+                if model is None:
+                    raise _UnschedulableError(set(), f"claim {_key(claim)} cannot be decoded")
+                self._book.begin(written, model)
+                decision.allocate.append((claim, allocation))
+            return decision
+
+    def _models(self, claims: list[KubeObject]) -> list[ResourceClaim]:
+        classes = self._book.classes()
+        models: list[ResourceClaim] = []
+        for claim in claims:
+            model = claim_model(claim)
+            if model is None:
+                raise _UnschedulableError(set(), f"ResourceClaim {_key(claim)} cannot be decoded")
+            missing = sorted(_class_names(model) - set(classes))
+            if missing:
+                raise _UnschedulableError(
+                    {class_reason(n) for n in missing},
+                    f"ResourceClaim {_key(claim)}: DeviceClass {', '.join(missing)} not found",
+                )
+            models.append(model)
+        return models
+
+    def _pick_node(
+        self, pod: KubeObject, models: list[ResourceClaim], selectors: list[NodeSelector]
+    ) -> tuple[str, list[Any]]:
+        nodes = self._caches.nodes.store.objects()
+        if not nodes:
+            raise _UnschedulableError({CAPACITY}, "0/0 nodes are available: no nodes")
+        rejected: Counter[str] = Counter()
+        node_filter = NodeFilter(pod)
+        allocator = (
+            Allocator(self._book.inventory(), self._book.classes(), self._book.state)
+            if models
+            else None
+        )
+        start = self._cursor % len(nodes)
+        ordered = sorted(nodes, key=lambda n: str(meta(n).get("name")))
+        ordered = ordered[start:] + ordered[:start]
+        first_error = ""
+        for offset, node in enumerate(ordered):
+            name = str(meta(node).get("name"))
+            reason = node_filter.reject_reason(node)
+            if reason is None and not _matches_all(selectors, node):
+                reason = REASON_CLAIM_NODE
+            if reason is None and allocator is not None:
+                try:
+                    results = allocator.allocate(
+                        Node.named(name, meta(node).get("labels") or {}),
+                        models,
+                        timeout=self._config.allocation_timeout,
+                    )
+                except NodeUnsuitableError:
+                    reason = REASON_INVALID_POOLS
+                except AllocationError as err:
+                    raise _UnschedulableError({CAPACITY}, f"cannot allocate: {err}") from None
+                else:
+                    if results is None:
+                        reason = REASON_NO_DEVICES
+                    else:
+                        self._cursor = start + offset + 1
+                        return name, results
+            if reason is None:
+                self._cursor = start + offset + 1
+                return name, []
+            rejected[reason] += 1
+            first_error = first_error or reason
+        summary = ", ".join(f"{count} {reason}" for reason, count in sorted(rejected.items()))
+        raise _UnschedulableError({CAPACITY}, f"0/{len(nodes)} nodes are available: {summary}.")
+
+    # -- writes and bind -----------------------------------------------------------------------
+
+    def _execute(self, pod: KubeObject, decision: _Decision) -> None:
+        consumer = consumer_ref(pod)
+        unfinished = {str(meta(c)["uid"]): _key(c) for c, _ in decision.allocate}
+        try:
+            for claim, allocation in decision.allocate:
+                try:
+                    written = self._writer.allocate_and_reserve(claim, allocation, consumer)
+                except ClaimWriteError as err:
+                    raise _WaitError(
+                        {claim_reason(*_key(claim).split("/"))}, str(err), 0.5
+                    ) from err
+                except ApiError:
+                    self._settle(claim)  # the write may have landed: do not free its devices
+                    raise
+                self._assume(written)
+                uid = str(meta(claim)["uid"])
+                self._book.finish(uid, unfinished.pop(uid))
+            for claim in decision.reserve:
+                try:
+                    self._assume(self._writer.reserve(claim, consumer))
+                except ClaimWriteError as err:
+                    raise _WaitError(
+                        {claim_reason(*_key(claim).split("/"))}, str(err), 0.5
+                    ) from err
+        finally:
+            for uid, key in unfinished.items():
+                self._book.finish(uid, key)
+        self._bind(pod, decision.node)
+
+    def _bind(self, pod: KubeObject, node: str) -> None:
+        namespace, name = str(meta(pod)["namespace"]), str(meta(pod)["name"])
+        try:
+            bind_pod(self._pods, namespace, name, node, uid=str(meta(pod)["uid"]))
+        except Conflict:
+            current = self._pods.get(name, namespace)
+            if (current.get("spec") or {}).get("nodeName") != node:
+                raise
+        except NotFound:
+            return  # deleted meanwhile: the lifecycle releases its claims
+        created = _parse_time(meta(pod).get("creationTimestamp"))
+        if created is not None:
+            self._metrics.pod_scheduling_latency.observe(
+                max(0.0, (dt.datetime.now(dt.UTC) - created).total_seconds())
+            )
+        if self._events is not None:
+            self._events.normal(
+                pod, "Scheduled", "Binding", f"Successfully assigned {namespace}/{name} to {node}"
+            )
+        logger.info("Bound pod", extra={"pod": f"{namespace}/{name}", "node": node})
+
+    def _settle(self, claim: KubeObject) -> None:
+        """After a write with an unknown outcome: put the claim as stored into the cache."""
+        with contextlib.suppress(ApiError, ClaimWriteError):
+            self._assume(self._writer.fresh(claim))
+
+    def _assume(self, claim: KubeObject) -> None:
+        with contextlib.suppress(AssumeCacheError):  # the informer has something newer
+            self._caches.claims.assume(claim)
+
+    def _report_unschedulable(self, pod: KubeObject, message: str) -> None:
+        for condition in (pod.get("status") or {}).get("conditions") or ():
+            if (
+                condition.get("type") == "PodScheduled"
+                and condition.get("status") == "False"
+                and condition.get("message") == message
+            ):
+                return  # already reported: do not rewrite the pod on every attempt
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        patch = {
+            "metadata": {"uid": meta(pod)["uid"]},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": message,
+                        "lastTransitionTime": now,
+                    }
+                ]
+            },
+        }
+        try:
+            self._pods.patch(
+                str(meta(pod)["name"]),
+                patch,
+                str(meta(pod)["namespace"]),
+                patch_type=PatchType.STRATEGIC,
+                subresource="status",
+                field_manager=FIELD_MANAGER,
+            )
+        except (NotFound, Conflict):
+            return
+        if self._events is not None:
+            self._events.warning(pod, "FailedScheduling", "Scheduling", message)
+        logger.info("Pod unschedulable", extra={"pod": _pod_key(pod), "reason": message})
+
+
+def _class_names(model: ResourceClaim) -> set[str]:
+    names: set[str] = set()
+    for request in model.requests:
+        if request.exactly is not None and request.exactly.device_class_name:
+            names.add(request.exactly.device_class_name)
+        for sub in request.first_available:
+            if sub.device_class_name:
+                names.add(sub.device_class_name)
+    return names
+
+
+def _matches_all(selectors: list[NodeSelector], node: KubeObject) -> bool:
+    name, labels = str(meta(node).get("name")), meta(node).get("labels") or {}
+    try:
+        return all(node_selector_matches(s, name, labels) for s in selectors)
+    except NodeSelectorError:
+        return False
+
+
+def _parse_time(value: Any) -> dt.datetime | None:
+    try:
+        return dt.datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
+
+
+def _pod_key(pod: KubeObject) -> str:
+    return f"{meta(pod).get('namespace')}/{meta(pod).get('name')}"
+
+
+def _key(claim: KubeObject) -> str:
+    return f"{meta(claim).get('namespace')}/{meta(claim).get('name')}"
