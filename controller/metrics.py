@@ -3,7 +3,8 @@
 Names follow Kubernetes where it has them:
 ``dynamic_resource_allocation_resourceclaim_creates_total`` (counter, labels ``status``,
 ``admin_access``) and ``dynamic_resource_allocation_resource_claims`` (gauge computed from the
-claim cache at scrape time, labels ``allocated``, ``admin_access``, ``source``). drakit adds scheduling attempts and latencies under ``drakit_controller_*``.
+claim cache at scrape time, labels ``allocated``, ``admin_access``, ``source``). drakit adds
+scheduling attempts and latencies under ``drakit_controller_*``.
 """
 
 from __future__ import annotations
