@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from deploy_support import Helm
+from deploy_support import ROOT, Helm, load_objects
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
@@ -78,3 +78,15 @@ def test_dry_run_reports_an_object_the_apiserver_rejects(
         _dry_run_apply(DynamicClient(cluster.api_client()), ds)
     assert rejected.value.status == 422
     assert "maxUnavailable" in rejected.value.body
+
+
+def test_quickstart_example_is_accepted(cluster: LocalCluster, namespace: str) -> None:
+    dyn = DynamicClient(cluster.api_client())
+    example = ROOT / "deploy" / "examples" / "gpu-pod.yaml"
+    objects = load_objects(example.read_text())
+    assert [o["kind"] for o in objects] == ["ResourceClaimTemplate", "Pod"]
+    for obj in objects:
+        obj["metadata"]["namespace"] = namespace
+        _dry_run_apply(dyn, obj)
+    claim = objects[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert claim["deviceClassName"] == "gpu.drakit.dev"  # the chart's default class

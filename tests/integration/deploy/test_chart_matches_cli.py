@@ -1,8 +1,8 @@
 """The chart starts drakit the way drakit's command line understands.
 
 The DaemonSet configures the node plugin through the flags' environment
-twins, and its liveness probe and the controller Deployment call commands
-and flags by name; a rename on either side must fail here, not in a cluster.
+twins, and the controller Deployment calls flags by name; a rename on either
+side must fail here, not in a cluster.
 """
 
 from __future__ import annotations
@@ -48,18 +48,6 @@ def test_every_node_plugin_environment_variable_is_a_flag_twin(helm: Helm) -> No
         if e["name"] not in NOT_FLAGS and f"[env {e['name']}]" not in help_text
     ]
     assert unknown == []
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="drakit has no `node-plugin-probe` subcommand yet (requested from the node plugin "
-    "owner); remove this marker when it lands",
-)
-def test_liveness_probe_command_exists(helm: Helm) -> None:
-    container = _container(helm.render(), "DaemonSet")
-    command = container["livenessProbe"]["exec"]["command"]
-    assert command[0] == "drakit"
-    assert _subcommand(command[1]) is not None
 
 
 @pytest.mark.xfail(
