@@ -1,0 +1,80 @@
+"""Run the controller only while this replica holds the leader Lease.
+
+With two or more replicas exactly one acts. The informers of a replica start only once it
+leads, so its caches list after the previous leader stopped acting (the old leader stops at
+its renew deadline, before the Lease can expire for the others): no claim the old leader
+created is missing from the new leader's caches, and no work is done twice during a handover.
+When leadership is lost the controller stops and ``run_leader_elected`` returns False; the
+process should exit so that it starts over with empty state.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from controller.app import Controller
+from kubeapi.leaderelection import LeaderElectionConfig, LeaderElector
+
+__all__ = ["run_leader_elected"]
+
+logger = logging.getLogger(__name__)
+
+
+def run_leader_elected(
+    api: Any,
+    election: LeaderElectionConfig,
+    build: Callable[[], Controller],
+    stop: threading.Event,
+    *,
+    on_leading: Callable[[bool], None] | None = None,
+) -> bool:
+    """Campaign, run a controller from ``build()`` while leading, return when ``stop`` is set
+    (True) or leadership was lost (False)."""
+    lost = threading.Event()
+
+    def lead(leading_stopped: threading.Event) -> None:
+        if on_leading is not None:
+            on_leading(True)
+        controller = build()
+        controller.run(_either(leading_stopped, stop))
+
+    def stopped_leading() -> None:
+        if on_leading is not None:
+            on_leading(False)
+        if not stop.is_set():
+            lost.set()
+
+    elector = LeaderElector(
+        api,
+        election,
+        on_started_leading=lead,
+        on_stopped_leading=stopped_leading,
+        on_new_leader=lambda holder: logger.info("Leader observed", extra={"leader": holder}),
+    )
+    elector.start()
+    while not stop.wait(0.5):
+        if lost.is_set() or not _alive(elector):
+            break
+    elector.stop(timeout=30)
+    return not lost.is_set()
+
+
+def _alive(elector: LeaderElector) -> bool:
+    thread = getattr(elector, "_thread", None)
+    return thread is not None and thread.is_alive()
+
+
+def _either(a: threading.Event, b: threading.Event) -> threading.Event:
+    """An event that is set as soon as ``a`` or ``b`` is."""
+    both = threading.Event()
+
+    def watch() -> None:
+        while not (a.wait(0.2) or b.is_set()):
+            pass
+        both.set()
+
+    threading.Thread(target=watch, name="stop-watch", daemon=True).start()
+    return both
