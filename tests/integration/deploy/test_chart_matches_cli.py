@@ -50,11 +50,19 @@ def test_every_node_plugin_environment_variable_is_a_flag_twin(helm: Helm) -> No
     assert unknown == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`drakit controller` does not parse its flags yet (issue 6 item 8); remove this "
-    "marker when it does",
-)
+def test_every_controller_environment_variable_is_a_flag_twin(helm: Helm) -> None:
+    container = _container(helm.render(), "Deployment")
+    parser = _subcommand("controller")
+    assert parser is not None
+    help_text = " ".join(action.help or "" for action in parser._actions)
+    unknown = [
+        e["name"]
+        for e in container["env"]
+        if e["name"] not in NOT_FLAGS and f"[env {e['name']}]" not in help_text
+    ]
+    assert unknown == []
+
+
 def test_controller_deployment_flags_parse(helm: Helm) -> None:
     container = _container(helm.render(), "Deployment")
     assert container["command"] == ["drakit", "controller"]
@@ -63,3 +71,6 @@ def test_controller_deployment_flags_parse(helm: Helm) -> None:
     args = parser.parse_args(container["args"])
     assert args.leader_elect is True
     assert args.scheduler_name == "drakit"
+    assert args.claim_generation == "scoped"
+    assert str(args.workers) == "4"
+    assert args.metrics_address == ":9401"
