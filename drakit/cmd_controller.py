@@ -272,7 +272,9 @@ def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
 
     configure_logging(settings["log_format"], settings["log_level"])
     log = logging.getLogger("drakit.controller")
-    identity = args.identity or default_identity()
+    # A suffix per process: a restarted container must not mistake its predecessor's Lease for
+    # its own and act before the predecessor's term has visibly ended.
+    identity = f"{args.identity}_{os.urandom(4).hex()}" if args.identity else default_identity()
     try:
         api = load_client(
             args.kubeconfig, qps=settings["qps"], burst=settings["burst"],

@@ -1,0 +1,155 @@
+"""Builders for the controller's integration tests and a controller on a background thread.
+
+Imported by the tests of this folder (pytest puts the folder on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+from controller.app import Controller
+from kubeapi.objects import KubeObject
+from kubeapi.resources import (
+    DEVICE_CLASSES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    Resource,
+)
+
+
+class Objects:
+    """Create test objects through the real API."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+        self.pods = Resource(api, PODS)
+        self.claims = Resource(api, RESOURCE_CLAIMS)
+        self.templates = Resource(api, RESOURCE_CLAIM_TEMPLATES)
+        self.slices = Resource(api, RESOURCE_SLICES)
+        self.classes = Resource(api, DEVICE_CLASSES)
+        self.nodes = Resource(api, NODES)
+        #: A driver name of its own per test, so devices of other tests never match.
+        self.driver = f"{uuid.uuid4().hex[:8]}.test.drakit.dev"
+
+    def device_class(self, name: str | None = None) -> str:
+        name = name or f"gpu-{self.driver.split('.')[0]}"
+        selector = {"cel": {"expression": f'device.driver == "{self.driver}"'}}
+        self.classes.create({"metadata": {"name": name}, "spec": {"selectors": [selector]}})
+        return name
+
+    def node(self, name: str, devices: int = 8, *, labels: dict[str, str] | None = None) -> None:
+        """A Ready fake node with a ResourceSlice of ``devices`` devices of this test's driver."""
+        self.nodes.create({"metadata": {"name": name, "labels": labels or {}}})
+        status = {
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "Fake", "lastHeartbeatTime": None}
+            ]
+        }
+        node = self.nodes.get(name)
+        self.nodes.update_status({**node, "status": status})
+        if devices:
+            self.slice(name, devices)
+
+    def slice(self, node: str, devices: int) -> None:
+        self.slices.create(
+            {
+                "metadata": {"name": f"{node}-{self.driver.split('.')[0]}"},
+                "spec": {
+                    "driver": self.driver,
+                    "nodeName": node,
+                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": f"dev-{i}"} for i in range(devices)],
+                },
+            }
+        )
+
+    def template(self, namespace: str, name: str, device_class: str, **extra: Any) -> KubeObject:
+        spec: dict[str, Any] = {
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]
+                }
+            }
+        }
+        if extra:
+            spec["metadata"] = extra
+        return self.templates.create(
+            {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
+        )
+
+    def claim(self, namespace: str, name: str, device_class: str) -> KubeObject:
+        return self.claims.create(
+            {
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]
+                    }
+                },
+            }
+        )
+
+    def pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        templates: dict[str, str] | None = None,
+        claims: dict[str, str] | None = None,
+        scheduler: str = "drakit",
+        node_name: str | None = None,
+    ) -> KubeObject:
+        resource_claims = [
+            {"name": k, "resourceClaimTemplateName": v} for k, v in (templates or {}).items()
+        ] + [{"name": k, "resourceClaimName": v} for k, v in (claims or {}).items()]
+        spec: dict[str, Any] = {
+            "schedulerName": scheduler,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"claims": [{"name": c["name"]} for c in resource_claims]},
+                }
+            ],
+            "resourceClaims": resource_claims,
+            "tolerations": [{"operator": "Exists"}],
+        }
+        if node_name:
+            spec["nodeName"] = node_name
+        return self.pods.create({"metadata": {"name": name, "namespace": namespace}, "spec": spec})
+
+    def pod_claims(self, namespace: str, pod_name: str) -> list[KubeObject]:
+        """Claims in the namespace controlled by the pod."""
+        pod = self.pods.get(pod_name, namespace)
+        return [
+            c
+            for c in self.claims.list(namespace).items
+            if any(
+                r.get("uid") == pod["metadata"]["uid"] and r.get("controller")
+                for r in c["metadata"].get("ownerReferences") or ()
+            )
+        ]
+
+
+class RunningController:
+    """A controller on a background thread; ``stop()`` ends it."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=controller.run, args=(self._stop,), daemon=True)
+
+    def start(self) -> RunningController:
+        self._thread.start()
+        if not self.controller.started.wait(60):
+            raise RuntimeError("controller did not start")
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)

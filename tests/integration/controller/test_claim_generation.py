@@ -1,0 +1,193 @@
+"""Claim generation against a real apiserver: the shape of generated claims, names, the pod
+status write, recovery after a lost status write, and missing templates."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+from controller_harness import RunningController
+
+from controller.app import Controller
+from controller.config import ClaimGeneration, ControllerConfig
+from controller.naming import POD_CLAIM_NAME_ANNOTATION
+from kubeapi.errors import ServerError
+from kubeapi.events import EventRecorder
+from kubeapi.resources import EVENTS, PODS, Resource
+
+pytestmark = pytest.mark.integration
+
+
+def pod_status_claims(objects: Any, namespace: str, pod: str) -> dict[str, str]:
+    status = objects.pods.get(pod, namespace).get("status") or {}
+    return {
+        e["name"]: e.get("resourceClaimName") for e in status.get("resourceClaimStatuses") or ()
+    }
+
+
+def test_generated_claim_copies_template_and_is_owned_by_the_pod(
+    objects, namespace, start_controller, eventually
+):
+    cls = objects.device_class()
+    objects.template(namespace, "tpl", cls, labels={"team": "a"}, annotations={"note": "x"})
+    running = start_controller()
+    pod = objects.pod(namespace, "p", templates={"gpu": "tpl"})
+    statuses = eventually(lambda: pod_status_claims(objects, namespace, "p"))
+    (claim,) = objects.pod_claims(namespace, "p")
+    assert statuses == {"gpu": claim["metadata"]["name"]}
+    assert claim["metadata"]["generateName"] == "p-gpu-"
+    assert claim["metadata"]["labels"] == {"team": "a"}
+    assert claim["metadata"]["annotations"] == {"note": "x", POD_CLAIM_NAME_ANNOTATION: "gpu"}
+    (owner,) = claim["metadata"]["ownerReferences"]
+    assert owner == {"apiVersion": "v1", "kind": "Pod", "name": "p",
+                     "uid": pod["metadata"]["uid"], "controller": True}  # fmt: skip
+    assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == cls
+    cached = running.controller.caches.template(namespace, "tpl")
+    assert POD_CLAIM_NAME_ANNOTATION not in cached["spec"]["metadata"]["annotations"]
+
+
+def test_long_pod_and_claim_names_are_truncated_proportionally(
+    objects, namespace, start_controller, eventually
+):
+    cls = objects.device_class()
+    objects.template(namespace, "tpl", cls)
+    start_controller()
+    pod_name, claim_name = "p" * 40, "c" * 30
+    objects.pod(namespace, pod_name, templates={claim_name: "tpl"})
+    eventually(lambda: pod_status_claims(objects, namespace, pod_name))
+    (claim,) = objects.pod_claims(namespace, pod_name)
+    # 72 characters -> 40*57//72 = 31 and 30*57//72 = 23, no trailing dash
+    assert claim["metadata"]["generateName"] == "p" * 31 + "-" + "c" * 23
+    assert len(claim["metadata"]["name"]) == 60
+
+
+def test_two_namespaces_with_identical_template_and_claim_names_get_their_own_claims(
+    objects, api, start_controller, eventually
+):
+    from kubernetes import client  # noqa: PLC0415
+
+    core = client.CoreV1Api(api)
+    namespaces = [f"t-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    cls = objects.device_class()
+    for ns in namespaces:
+        core.create_namespace({"metadata": {"name": ns}})
+        objects.template(ns, "same", cls)
+    start_controller()
+    try:
+        for ns in namespaces:
+            objects.pod(ns, "same", templates={"gpu": "same"})
+        for ns in namespaces:
+            eventually(lambda ns=ns: pod_status_claims(objects, ns, "same"))
+            (claim,) = objects.pod_claims(ns, "same")
+            assert claim["metadata"]["namespace"] == ns
+            assert pod_status_claims(objects, ns, "same") == {"gpu": claim["metadata"]["name"]}
+    finally:
+        for ns in namespaces:
+            core.delete_namespace(ns)
+
+
+class FailingStatusWrites(Resource):
+    """The pods resource with the first ``failures`` pod status applies failing."""
+
+    def __init__(self, api: Any, failures: int) -> None:
+        super().__init__(api, PODS)
+        self.failures = failures
+
+    def apply(self, obj: Any, **kwargs: Any) -> Any:
+        if kwargs.get("subresource") == "status" and self.failures > 0:
+            self.failures -= 1
+            raise ServerError("injected failure of the pod status write", code=500)
+        return super().apply(obj, **kwargs)
+
+
+def test_recovery_after_injected_failure_of_the_pod_status_write_reuses_the_claim(
+    objects, api, namespace, start_controller, eventually
+):
+    cls = objects.device_class()
+    objects.template(namespace, "tpl", cls)
+    start_controller(pods=FailingStatusWrites(api, failures=3))
+    objects.pod(namespace, "p", templates={"a": "tpl", "b": "tpl"})
+    statuses = eventually(lambda: pod_status_claims(objects, namespace, "p"))
+    claims = objects.pod_claims(namespace, "p")
+    assert len(claims) == 2
+    by_pod_claim = {c["metadata"]["annotations"][POD_CLAIM_NAME_ANNOTATION]: c for c in claims}
+    assert statuses == {k: c["metadata"]["name"] for k, c in by_pod_claim.items()}
+
+
+def test_restarted_controller_recovers_a_claim_whose_status_write_was_lost(
+    objects, api, namespace, start_controller, eventually
+):
+    cls = objects.device_class()
+    objects.template(namespace, "tpl", cls)
+    first = start_controller(pods=FailingStatusWrites(api, failures=10**6))
+    objects.pod(namespace, "p", templates={"gpu": "tpl"})
+    eventually(lambda: objects.pod_claims(namespace, "p"))
+    first.stop()
+    assert pod_status_claims(objects, namespace, "p") == {}
+    start_controller()  # empty local record: recovery must come from owner + annotation
+    statuses = eventually(lambda: pod_status_claims(objects, namespace, "p"))
+    (claim,) = objects.pod_claims(namespace, "p")
+    assert statuses == {"gpu": claim["metadata"]["name"]}
+
+
+def test_status_write_keeps_other_entries_when_a_deleted_claim_is_generated_again(
+    objects, namespace, start_controller, eventually
+):
+    cls = objects.device_class()
+    objects.template(namespace, "tpl", cls)
+    start_controller()
+    objects.pod(namespace, "p", templates={"a": "tpl", "b": "tpl"})
+    first = eventually(lambda: len(s := pod_status_claims(objects, namespace, "p")) == 2 and s)
+    objects.claims.delete(first["a"], namespace)
+    second = eventually(
+        lambda: (s := pod_status_claims(objects, namespace, "p")).get("a") != first["a"] and s
+    )
+    assert second["b"] == first["b"]
+    assert second["a"] and second["a"] != first["a"]
+
+
+def test_missing_template_gives_a_warning_event_and_the_pod_proceeds_once_it_appears(
+    objects, api, namespace, eventually
+):
+    cls = objects.device_class()
+    recorder = EventRecorder(api, reporting_controller="drakit.dev/test", reporting_instance="t")
+    config = ControllerConfig(claim_generation=ClaimGeneration.SCOPED)
+    running = RunningController(Controller(api, config, events=recorder)).start()
+    try:
+        objects.pod(namespace, "p", templates={"gpu": "later"})
+        events = Resource(api, EVENTS)
+
+        def warning() -> Any:
+            recorder.flush()
+            return [
+                e for e in events.list(namespace).items
+                if e.get("reason") == "FailedResourceClaimCreation" and e.get("type") == "Warning"
+            ]  # fmt: skip
+
+        (event,) = eventually(warning)
+        assert event["regarding"]["name"] == "p"
+        assert "later" in event["note"] and "not found" in event["note"]
+        # Let the failure back off a few times: the template's arrival must still be acted on
+        # at once, not after the (growing) retry delay.
+        time.sleep(1)
+        objects.template(namespace, "later", cls)
+        statuses = eventually(lambda: pod_status_claims(objects, namespace, "p"))
+        assert list(statuses) == ["gpu"]
+    finally:
+        running.stop()
+        recorder.stop()
+
+
+def test_scoped_generation_ignores_pods_of_other_schedulers(
+    objects, namespace, start_controller, eventually
+):
+    cls = objects.device_class()
+    objects.template(namespace, "tpl", cls)
+    start_controller(claim_generation=ClaimGeneration.SCOPED)
+    objects.pod(namespace, "other", templates={"gpu": "tpl"}, scheduler="default-scheduler")
+    objects.pod(namespace, "mine", templates={"gpu": "tpl"})
+    eventually(lambda: pod_status_claims(objects, namespace, "mine"))
+    assert objects.pod_claims(namespace, "other") == []
+    assert pod_status_claims(objects, namespace, "other") == {}
