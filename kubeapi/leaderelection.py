@@ -100,6 +100,7 @@ class LeaderElector:
         self._lease: KubeObject | None = None  # the Lease as last read or written
         self._observed_spec: dict[str, Any] | None = None
         self._observed_at = 0.0
+        self._last_read: float | None = None  # when we last read the Lease (monotonic)
         self._leader = ""
         self._is_leader = False
         self._thread: threading.Thread | None = None
@@ -152,13 +153,27 @@ class LeaderElector:
             if self._try_acquire_or_renew():
                 logger.info("Became leader", extra=self._log())
                 return True
-            delay = self.config.retry_period * (1 + random.random() * JITTER_FACTOR)
-            self._stop.wait(delay)
+            self._stop.wait(self._next_attempt_in())
         return False
+
+    def _next_attempt_in(self) -> float:
+        """A jittered retry period, but no later than just after the observed lease expires:
+        polling blindly would add up to 2.2 retry periods to every failover."""
+        delay = self.config.retry_period * (1 + random.random() * JITTER_FACTOR)
+        with self._lock:
+            duration = float((self._observed_spec or {}).get("leaseDurationSeconds") or 0)
+            until_expiry = self._observed_at + duration - self._clock()
+        if self._observed_spec is not None and 0 < until_expiry < delay:
+            return until_expiry + 0.05
+        return delay
 
     def _renew_until_lost(self) -> None:
         last_renew = self._clock()
         while not self._stop.wait(self.config.retry_period):
+            # Requests must not outlive the deadline: a standby may take over soon after it.
+            remaining = self.config.renew_deadline - (self._clock() - last_renew)
+            per_request = max(0.2, remaining / 3)  # an attempt makes up to three requests
+            self._leases.request_timeout = (min(per_request, self.config.retry_period), per_request)
             if self._try_acquire_or_renew():
                 last_renew = self._clock()
             elif self._clock() - last_renew >= self.config.renew_deadline:
@@ -185,8 +200,9 @@ class LeaderElector:
             return False
         self._lease = lease
         spec = dict(lease.get("spec") or {})
+        previous_read, self._last_read = self._last_read, self._clock()
         if spec != self._observed_spec:
-            self._observe(spec)
+            self._observe(spec, changed_after=previous_read)
         holder = spec.get("holderIdentity") or ""
         if holder and holder != self.config.identity and self._lease_valid():
             return False
@@ -224,11 +240,24 @@ class LeaderElector:
         self._observe(spec)
         return True
 
-    def _observe(self, spec: dict[str, Any]) -> None:
+    def _observe(self, spec: dict[str, Any], *, changed_after: float | None = None) -> None:
+        """Remember the Lease as seen now.
+
+        Expiry is measured from when *we* saw the Lease change, on our monotonic clock, so
+        wall-clock skew cannot make us take a Lease early. client-go uses the time of the read
+        that noticed the change, which adds up to a polling interval to every failover. When we
+        also read the Lease before (``changed_after``), the change happened between that read
+        and now; within that window we trust the Lease's renewTime to say when.
+        """
+        now = self._clock()
+        observed_at = now
+        age = _age_seconds(spec.get("renewTime"))
+        if changed_after is not None and age is not None:
+            observed_at = now - min(max(age, 0.0), now - changed_after)
         holder = spec.get("holderIdentity") or ""
         with self._lock:
             self._observed_spec = spec
-            self._observed_at = self._clock()
+            self._observed_at = observed_at
             self._is_leader = holder == self.config.identity
             changed = holder != self._leader
             self._leader = holder
@@ -306,6 +335,17 @@ class LeaderElector:
             "identity": self.config.identity,
             **fields,
         }
+
+
+def _age_seconds(micro_time: Any) -> float | None:
+    """Seconds since a MicroTime by our wall clock; None when absent or unparsable."""
+    if not isinstance(micro_time, str) or not micro_time:
+        return None
+    try:
+        then = dt.datetime.fromisoformat(micro_time.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (dt.datetime.now(dt.UTC) - then).total_seconds()
 
 
 def _now() -> str:
