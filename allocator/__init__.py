@@ -18,9 +18,9 @@ Public surface (import from here; submodules hold the details):
 """
 
 from allocator.allocate import (
-    AllocationCancelled,
+    AllocationCancelledError,
     AllocationError,
-    AllocationTimeout,
+    AllocationTimeoutError,
     Allocator,
     NodeUnsuitableError,
 )
@@ -68,18 +68,15 @@ from allocator.validation import (
 
 __all__ = [
     "AllocatedState",
-    "AllocationCancelled",
+    "AllocationCancelledError",
     "AllocationError",
-    "AllocationTimeout",
-    "Allocator",
-    "Conflict",
-    "Features",
-    "Inventory",
-    "NodeUnsuitableError",
     "AllocationResult",
+    "AllocationTimeoutError",
+    "Allocator",
     "AttributeValue",
     "CapacityRequestPolicy",
     "CapacityRequestPolicyRange",
+    "Conflict",
     "Counter",
     "CounterSet",
     "Device",
@@ -90,10 +87,13 @@ __all__ = [
     "DeviceID",
     "DeviceRequestAllocationResult",
     "DeviceTaint",
+    "Features",
     "FieldError",
+    "Inventory",
     "ModelError",
     "Node",
     "NodeSelector",
+    "NodeUnsuitableError",
     "ObjectMeta",
     "Quantity",
     "QuantityError",

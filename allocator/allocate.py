@@ -10,8 +10,8 @@ Usage::
 the claims do not fit on the node. It raises :class:`NodeUnsuitableError` when nothing fits
 and the node sees an invalid pool (node-local, not fatal), :class:`AllocationError` for
 problems that no node can fix (CEL errors, unknown classes, All-mode requests over
-incomplete pools, more than 32 devices, ...), :class:`AllocationTimeout` when the time
-limit passes and :class:`AllocationCancelled` when the caller cancels.
+incomplete pools, more than 32 devices, ...), :class:`AllocationTimeoutError` when the time
+limit passes and :class:`AllocationCancelledError` when the caller cancels.
 
 Search: depth first over claims, requests and device slots, first solution wins. Devices
 are tried in pool, slice, device order; within one request only combinations are tried
@@ -64,9 +64,9 @@ from allocator.quantity import Quantity
 
 __all__ = [
     "MAX_RESULTS",
-    "AllocationCancelled",
+    "AllocationCancelledError",
     "AllocationError",
-    "AllocationTimeout",
+    "AllocationTimeoutError",
     "Allocator",
     "NodeUnsuitableError",
 ]
@@ -84,11 +84,11 @@ class AllocationError(Exception):
         self.request = request
 
 
-class AllocationTimeout(AllocationError):
+class AllocationTimeoutError(AllocationError):
     """The time limit passed before the search finished."""
 
 
-class AllocationCancelled(Exception):
+class AllocationCancelledError(Exception):
     """The caller asked the allocation to stop (treat as: does not fit this node)."""
 
 
@@ -96,11 +96,11 @@ class NodeUnsuitableError(Exception):
     """Nothing fits on this node and the node sees at least one invalid pool."""
 
 
-class _MaxSizeExceeded(Exception):
+class _MaxSizeExceededError(Exception):
     """Sentinel: the current branch would need more than 32 results for a claim."""
 
 
-_MAX_SIZE = _MaxSizeExceeded()
+_MAX_SIZE = _MaxSizeExceededError()
 
 
 @dataclass(eq=False, slots=True)
@@ -179,7 +179,7 @@ class Allocator:
             node_pools = self.inventory.pools_for_node(node)
         except NodeSelectorError as exc:
             raise AllocationError(f"gather pool information: {exc}") from None
-        run = _Run(self, node, claims, node_pools, timeout, cancelled)
+        run = _Run(self, node, claims, node_pools, timeout=timeout, cancelled=cancelled)
         return run.execute()
 
     # -- shared per-allocator caches --------------------------------------------------------
@@ -216,6 +216,7 @@ class _Run:
         node: Node,
         claims: Sequence[ResourceClaim],
         node_pools: NodePools,
+        *,
         timeout: float | None,
         cancelled: Callable[[], bool] | None,
     ) -> None:
@@ -246,7 +247,7 @@ class _Run:
             sys.setrecursionlimit(depth * 2 + 1000)
         try:
             done = self._allocate_one(0, 0, 0, 0, False, 0)
-        except _MaxSizeExceeded:
+        except _MaxSizeExceededError:
             # upstream lets the sentinel escape from the first claim: a fatal error
             raise AllocationError("allocation max size exceeded") from None
         if not done:
@@ -289,7 +290,7 @@ class _Run:
             if subs:
                 min_devices = None
                 for si, sub in enumerate(subs):
-                    rd = self._prepare_request(ci, ri, si, claim, sub, request.name)
+                    rd = self._prepare_request(claim, sub, index=(ci, ri, si), parent=request.name)
                     alternatives.append(rd)
                     min_devices = (
                         rd.num_devices if min_devices is None else min(min_devices, rd.num_devices)
@@ -297,7 +298,9 @@ class _Run:
                 per_request = min_devices or 0
             else:
                 exact = request.exactly or ExactDeviceRequest()
-                rd = self._prepare_request(ci, ri, 0, claim, exact, None, request.name)
+                rd = self._prepare_request(
+                    claim, exact, index=(ci, ri, 0), parent=None, own_name=request.name
+                )
                 alternatives.append(rd)
                 per_request = rd.num_devices
             if per_request > MAX_RESULTS - min_total:
@@ -328,14 +331,14 @@ class _Run:
 
     def _prepare_request(
         self,
-        ci: int,
-        ri: int,
-        si: int,
         claim: ResourceClaim,
         req: ExactDeviceRequest | DeviceSubRequest,
+        *,
+        index: tuple[int, int, int],
         parent: str | None,
         own_name: str | None = None,
     ) -> _Request:
+        ci, ri, si = index
         features = self.features
         ref = claim.key
         name = own_name if own_name is not None else req.name  # type: ignore[union-attr]
@@ -500,11 +503,14 @@ class _Run:
     # -- search -----------------------------------------------------------------------------
     def _check_time(self) -> None:
         if self.cancelled is not None and self.cancelled():
-            raise AllocationCancelled("filter operation aborted: asked by caller to stop")
+            raise AllocationCancelledError("filter operation aborted: asked by caller to stop")
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise AllocationTimeout("filter operation aborted: time limit exceeded")
+            raise AllocationTimeoutError("filter operation aborted: time limit exceeded")
 
-    def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
+    # Hot path: positional arguments on purpose; one function mirrors upstream allocateOne.
+    def _allocate_one(  # noqa: PLR0917, PLR0915
+        self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int
+    ) -> bool:
         self.calls += 1
         if self.deadline is not None or self.cancelled is not None:
             self._check_time()
@@ -514,7 +520,7 @@ class _Run:
         if ri >= len(slots):
             try:
                 return self._allocate_one(ci + 1, 0, 0, 0, False, 0)
-            except _MaxSizeExceeded:
+            except _MaxSizeExceededError:
                 return False
         slot = slots[ri]
         if not in_sub and slot.request.first_available:
@@ -522,7 +528,7 @@ class _Run:
             for k in range(len(slot.alternatives)):
                 try:
                     ok = self._allocate_one(ci, ri, k, 0, True, 0)
-                except _MaxSizeExceeded:
+                except _MaxSizeExceededError:
                     continue
                 all_exceeded = False
                 if ok:
@@ -599,7 +605,7 @@ class _Run:
                 f"capacity for device {d.id}: {exc}"
             ) from None
 
-    def _allocate_device(
+    def _allocate_device(  # noqa: PLR0915 (one rollback record, as upstream)
         self, rd: _Request, d: DeviceEntry, must: bool
     ) -> Callable[[], None] | None:
         """Tentatively add ``d`` for ``rd``; returns an undo function, or None if refused."""
@@ -695,7 +701,11 @@ class _Run:
                 undo_steps.append(release_capacity)
         results = self.results[ci]
         results.append(_Pick(rd, d, share_id, consumed or None))
-        undo_steps.append(results.pop)
+
+        def drop_result() -> None:
+            results.pop()
+
+        undo_steps.append(drop_result)
         return rollback
 
     def _capacity_in_use(self, dev_id: DeviceID) -> bool:
@@ -716,15 +726,10 @@ class _Run:
             for name, amount in counters:
                 used[name] = used.get(name, 0) + amount
         for set_name, counters_available in available.items():
-            used = consumed.get(set_name)
-            if not used:
-                # nothing consumed: negative availability (over-committed) still refuses
-                if any(v < 0 for v in counters_available.values()):
-                    self._release_counters(d)
-                    return False
-                continue
+            used_in_set = consumed.get(set_name) or {}
+            # every counter of the pool must stay covered, also untouched over-committed ones
             for name, value in counters_available.items():
-                if value < used.get(name, 0):
+                if value < used_in_set.get(name, 0):
                     self._release_counters(d)
                     return False
         return True
@@ -798,14 +803,15 @@ class _Run:
         for ri, req in enumerate(requests):
             rd = self._selected(ci, ri)
             selected_names[req.name] = rd.full_name if rd.parent else None
-        for cfg in claim.spec.devices.config:
-            if not cfg.requests:
-                out.append([CONFIG_SOURCE_CLAIM, list(cfg.requests), cfg.opaque])
+        for claim_cfg in claim.spec.devices.config:
+            names = claim_cfg.requests
+            if not names:
+                out.append([CONFIG_SOURCE_CLAIM, [], claim_cfg.opaque])
                 continue
             for req in requests:
                 sub_full = selected_names[req.name]
-                if req.name in cfg.requests or (sub_full is not None and sub_full in cfg.requests):
-                    out.append([CONFIG_SOURCE_CLAIM, list(cfg.requests), cfg.opaque])
+                if req.name in names or (sub_full is not None and sub_full in names):
+                    out.append([CONFIG_SOURCE_CLAIM, list(names), claim_cfg.opaque])
                     break
         for entry in out:
             names = entry[1]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 
 from allocator.inventory import NANO, nanos
 from allocator.model import AllocationResult, DeviceID, DeviceRequestAllocationResult, ResourceClaim
@@ -140,8 +141,6 @@ class AllocatedState:
 
     def consumed_capacity(self, device: DeviceID) -> dict[str, Quantity]:
         """Aggregate consumed capacity of a shared device."""
-        from fractions import Fraction
-
         return {n: Quantity(Fraction(v, NANO)) for n, v in self.capacity.get(device, {}).items()}
 
     def claims(self) -> list[str]:
@@ -204,12 +203,17 @@ class AllocatedState:
                 )
                 continue
             if capacities and dev in capacities and r.consumed_capacity:
-                out.extend(self._capacity_conflicts(r, dev, own, capacities[dev], sharers, names))
+                out.extend(
+                    self._capacity_conflicts(
+                        r, dev=dev, own=own, totals=capacities[dev], sharers=sharers, names=names
+                    )
+                )
         return out
 
     def _capacity_conflicts(
         self,
         r: DeviceRequestAllocationResult,
+        *,
         dev: DeviceID,
         own: str,
         totals: dict[str, Quantity],

@@ -81,8 +81,11 @@ class ClaimExplanation:
     constraints: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"claim": self.claim, "constraints": self.constraints,
-                "requests": [r.to_dict() for r in self.requests]}
+        return {
+            "claim": self.claim,
+            "constraints": self.constraints,
+            "requests": [r.to_dict() for r in self.requests],
+        }
 
 
 @dataclass
@@ -121,11 +124,17 @@ def explain(allocator: Allocator, node: Node, claims: list[ResourceClaim]) -> No
         ce = ClaimExplanation(claim=claim.key, constraints=len(claim.spec.devices.constraints))
         for request in claim.spec.devices.requests:
             if request.exactly is not None:
-                ce.requests.append(_explain_request(allocator, node, pools.candidates,
-                                                    request.name, request.exactly))
+                ce.requests.append(
+                    _explain_request(
+                        allocator, node, pools.candidates, request.name, request.exactly
+                    )
+                )
             for sub in request.first_available:
-                ce.requests.append(_explain_request(allocator, node, pools.candidates,
-                                                    f"{request.name}/{sub.name}", sub))
+                ce.requests.append(
+                    _explain_request(
+                        allocator, node, pools.candidates, f"{request.name}/{sub.name}", sub
+                    )
+                )
         out.claims.append(ce)
     return out
 
@@ -139,8 +148,12 @@ def _explain_request(
 ) -> RequestExplanation:
     all_mode = req.allocation_mode == ALLOCATION_MODE_ALL
     wanted = "all matching devices" if all_mode else f"{req.count or 0} device(s)"
-    ex = RequestExplanation(request=name, device_class=req.device_class_name, wanted=wanted,
-                            rejected={k: 0 for k, _ in REASONS})
+    ex = RequestExplanation(
+        request=name,
+        device_class=req.device_class_name,
+        wanted=wanted,
+        rejected={k: 0 for k, _ in REASONS},
+    )
     cls = allocator.classes.get(req.device_class_name)
     if cls is None:
         ex.error = f"device class {req.device_class_name!r} does not exist"
@@ -152,8 +165,16 @@ def _explain_request(
     for d in candidates:
         ex.considered += 1
         try:
-            reason = _first_rejection(allocator, node, d, class_exprs, request_exprs, admin,
-                                      capacity, req)
+            reason = _first_rejection(
+                allocator,
+                node,
+                d,
+                class_exprs=class_exprs,
+                request_exprs=request_exprs,
+                admin=admin,
+                capacity=capacity,
+                req=req,
+            )
         except (CELError, AllocationError, CapacityError, NodeSelectorError) as exc:
             ex.error = ex.error or str(exc)
             continue
@@ -163,12 +184,17 @@ def _explain_request(
             ex.rejected[reason] += 1
     needed = req.count or 0
     if not ex.error:
-        if all_mode and ex.suitable and any(ex.rejected[k] for k in ("in_use", "taint",
-                                                                    "counters")):
+        if (
+            all_mode
+            and ex.suitable
+            and any(ex.rejected[k] for k in ("in_use", "taint", "counters"))
+        ):
             ex.note = "All mode needs every matching device, and some are unavailable"
         elif not all_mode and ex.suitable >= needed:
-            ex.note = ("enough suitable devices on their own: the claim's constraints or "
-                       "other requests and claims compete for them")
+            ex.note = (
+                "enough suitable devices on their own: the claim's constraints or "
+                "other requests and claims compete for them"
+            )
     return ex
 
 
@@ -176,6 +202,7 @@ def _first_rejection(
     allocator: Allocator,
     node: Node,
     d: DeviceEntry,
+    *,
     class_exprs: list[str],
     request_exprs: list[str],
     admin: bool,
@@ -195,15 +222,18 @@ def _first_rejection(
         return "node"
     if not admin and allocator.state.is_dedicated(d.id):
         return "in_use"
-    if features.device_taints and d.blocking_taints:
-        if taint_blocks(d, req.tolerations):
-            return "taint"
+    if features.device_taints and d.blocking_taints and taint_blocks(d, req.tolerations):
+        return "taint"
     if d.counters and features.partitionable_devices and not _counters_fit(allocator, node, d):
         return "counters"
-    if features.consumable_capacity and (d.capacity or capacity):
-        if not fits_capacity(capacity, d.capacity, allocator.state.capacity.get(d.id), None,
-                             features.fractional_capacity_range):
-            return "capacity"
+    persisted = allocator.state.capacity.get(d.id)
+    fractional = features.fractional_capacity_range
+    if (
+        features.consumable_capacity
+        and (d.capacity or capacity)
+        and not fits_capacity(capacity, d.capacity, persisted, None, fractional)
+    ):
+        return "capacity"
     return None
 
 
@@ -225,16 +255,17 @@ def render(explanation: NodeExplanation) -> str:
     if explanation.error:
         lines.append(f"  error: {explanation.error}")
     for pool in explanation.incomplete_pools:
-        lines.append(f"  pool {pool} is incomplete (its driver is still publishing it); "
-                     "skipped")
+        lines.append(f"  pool {pool} is incomplete (its driver is still publishing it); skipped")
     for pool, reason in explanation.invalid_pools.items():
         lines.append(f"  pool {pool} is invalid ({reason}); skipped")
     for ce in explanation.claims:
         extra = f", {ce.constraints} constraint(s)" if ce.constraints else ""
         lines.append(f"  claim {ce.claim}{extra}:")
         for r in ce.requests:
-            lines.append(f"    request {r.request} (class {r.device_class}) wants {r.wanted}: "
-                         f"{r.suitable} of {r.considered} device(s) suitable")
+            lines.append(
+                f"    request {r.request} (class {r.device_class}) wants {r.wanted}: "
+                f"{r.suitable} of {r.considered} device(s) suitable"
+            )
             for key, label in REASONS:
                 n = r.rejected.get(key, 0)
                 if n:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from allocator.allocate import (
-    AllocationCancelled,
+    AllocationCancelledError,
     AllocationError,
     Allocator,
     NodeUnsuitableError,
@@ -97,7 +97,7 @@ def run_scenario(
         results = allocator.allocate(node, claims, timeout=timeout)
     except NodeUnsuitableError as exc:
         return {"outcome": "unschedulable", "error": str(exc)}
-    except AllocationCancelled:
+    except AllocationCancelledError:
         return {"outcome": "unschedulable"}
     except AllocationError as exc:
         return {"outcome": "error", "error": str(exc)}

@@ -40,24 +40,61 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--slices", metavar="FILE", action="append", required=True,
-                   help="ResourceSlices (repeatable)")
-    p.add_argument("--classes", metavar="FILE", action="append", required=True,
-                   help="DeviceClasses (repeatable)")
-    p.add_argument("--claims", metavar="FILE", action="append", required=True,
-                   help="ResourceClaims to allocate, in order (repeatable)")
-    p.add_argument("--allocated", metavar="FILE", action="append", default=[],
-                   help="ResourceClaims that are already allocated (repeatable)")
-    p.add_argument("--node", metavar="NAME", action="append", default=[],
-                   help="a node to try (repeatable)")
-    p.add_argument("--nodes", metavar="FILE", action="append", default=[],
-                   help="Node objects to try (names and labels)")
-    p.add_argument("--explain", action="store_true",
-                   help="for nodes where the claims do not fit, explain why")
-    p.add_argument("-o", "--output", choices=("text", "yaml", "json"), default="text",
-                   help="output format (default: text)")
-    p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="time limit per node (default: 10, as the scheduler)")
+    p.add_argument(
+        "--slices",
+        metavar="FILE",
+        action="append",
+        required=True,
+        help="ResourceSlices (repeatable)",
+    )
+    p.add_argument(
+        "--classes",
+        metavar="FILE",
+        action="append",
+        required=True,
+        help="DeviceClasses (repeatable)",
+    )
+    p.add_argument(
+        "--claims",
+        metavar="FILE",
+        action="append",
+        required=True,
+        help="ResourceClaims to allocate, in order (repeatable)",
+    )
+    p.add_argument(
+        "--allocated",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="ResourceClaims that are already allocated (repeatable)",
+    )
+    p.add_argument(
+        "--node", metavar="NAME", action="append", default=[], help="a node to try (repeatable)"
+    )
+    p.add_argument(
+        "--nodes",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="Node objects to try (names and labels)",
+    )
+    p.add_argument(
+        "--explain", action="store_true", help="for nodes where the claims do not fit, explain why"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "yaml", "json"),
+        default="text",
+        help="output format (default: text)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="time limit per node (default: 10, as the scheduler)",
+    )
     p.set_defaults(func=run)
 
 
@@ -184,8 +221,9 @@ def _allocate(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     if not chosen:
         names = sorted({s.spec.node_name for s in slices if s.spec.node_name})
         if not names:
-            raise InputError("no nodes to try: give --node NAME or --nodes FILE (no slice "
-                             "names a node)")
+            raise InputError(
+                "no nodes to try: give --node NAME or --nodes FILE (no slice names a node)"
+            )
         chosen = [Node.named(n) for n in names]
     state = AllocatedState(allocated)
     allocator = Allocator(Inventory(slices), classes, state)
@@ -198,10 +236,11 @@ def _allocate(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     return {"nodes": report_nodes}, fits
 
 
-def _allocate_on(allocator: Any, node: Any, claims: list[Any],
-                 args: argparse.Namespace) -> dict[str, Any]:
+def _allocate_on(
+    allocator: Any, node: Any, claims: list[Any], args: argparse.Namespace
+) -> dict[str, Any]:
     from allocator import (  # noqa: PLC0415
-        AllocationCancelled,
+        AllocationCancelledError,
         AllocationError,
         NodeUnsuitableError,
     )
@@ -213,7 +252,7 @@ def _allocate_on(allocator: Any, node: Any, claims: list[Any],
     except NodeUnsuitableError as exc:
         entry.update(outcome="unschedulable", reason=str(exc))
         results = None
-    except AllocationCancelled as exc:
+    except AllocationCancelledError as exc:
         entry.update(outcome="unschedulable", reason=str(exc))
         results = None
     except AllocationError as exc:
@@ -221,8 +260,10 @@ def _allocate_on(allocator: Any, node: Any, claims: list[Any],
         return entry
     if results is not None:
         entry["outcome"] = "allocated"
-        entry["allocations"] = [{"claim": c.key, "allocation": r.to_dict()}
-                                for c, r in zip(claims, results, strict=True)]
+        entry["allocations"] = [
+            {"claim": c.key, "allocation": r.to_dict()}
+            for c, r in zip(claims, results, strict=True)
+        ]
         return entry
     entry.setdefault("outcome", "unschedulable")
     if args.explain:

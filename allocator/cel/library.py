@@ -398,11 +398,11 @@ def _char_at(s: Any, i: int) -> str:
 
 
 def _substring(s: Any, start: int, end: int | None = None) -> str:
-    s = _need_str(s, "substring")
-    stop = len(s) if end is None else end
-    if start < 0 or start > len(s) or stop < start or stop > len(s):
+    text = _need_str(s, "substring")
+    stop = len(text) if end is None else end
+    if start < 0 or start > len(text) or stop < start or stop > len(text):
         raise CELFunctionError(f"substring index out of range: [{start}, {stop})")
-    return s[start:stop]
+    return text[start:stop]
 
 
 def _replace(s: Any, old: Any, new: Any, n: int = -1) -> str:
@@ -411,16 +411,16 @@ def _replace(s: Any, old: Any, new: Any, n: int = -1) -> str:
 
 
 def _split(s: Any, sep: Any, n: int = -1) -> list[str]:
-    s = _need_str(s, "split")
-    sep = _need_str(sep, "split")
+    text = _need_str(s, "split")
+    separator = _need_str(sep, "split")
     if n == 0:
         return []
-    if sep == "":
-        parts = list(s)
+    if separator == "":
+        parts = list(text)
         if n > 0 and len(parts) > n:
             parts = [*parts[: n - 1], "".join(parts[n - 1 :])]
         return parts
-    return s.split(sep, n - 1) if n > 0 else s.split(sep)
+    return text.split(separator, n - 1) if n > 0 else text.split(separator)
 
 
 def _join(items: Any, sep: str = "") -> str:

@@ -37,7 +37,11 @@ PROBES: list[tuple[str, str, bool]] = [
     ("int comparison", 'device.attributes["gpu.example.com"].memory_gb >= 40', True),
     ("exists macro", 'device.attributes["gpu.example.com"].numas.exists(n, n == 1)', True),
     ("has()", 'has(device.attributes["gpu.example.com"].model)', True),
-    ("|| absorbs errors", 'device.driver == "gpu.example.com" || device.attributes["gpu.example.com"].nope', True),
+    (
+        "|| absorbs errors",
+        'device.driver == "gpu.example.com" || device.attributes["gpu.example.com"].nope',
+        True,
+    ),
     ("unknown domain is empty", 'device.attributes["other.io"].size() == 0', True),
     ("unknown id is an error", 'device.attributes["gpu.example.com"].nope == 1', False),
     ("optional field .?", 'device.attributes["gpu.example.com"].?nope.orValue(1) == 1', True),
@@ -178,8 +182,9 @@ def speed(engine: Engine, evals: int) -> dict[str, dict[str, float]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--evals", type=int, default=20000, help="evaluations per expression")
     parser.add_argument("--json", help="also write the report to this file")
     args = parser.parse_args()
@@ -195,7 +200,8 @@ def main() -> int:
             if not ok:
                 print(f"    fails: {name}")
         for expr, s in spd.items():
-            print(f"    compile {s['compileMicros']:9.1f} us   eval {s['evalMicros']:8.2f} us   {expr}")
+            compile_us, eval_us = s["compileMicros"], s["evalMicros"]
+            print(f"    compile {compile_us:9.1f} us   eval {eval_us:8.2f} us   {expr}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:  # noqa: PTH123
             json.dump(report, f, indent=2)

@@ -22,7 +22,13 @@ def attrs(**values: Any) -> dict[str, Any]:
         elif isinstance(v, str):
             out[name] = {"string": v}
         elif isinstance(v, list):
-            kind = "bools" if isinstance(v[0], bool) else "ints" if isinstance(v[0], int) else "strings"
+            kind = (
+                "bools"
+                if isinstance(v[0], bool)
+                else "ints"
+                if isinstance(v[0], int)
+                else "strings"
+            )
             out[name] = {kind: v}
         else:
             raise TypeError(v)
@@ -54,21 +60,33 @@ def rslice(
 ) -> dict[str, Any]:
     s: dict[str, Any] = {
         "driver": driver,
-        "pool": {"name": pool or node or "pool", "generation": generation,
-                 "resourceSliceCount": count},
+        "pool": {
+            "name": pool or node or "pool",
+            "generation": generation,
+            "resourceSliceCount": count,
+        },
     }
-    if node is not None and not any(k in spec for k in ("nodeSelector", "allNodes",
-                                                         "perDeviceNodeSelection")):
+    if node is not None and not any(
+        k in spec for k in ("nodeSelector", "allNodes", "perDeviceNodeSelection")
+    ):
         s["nodeName"] = node
     if devices is not None:
         s["devices"] = devices
     s.update(spec)
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": name}, "spec": s}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": s,
+    }
 
 
-def dclass(name: str = "gpu", *exprs: str, config: list[dict[str, Any]] | None = None,
-           driver_selector: bool = True) -> dict[str, Any]:
+def dclass(
+    name: str = "gpu",
+    *exprs: str,
+    config: list[dict[str, Any]] | None = None,
+    driver_selector: bool = True,
+) -> dict[str, Any]:
     selectors = []
     if driver_selector:
         selectors.append({"cel": {"expression": f'device.driver == "{DRIVER}"'}})
@@ -76,16 +94,25 @@ def dclass(name: str = "gpu", *exprs: str, config: list[dict[str, Any]] | None =
     spec: dict[str, Any] = {"selectors": selectors} if selectors else {}
     if config:
         spec["config"] = [{"opaque": c} for c in config]
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-            "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def opaque(value: str, driver: str = DRIVER) -> dict[str, Any]:
     return {"driver": driver, "parameters": {"value": value}}
 
 
-def exact(cls: str = "gpu", *selectors: str, count: int | None = None, mode: str | None = None,
-          **extra: Any) -> dict[str, Any]:
+def exact(
+    cls: str = "gpu",
+    *selectors: str,
+    count: int | None = None,
+    mode: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     e: dict[str, Any] = {"deviceClassName": cls}
     if selectors:
         e["selectors"] = [{"cel": {"expression": s}} for s in selectors]
@@ -109,18 +136,26 @@ def first(name: str, *subs: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "firstAvailable": list(subs)}
 
 
-def claim(name: str, *requests: dict[str, Any], constraints: list[dict[str, Any]] | None = None,
-          config: list[dict[str, Any]] | None = None, ns: str = "default",
-          allocation: dict[str, Any] | None = None, uid: str | None = None) -> dict[str, Any]:
+def claim(
+    name: str,
+    *requests: dict[str, Any],
+    constraints: list[dict[str, Any]] | None = None,
+    config: list[dict[str, Any]] | None = None,
+    ns: str = "default",
+    allocation: dict[str, Any] | None = None,
+    uid: str | None = None,
+) -> dict[str, Any]:
     devices: dict[str, Any] = {"requests": list(requests)}
     if constraints:
         devices["constraints"] = constraints
     if config:
         devices["config"] = config
-    c: dict[str, Any] = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                         "metadata": {"name": name, "namespace": ns,
-                                      "uid": uid or f"uid-{ns}-{name}"},
-                         "spec": {"devices": devices}}
+    c: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": ns, "uid": uid or f"uid-{ns}-{name}"},
+        "spec": {"devices": devices},
+    }
     if allocation is not None:
         c["status"] = {"allocation": allocation}
     return c
@@ -131,8 +166,9 @@ def allocated(name: str, *results: dict[str, Any]) -> dict[str, Any]:
     return claim(name, req("r"), allocation={"devices": {"results": list(results)}})
 
 
-def result(device: str, request: str = "r", pool: str = NODE, driver: str = DRIVER,
-           **extra: Any) -> dict[str, Any]:
+def result(
+    device: str, request: str = "r", pool: str = NODE, driver: str = DRIVER, **extra: Any
+) -> dict[str, Any]:
     return {"request": request, "driver": driver, "pool": pool, "device": device, **extra}
 
 
@@ -157,10 +193,18 @@ def distinct(attr: str, *requests: str) -> dict[str, Any]:
     return c
 
 
-def counter_slice(name: str, sets: dict[str, dict[str, str]], *, node: str | None = NODE,
-                  pool: str | None = None, count: int = 1, **spec: Any) -> dict[str, Any]:
-    shared = [{"name": n, "counters": {k: {"value": v} for k, v in cs.items()}}
-              for n, cs in sets.items()]
+def counter_slice(
+    name: str,
+    sets: dict[str, dict[str, str]],
+    *,
+    node: str | None = NODE,
+    pool: str | None = None,
+    count: int = 1,
+    **spec: Any,
+) -> dict[str, Any]:
+    shared = [
+        {"name": n, "counters": {k: {"value": v} for k, v in cs.items()}} for n, cs in sets.items()
+    ]
     return rslice(name, None, node=node, pool=pool, count=count, sharedCounters=shared, **spec)
 
 

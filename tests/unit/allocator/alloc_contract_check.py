@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from allocator.quantity import Quantity
 from alloc_builders import DRIVER
+
+from allocator.quantity import Quantity
 
 
 def device_lists(output: dict[str, Any]) -> list[list[str]]:
@@ -30,8 +31,10 @@ def mismatches(case: dict[str, Any], output: dict[str, Any]) -> list[str]:
     expect = case["expect"]
     problems = []
     if output.get("outcome") != expect["outcome"]:
-        problems.append(f"outcome {output.get('outcome')!r} != {expect['outcome']!r} "
-                        f"({output.get('error', '')})")
+        problems.append(
+            f"outcome {output.get('outcome')!r} != {expect['outcome']!r} "
+            f"({output.get('error', '')})"
+        )
         return problems
     if expect["outcome"] != "allocated":
         return problems
@@ -50,7 +53,8 @@ def mismatches(case: dict[str, Any], output: dict[str, Any]) -> list[str]:
         problems.append(f"nodeSelector {alloc.get('nodeSelector')} != {check['nodeSelector']}")
     for r in results:
         if "consumedCapacity" in check and _normalize_quantities(
-                r.get("consumedCapacity")) != _normalize_quantities(check["consumedCapacity"]):
+            r.get("consumedCapacity")
+        ) != _normalize_quantities(check["consumedCapacity"]):
             problems.append(f"consumedCapacity {r.get('consumedCapacity')}")
         if "shareID" in check and ("shareID" in r) != check["shareID"]:
             problems.append(f"shareID presence {('shareID' in r)}")
@@ -58,8 +62,10 @@ def mismatches(case: dict[str, Any], output: dict[str, Any]) -> list[str]:
             problems.append(f"adminAccess {r.get('adminAccess')}")
         if "tolerations" in check and r.get("tolerations") != check["tolerations"]:
             problems.append(f"tolerations {r.get('tolerations')}")
-        if "bindingConditions" in check and r.get("bindingConditions") != check[
-                "bindingConditions"]:
+        if (
+            "bindingConditions" in check
+            and r.get("bindingConditions") != check["bindingConditions"]
+        ):
             problems.append(f"bindingConditions {r.get('bindingConditions')}")
     return problems
 
@@ -73,13 +79,14 @@ def comparable(output: dict[str, Any]) -> dict[str, Any]:
         alloc = dict(entry["allocation"])
         devices = dict(alloc.get("devices") or {})
         results = []
-        for r in devices.get("results") or []:
-            r = dict(r)
+        for original in devices.get("results") or []:
+            r = dict(original)
             if "shareID" in r:
                 r["shareID"] = "<share>"
             if "consumedCapacity" in r:
-                r["consumedCapacity"] = {k: Quantity.parse(v).canonical()
-                                         for k, v in r["consumedCapacity"].items()}
+                r["consumedCapacity"] = {
+                    k: Quantity.parse(v).canonical() for k, v in r["consumedCapacity"].items()
+                }
             results.append(r)
         if results:
             devices["results"] = results

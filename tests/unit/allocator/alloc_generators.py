@@ -36,8 +36,12 @@ def _device(rng: random.Random, name: str, counters: bool, shared: bool) -> dict
         attributes["links"] = {"ints": sorted(rng.sample(range(4), rng.randrange(1, 3)))}
     d = device(name, attributes)
     if rng.random() < 0.15:
-        d["taints"] = [{"key": rng.choice(("bad", "slow")),
-                        "effect": rng.choice(("NoSchedule", "NoExecute", "None"))}]
+        d["taints"] = [
+            {
+                "key": rng.choice(("bad", "slow")),
+                "effect": rng.choice(("NoSchedule", "NoExecute", "None")),
+            }
+        ]
     if counters:
         d["consumesCounters"] = consumes("mem", memory=f"{rng.choice((1, 2, 4))}Gi")
     if shared:
@@ -79,12 +83,15 @@ def random_scenario(seed: int) -> dict[str, Any]:
     for p in range(rng.randrange(1, 3)):
         pool = f"pool-{p}"
         partitioned = rng.random() < 0.3
-        devs = [_device(rng, f"d{p}-{i}", partitioned, rng.random() < 0.15)
-                for i in range(rng.randrange(1, 6))]
+        devs = [
+            _device(rng, f"d{p}-{i}", partitioned, rng.random() < 0.15)
+            for i in range(rng.randrange(1, 6))
+        ]
         all_devices += [(pool, d["name"]) for d in devs]
         if partitioned:
-            slices.append(counter_slice(f"{pool}-counters", {"mem": {"memory": "4Gi"}},
-                                        pool=pool, count=2))
+            slices.append(
+                counter_slice(f"{pool}-counters", {"mem": {"memory": "4Gi"}}, pool=pool, count=2)
+            )
             slices.append(rslice(f"{pool}-devices", devs, pool=pool, count=2))
         else:
             slices.append(rslice(f"{pool}-devices", devs, pool=pool))

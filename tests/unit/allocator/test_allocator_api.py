@@ -24,9 +24,9 @@ from alloc_builders import (
 
 from allocator import (
     AllocatedState,
-    AllocationCancelled,
+    AllocationCancelledError,
     AllocationError,
-    AllocationTimeout,
+    AllocationTimeoutError,
     Allocator,
     DeviceClass,
     DeviceID,
@@ -41,8 +41,12 @@ from allocator import (
 from allocator.explain import explain, render
 
 
-def _allocator(slices: list[dict[str, Any]], allocated_claims: list[dict[str, Any]] = (),  # type: ignore[assignment]
-               classes: list[dict[str, Any]] | None = None, **kw: Any) -> Allocator:
+def _allocator(
+    slices: list[dict[str, Any]],
+    allocated_claims: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    classes: list[dict[str, Any]] | None = None,
+    **kw: Any,
+) -> Allocator:
     inv = Inventory([ResourceSlice.from_dict(s) for s in slices])
     cls = [DeviceClass.from_dict(c) for c in (classes or [dclass()])]
     state = AllocatedState([ResourceClaim.from_dict(c) for c in allocated_claims])
@@ -83,12 +87,18 @@ def test_share_id_generator_is_injectable() -> None:
     shared = device("nic", allowMultipleAllocations=True, capacity={"bw": {"value": "4Gi"}})
     ids = (f"00000000-0000-0000-0000-00000000000{i}" for i in itertools.count())
     a = _allocator([rslice("s", [shared])], share_id=lambda: next(ids))
-    results = a.allocate(NODE, _claims(
-        claim("a", req(capacity={"requests": {"bw": "1Gi"}})),
-        claim("b", req(capacity={"requests": {"bw": "1Gi"}}))))
+    results = a.allocate(
+        NODE,
+        _claims(
+            claim("a", req(capacity={"requests": {"bw": "1Gi"}})),
+            claim("b", req(capacity={"requests": {"bw": "1Gi"}})),
+        ),
+    )
     assert results is not None
     assert [r.devices.results[0].share_id for r in results] == [
-        "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000001"]
+        "00000000-0000-0000-0000-000000000000",
+        "00000000-0000-0000-0000-000000000001",
+    ]
     assert results[0].devices.results[0].consumed_capacity == {"bw": Quantity.parse("1Gi")}
 
 
@@ -101,13 +111,13 @@ def _hard_search() -> tuple[Allocator, list[ResourceClaim]]:
 
 def test_time_limit_stops_an_exhaustive_search() -> None:
     a, claims = _hard_search()
-    with pytest.raises(AllocationTimeout):
+    with pytest.raises(AllocationTimeoutError):
         a.allocate(NODE, claims, timeout=0.0)
 
 
 def test_cancellation_stops_the_search() -> None:
     a, claims = _hard_search()
-    with pytest.raises(AllocationCancelled):
+    with pytest.raises(AllocationCancelledError):
         a.allocate(NODE, claims, timeout=None, cancelled=lambda: True)
 
 
@@ -135,11 +145,13 @@ def _claim_with(name: str, *results: dict[str, Any]) -> ResourceClaim:
 
 
 def test_allocated_state_tracks_dedicated_shared_and_capacity() -> None:
-    state = AllocatedState([
-        _claim_with("a", result("gpu-0")),
-        _claim_with("b", result("nic", shareID="s1", consumedCapacity={"bw": "1Gi"})),
-        _claim_with("c", result("gpu-1", adminAccess=True)),
-    ])
+    state = AllocatedState(
+        [
+            _claim_with("a", result("gpu-0")),
+            _claim_with("b", result("nic", shareID="s1", consumedCapacity={"bw": "1Gi"})),
+            _claim_with("c", result("gpu-1", adminAccess=True)),
+        ]
+    )
     gpu0 = DeviceID(DRIVER, "node-1", "gpu-0")
     nic = DeviceID(DRIVER, "node-1", "nic")
     assert state.is_dedicated(gpu0)
@@ -179,8 +191,9 @@ def test_conflicts_ignores_the_claim_itself_and_admin_access() -> None:
 
 
 def test_conflicts_checks_shared_capacity() -> None:
-    state = AllocatedState([_claim_with("a", result("nic", shareID="s1",
-                                                    consumedCapacity={"bw": "3Gi"}))])
+    state = AllocatedState(
+        [_claim_with("a", result("nic", shareID="s1", consumedCapacity={"bw": "3Gi"}))]
+    )
     more = _claim_with("b", result("nic", shareID="s2", consumedCapacity={"bw": "2Gi"}))
     nic = DeviceID(DRIVER, "node-1", "nic")
     assert state.conflicts(more, {nic: {"bw": Quantity.parse("8Gi")}}) == []
@@ -200,21 +213,32 @@ def test_conflicts_dedicated_use_of_a_shared_device() -> None:
 
 
 def test_explanation_counts_rejections_per_reason() -> None:
-    slices = [rslice("s", [
-        device("a", {"model": {"string": "x"}}),
-        device("b", {"model": {"string": "y"}}),
-        device("c", {"model": {"string": "y"}}, taints=[{"key": "k", "effect": "NoSchedule"}]),
-        device("d", {"model": {"string": "y"}}),
-    ])]
+    slices = [
+        rslice(
+            "s",
+            [
+                device("a", {"model": {"string": "x"}}),
+                device("b", {"model": {"string": "y"}}),
+                device(
+                    "c", {"model": {"string": "y"}}, taints=[{"key": "k", "effect": "NoSchedule"}]
+                ),
+                device("d", {"model": {"string": "y"}}),
+            ],
+        )
+    ]
     a = _allocator(slices, [allocated("o", result("d"))])
-    claims = _claims(claim("c", req("r", "gpu", 'device.attributes["gpu.example.com"].model == "y"',
-                                    count=2)))
+    claims = _claims(
+        claim("c", req("r", "gpu", 'device.attributes["gpu.example.com"].model == "y"', count=2))
+    )
     assert a.allocate(NODE, claims) is None
     ex = explain(a, NODE, claims)
     r = ex.claims[0].requests[0]
     assert (r.considered, r.suitable) == (4, 1)
     assert {k: v for k, v in r.rejected.items() if v} == {
-        "request_selector": 1, "taint": 1, "in_use": 1}
+        "request_selector": 1,
+        "taint": 1,
+        "in_use": 1,
+    }
     text = render(ex)
     assert "1 of 4 device(s) suitable" in text
     assert "1 tainted" in text and "1 already allocated" in text
@@ -223,7 +247,8 @@ def test_explanation_counts_rejections_per_reason() -> None:
 def test_explanation_lists_incomplete_and_invalid_pools_and_counters() -> None:
     slices = [
         rslice("inc", gpus(1, "i"), pool="inc", count=2),
-        rslice("s1", gpus(1), pool="bad", count=2), rslice("s2", gpus(1), pool="bad", count=2),
+        rslice("s1", gpus(1), pool="bad", count=2),
+        rslice("s2", gpus(1), pool="bad", count=2),
         counter_slice("cs", {"m": {"mem": "1"}}, pool="part", count=2),
         rslice("p", [device("p0", consumesCounters=consumes("m", mem="1"))], pool="part", count=2),
     ]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from alloc_contract_check import mismatches
+from contract_cases import CASES
 
 from allocator.scenario import run_scenario
-from contract_cases import CASES
-from alloc_contract_check import mismatches
 
 
 def test_contract_table_has_at_least_150_named_cases() -> None:

@@ -47,8 +47,10 @@ SLICE: dict[str, Any] = {
                 },
                 "capacity": {
                     "memory": {"value": "80Gi"},
-                    "bw": {"value": "10G", "requestPolicy": {"default": "1G",
-                                                             "validRange": {"min": "1G"}}},
+                    "bw": {
+                        "value": "10G",
+                        "requestPolicy": {"default": "1G", "validRange": {"min": "1G"}},
+                    },
                 },
                 "allowMultipleAllocations": True,
                 "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}],
@@ -63,23 +65,51 @@ CLAIM: dict[str, Any] = {
     "apiVersion": "resource.k8s.io/v1",
     "kind": "ResourceClaim",
     "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
-    "spec": {"devices": {
-        "requests": [
-            {"name": "a", "exactly": {"deviceClassName": "gpu", "count": 2,
-                                      "selectors": [{"cel": {"expression": "true"}}],
-                                      "tolerations": [{"key": "k", "operator": "Exists"}]}},
-            {"name": "b", "firstAvailable": [{"name": "x", "deviceClassName": "gpu"}]},
-        ],
-        "constraints": [{"requests": ["a"], "matchAttribute": "gpu.example.com/numa"}],
-        "config": [{"requests": ["a"], "opaque": {"driver": "gpu.example.com",
-                                                  "parameters": {"k": [1, {"z": None}]}}}],
-    }},
-    "status": {"allocation": {"devices": {"results": [
-        {"request": "a", "driver": "gpu.example.com", "pool": "p", "device": "d",
-         "shareID": "s", "consumedCapacity": {"bw": "1G"}}]},
-        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-            {"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}},
-        "reservedFor": [{"resource": "pods", "name": "p", "uid": "pu"}]},
+    "spec": {
+        "devices": {
+            "requests": [
+                {
+                    "name": "a",
+                    "exactly": {
+                        "deviceClassName": "gpu",
+                        "count": 2,
+                        "selectors": [{"cel": {"expression": "true"}}],
+                        "tolerations": [{"key": "k", "operator": "Exists"}],
+                    },
+                },
+                {"name": "b", "firstAvailable": [{"name": "x", "deviceClassName": "gpu"}]},
+            ],
+            "constraints": [{"requests": ["a"], "matchAttribute": "gpu.example.com/numa"}],
+            "config": [
+                {
+                    "requests": ["a"],
+                    "opaque": {"driver": "gpu.example.com", "parameters": {"k": [1, {"z": None}]}},
+                }
+            ],
+        }
+    },
+    "status": {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {
+                        "request": "a",
+                        "driver": "gpu.example.com",
+                        "pool": "p",
+                        "device": "d",
+                        "shareID": "s",
+                        "consumedCapacity": {"bw": "1G"},
+                    }
+                ]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}
+                ]
+            },
+        },
+        "reservedFor": [{"resource": "pods", "name": "p", "uid": "pu"}],
+    },
 }
 
 
@@ -120,12 +150,18 @@ def test_typed_attributes_are_parsed() -> None:
     ("patch", "field"),
     [
         ({"driver": 5}, "spec.driver"),
-        ({"pool": {"name": "p", "generation": "x", "resourceSliceCount": 1}},
-         "spec.pool.generation"),
-        ({"devices": [{"name": "d", "attributes": {"a": {"int": 1, "bool": True}}}]},
-         "spec.devices[0].attributes.a"),
-        ({"devices": [{"name": "d", "capacity": {"m": {"value": "12Q"}}}]},
-         "spec.devices[0].capacity.m.value"),
+        (
+            {"pool": {"name": "p", "generation": "x", "resourceSliceCount": 1}},
+            "spec.pool.generation",
+        ),
+        (
+            {"devices": [{"name": "d", "attributes": {"a": {"int": 1, "bool": True}}}]},
+            "spec.devices[0].attributes.a",
+        ),
+        (
+            {"devices": [{"name": "d", "capacity": {"m": {"value": "12Q"}}}]},
+            "spec.devices[0].capacity.m.value",
+        ),
         ({"devices": "nope"}, "spec.devices"),
     ],
 )
@@ -169,9 +205,20 @@ def test_with_allocation_replaces_status_allocation() -> None:
 @pytest.mark.parametrize(
     ("text", "value"),
     [
-        ("1", 1), ("1Ki", 1024), ("1Mi", 1024**2), ("1.5Gi", 3 * 2**29), ("500m", Fraction(1, 2)),
-        ("1k", 1000), ("1e3", 1000), ("1E3", 1000), ("-2", -2), ("+3", 3), (".5", Fraction(1, 2)),
-        ("1n", Fraction(1, 10**9)), ("2u", Fraction(2, 10**6)), ("1.5", Fraction(3, 2)),
+        ("1", 1),
+        ("1Ki", 1024),
+        ("1Mi", 1024**2),
+        ("1.5Gi", 3 * 2**29),
+        ("500m", Fraction(1, 2)),
+        ("1k", 1000),
+        ("1e3", 1000),
+        ("1E3", 1000),
+        ("-2", -2),
+        ("+3", 3),
+        (".5", Fraction(1, 2)),
+        ("1n", Fraction(1, 10**9)),
+        ("2u", Fraction(2, 10**6)),
+        ("1.5", Fraction(3, 2)),
     ],
 )
 def test_quantity_parses_exactly(text: str, value: Fraction | int) -> None:
@@ -186,9 +233,20 @@ def test_quantity_rejects_malformed_text(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "canonical"),
-    [("1024", "1024"), ("1Gi", "1Gi"), ("1024Mi", "1Gi"), ("1536Mi", "1536Mi"),
-     ("1000", "1k"), ("1500m", "1500m"), ("0.5", "500m"), ("1e3", "1e3"), ("0", "0"),
-     ("1.5Gi", "1536Mi"), ("0.5Ki", "512"), ("-1Ki", "-1Ki")],
+    [
+        ("1024", "1024"),
+        ("1Gi", "1Gi"),
+        ("1024Mi", "1Gi"),
+        ("1536Mi", "1536Mi"),
+        ("1000", "1k"),
+        ("1500m", "1500m"),
+        ("0.5", "500m"),
+        ("1e3", "1e3"),
+        ("0", "0"),
+        ("1.5Gi", "1536Mi"),
+        ("0.5Ki", "512"),
+        ("-1Ki", "-1Ki"),
+    ],
 )
 def test_quantity_canonical_form(text: str, canonical: str) -> None:
     assert Quantity.parse(text).canonical() == canonical
@@ -225,8 +283,7 @@ def test_slice_limit_is_128_devices() -> None:
 
 
 def test_slice_limit_is_64_devices_with_taints() -> None:
-    many = [{"name": f"d{i}", "taints": [{"key": "k", "effect": "NoSchedule"}]}
-            for i in range(65)]
+    many = [{"name": f"d{i}", "taints": [{"key": "k", "effect": "NoSchedule"}]} for i in range(65)]
     errors = validate_resource_slice(_slice(devices=many))
     assert errors[0].field == "spec.devices"
     assert "64" in errors[0].reason
@@ -249,21 +306,40 @@ def test_validation_error_names_object_field_and_reason() -> None:
         ({"nodeName": None, "allNodes": None}, "spec"),
         ({"allNodes": True}, "spec"),
         ({"pool": {"name": "", "generation": 0, "resourceSliceCount": 1}}, "spec.pool.name"),
-        ({"pool": {"name": "p", "generation": -1, "resourceSliceCount": 1}},
-         "spec.pool.generation"),
-        ({"pool": {"name": "p", "generation": 0, "resourceSliceCount": 0}},
-         "spec.pool.resourceSliceCount"),
+        (
+            {"pool": {"name": "p", "generation": -1, "resourceSliceCount": 1}},
+            "spec.pool.generation",
+        ),
+        (
+            {"pool": {"name": "p", "generation": 0, "resourceSliceCount": 0}},
+            "spec.pool.resourceSliceCount",
+        ),
         ({"driver": "Not_A_Domain"}, "spec.driver"),
-        ({"devices": [{"name": "d", "attributes": {"v": {"version": "1.2"}}}]},
-         "spec.devices[0].attributes['v'].version"),
-        ({"devices": [{"name": "d", "attributes": {"s": {"string": "x" * 65}}}]},
-         "spec.devices[0].attributes['s'].string"),
+        (
+            {"devices": [{"name": "d", "attributes": {"v": {"version": "1.2"}}}]},
+            "spec.devices[0].attributes['v'].version",
+        ),
+        (
+            {"devices": [{"name": "d", "attributes": {"s": {"string": "x" * 65}}}]},
+            "spec.devices[0].attributes['s'].string",
+        ),
         ({"devices": [{"name": "d"}, {"name": "d"}]}, "spec.devices[1].name"),
         ({"devices": [{"name": "d", "nodeName": "n"}]}, "spec.devices[0]"),
-        ({"devices": [{"name": "d", "capacity": {"c": {"value": "1", "requestPolicy": {
-            "default": "1"}}}}]}, "spec.devices[0].capacity['c'].requestPolicy"),
-        ({"devices": [{"name": "d", "bindingConditions": ["a", "b", "c", "d", "e"]}]},
-         "spec.devices[0].bindingConditions"),
+        (
+            {
+                "devices": [
+                    {
+                        "name": "d",
+                        "capacity": {"c": {"value": "1", "requestPolicy": {"default": "1"}}},
+                    }
+                ]
+            },
+            "spec.devices[0].capacity['c'].requestPolicy",
+        ),
+        (
+            {"devices": [{"name": "d", "bindingConditions": ["a", "b", "c", "d", "e"]}]},
+            "spec.devices[0].bindingConditions",
+        ),
         ({"sharedCounters": [{"name": "s", "counters": {"c": {"value": "1"}}}]}, "spec"),
     ],
 )
@@ -305,31 +381,55 @@ def test_class_validation_requires_cel() -> None:
 
 
 def test_v1beta1_slice_converts_to_v1() -> None:
-    beta = {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceSlice",
-            "metadata": {"name": "s"},
-            "spec": {"driver": "d.io", "nodeName": "", "allNodes": True,
-                     "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": "x", "basic": {"attributes": {"a": {"int": 1}},
-                                                          "capacity": {"m": {"value": "1"}}}}]}}
+    beta = {
+        "apiVersion": "resource.k8s.io/v1beta1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "s"},
+        "spec": {
+            "driver": "d.io",
+            "nodeName": "",
+            "allNodes": True,
+            "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": "x",
+                    "basic": {"attributes": {"a": {"int": 1}}, "capacity": {"m": {"value": "1"}}},
+                }
+            ],
+        },
+    }
     v1 = to_v1(beta)
     assert v1["apiVersion"] == "resource.k8s.io/v1"
     assert "nodeName" not in v1["spec"]
-    assert v1["spec"]["devices"][0] == {"name": "x", "attributes": {"a": {"int": 1}},
-                                        "capacity": {"m": {"value": "1"}}}
+    assert v1["spec"]["devices"][0] == {
+        "name": "x",
+        "attributes": {"a": {"int": 1}},
+        "capacity": {"m": {"value": "1"}},
+    }
     assert ResourceSlice.from_dict(v1).spec.all_nodes is True
     assert beta["spec"]["devices"][0].get("basic")  # input untouched
 
 
 def test_v1beta1_claim_requests_move_under_exactly() -> None:
-    beta = {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim",
-            "metadata": {"name": "c"},
-            "spec": {"devices": {"requests": [
-                {"name": "a", "deviceClassName": "gpu", "count": 2, "adminAccess": True},
-                {"name": "b", "firstAvailable": [{"name": "x", "deviceClassName": "gpu"}]}]}}}
+    beta = {
+        "apiVersion": "resource.k8s.io/v1beta1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {"name": "a", "deviceClassName": "gpu", "count": 2, "adminAccess": True},
+                    {"name": "b", "firstAvailable": [{"name": "x", "deviceClassName": "gpu"}]},
+                ]
+            }
+        },
+    }
     v1 = to_v1(beta)
     reqs = v1["spec"]["devices"]["requests"]
-    assert reqs[0] == {"name": "a", "exactly": {"deviceClassName": "gpu", "count": 2,
-                                                "adminAccess": True}}
+    assert reqs[0] == {
+        "name": "a",
+        "exactly": {"deviceClassName": "gpu", "count": 2, "adminAccess": True},
+    }
     assert reqs[1] == {"name": "b", "firstAvailable": [{"name": "x", "deviceClassName": "gpu"}]}
 
 

@@ -11,14 +11,13 @@ from hypothesis import strategies as st
 
 from allocator.capacity import consumed_capacity
 from allocator.inventory import nanos
-from allocator.model import ResourceSlice, with_api_defaults
 from allocator.model import ResourceClaim as Claim
+from allocator.model import ResourceSlice, with_api_defaults
 from allocator.quantity import Quantity
 from allocator.scenario import run_scenario
 
 SEEDS = st.integers(min_value=0, max_value=10**9)
-SETTINGS = settings(max_examples=300, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _devices(scenario: dict[str, Any]) -> dict[tuple[str, str, str], Any]:
@@ -31,13 +30,17 @@ def _devices(scenario: dict[str, Any]) -> dict[tuple[str, str, str], Any]:
 
 
 def _results(output: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
-    return [(i, r) for i, a in enumerate(output.get("allocations") or [])
-            for r in (a["allocation"].get("devices") or {}).get("results") or []]
+    return [
+        (i, r)
+        for i, a in enumerate(output.get("allocations") or [])
+        for r in (a["allocation"].get("devices") or {}).get("results") or []
+    ]
 
 
 def _allocated_results(scenario: dict[str, Any]) -> list[dict[str, Any]]:
-    return [r for c in scenario["allocated"]
-            for r in c["status"]["allocation"]["devices"]["results"]]
+    return [
+        r for c in scenario["allocated"] for r in c["status"]["allocation"]["devices"]["results"]
+    ]
 
 
 @SETTINGS
@@ -75,8 +78,11 @@ def test_every_request_gets_its_count(seed: int) -> None:
                 else:
                     assert got[req.name] >= 1
             else:
-                chosen = {r["request"] for i, r in _results(output)
-                          if i == ci and r["request"].startswith(req.name + "/")}
+                chosen = {
+                    r["request"]
+                    for i, r in _results(output)
+                    if i == ci and r["request"].startswith(req.name + "/")
+                }
                 assert len(chosen) == 1
                 sub_name = chosen.pop().split("/")[1]
                 sub = next(s for s in req.first_available if s.name == sub_name)
@@ -93,8 +99,9 @@ def test_constraints_hold_within_each_claim(seed: int) -> None:
         return
     devices = _devices(scenario)
     for ci, raw in enumerate(scenario["claims"]):
-        picked = [devices[(r["driver"], r["pool"], r["device"])]
-                  for i, r in _results(output) if i == ci]
+        picked = [
+            devices[(r["driver"], r["pool"], r["device"])] for i, r in _results(output) if i == ci
+        ]
         for c in raw["spec"]["devices"].get("constraints", []):
             name = (c.get("matchAttribute") or c.get("distinctAttribute")).split("/")[1]
             values = [set(d.attributes[name].values()) for d in picked]
@@ -150,8 +157,15 @@ def test_counters_and_capacities_are_never_exceeded(seed: int) -> None:
 
 
 def test_consumed_capacity_defaults_to_the_whole_capacity() -> None:
-    d = ResourceSlice.from_dict({"spec": {
-        "driver": "d.io", "pool": {"name": "p", "generation": 0, "resourceSliceCount": 1},
-        "nodeName": "n", "devices": [{"name": "x", "capacity": {"bw": {"value": "8Gi"}}}]}})
+    d = ResourceSlice.from_dict(
+        {
+            "spec": {
+                "driver": "d.io",
+                "pool": {"name": "p", "generation": 0, "resourceSliceCount": 1},
+                "nodeName": "n",
+                "devices": [{"name": "x", "capacity": {"bw": {"value": "8Gi"}}}],
+            }
+        }
+    )
     dev = d.spec.devices[0]
     assert consumed_capacity(None, dev.capacity) == {"bw": nanos(Quantity.parse("8Gi"))}
