@@ -26,6 +26,7 @@ from __future__ import annotations
 import concurrent.futures
 import importlib
 import json
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -79,6 +80,10 @@ MAX_PARALLEL_GETS = 16
 # "module:function" building the ResourceSlice publisher, if that module has it:
 # build_publisher(config, backend, api_client, metrics) -> object with start()/stop().
 PUBLISHER_FACTORY = "node_plugin.publisher:build_publisher"
+KUBE_API_QPS_ENV = "KUBE_API_QPS"
+KUBE_API_BURST_ENV = "KUBE_API_BURST"
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
 
 
 class Service(Protocol):
@@ -523,6 +528,21 @@ def _load_services(
     return [factory(config, backend, api, metrics)] if callable(factory) else []
 
 
+def _client_limits() -> tuple[float, int]:
+    """Client-side API limits: ``KUBE_API_QPS``/``KUBE_API_BURST`` (the Go example driver's
+    names), else the kubelet's own defaults (50/100): the plugin GETs only claims the
+    kubelet asks for, so it never needs more than the kubelet itself.
+    """
+    try:
+        qps = float(os.environ.get(KUBE_API_QPS_ENV, DEFAULT_QPS))
+        burst = int(os.environ.get(KUBE_API_BURST_ENV, DEFAULT_BURST))
+    except ValueError as exc:
+        raise CoreConfigError(f"${KUBE_API_QPS_ENV}/${KUBE_API_BURST_ENV}: {exc}") from exc
+    if qps <= 0 or burst < 1:
+        raise CoreConfigError(f"${KUBE_API_QPS_ENV} must be > 0 and ${KUBE_API_BURST_ENV} >= 1")
+    return qps, burst
+
+
 def build_core(config: PluginConfig, metrics: PluginMetrics) -> PrepareCore:
     """The factory ``node_plugin.app`` calls; CoreConfigError names the flag and reason."""
     try:
@@ -535,7 +555,13 @@ def build_core(config: PluginConfig, metrics: PluginMetrics) -> PrepareCore:
     except BackendConfigError as exc:
         raise CoreConfigError(str(exc)) from exc
     try:
-        api = load_client(config.kubeconfig, user_agent=f"drakit-node-plugin/{config.driver_name}")
+        qps, burst = _client_limits()
+        api = load_client(
+            config.kubeconfig,
+            user_agent=f"drakit-node-plugin/{config.driver_name}",
+            qps=qps,
+            burst=burst,
+        )
     except KubeConfigError as exc:
         raise CoreConfigError(f"--kubeconfig: {exc}") from exc
     events = EventRecorder(

@@ -1,0 +1,295 @@
+"""NodePrepareResources latency of the node plugin, through its real gRPC socket.
+
+A local control plane (etcd + kube-apiserver v1.37.2) holds allocated
+ResourceClaims; the plugin runs as its own process (``drakit node-plugin
+--backend example``) and the benchmark calls it as the kubelet does, over the
+Unix socket with the DRA v1 API. Every timed call does the full work: GET of
+the claims from the apiserver, checkpoint writes, CDI spec writes. (After each
+timed prepare the claims are unprepared, untimed, so the next prepare is not a
+checkpoint hit.) Two cases: 1 claim with 1 device, and a batch of 32 claims.
+Also reported: the plugin's idle RSS (VmRSS after start-up, before any call).
+
+When the kubelet plugin of sigs.k8s.io/dra-example-driver (the Go reference on
+the kubeletplugin helper, pinned in hack/tools/dra-example-driver) is built or
+can be built, it is measured in the same run with the same client and the
+ratio is printed.
+
+    .venv/bin/python tests/bench/bench_node_prepare.py [--iterations N] [--batch-iterations N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+REPO = Path(__file__).resolve().parents[2]
+BIN_DIR = Path.home() / ".cache/drakit/bin/v1.37.2"
+GO_PLUGIN = BIN_DIR / "dra-example-kubeletplugin"
+GO_MODULE_DIR = REPO / "hack/tools/dra-example-driver"
+GO_PACKAGE = "sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin"
+
+DRIVER = "gpu.example.com"
+NODE = "bench-node"
+BATCH = 32
+
+from drakit.localcluster import ClusterConfig, LocalCluster  # noqa: E402
+from kubeapi.client import load_client  # noqa: E402
+from kubeapi.errors import AlreadyExists  # noqa: E402
+from kubeapi.resources import NAMESPACES, NODES, RESOURCE_CLAIMS, Resource  # noqa: E402
+from kubeletapi.gen.dra.v1 import api_pb2 as v1  # noqa: E402
+from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc  # noqa: E402
+
+
+@dataclass
+class Result:
+    name: str
+    single_ms: list[float]
+    batch_ms: list[float]
+    idle_rss_mib: float
+
+    def row(self) -> str:
+        return (
+            f"| {self.name} | {p(self.single_ms, 50):.2f} | {p(self.single_ms, 99):.2f} "
+            f"| {p(self.batch_ms, 50):.2f} | {p(self.batch_ms, 99):.2f} | {self.idle_rss_mib:.1f} |"
+        )
+
+
+def p(values: Sequence[float], percentile: int) -> float:
+    ordered = sorted(values)
+    if percentile == 50:
+        return statistics.median(ordered)
+    index = min(len(ordered) - 1, max(0, round(percentile / 100 * len(ordered)) - 1))
+    return ordered[index]
+
+
+def create_claims(api: Any, namespace: str, count: int) -> list[v1.Claim]:
+    claims = Resource(api, RESOURCE_CLAIMS)
+    out = []
+    for i in range(count):
+        obj = claims.create(
+            {
+                "metadata": {"name": f"claim-{i}", "namespace": namespace},
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]
+                    }
+                },
+            }
+        )
+        obj["status"] = {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": f"gpu-{i}"}
+                    ]
+                }
+            }
+        }
+        obj = claims.update_status(obj)
+        meta = obj["metadata"]
+        out.append(v1.Claim(namespace=namespace, uid=meta["uid"], name=meta["name"]))
+    return out
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def wait_for(path: Path, process: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if process.poll() is not None:
+            raise RuntimeError(f"plugin exited with {process.returncode} before serving")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"plugin did not create {path} in {timeout} s")
+        time.sleep(0.05)
+
+
+def measure(
+    *,
+    name: str,
+    command: list[str],
+    env: dict[str, str],
+    socket: Path,
+    claims: list[v1.Claim],
+    iterations: int,
+    batch_iterations: int,
+    log: Path,
+) -> Result:
+    with log.open("wb") as log_file:
+        process = subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        wait_for(socket, process)
+        time.sleep(3)  # let start-up work (publishing, informers) settle before sampling RSS
+        idle = rss_mib(process.pid)
+        with grpc.insecure_channel(f"unix:{socket}") as channel:
+            stub = v1_grpc.DRAPluginStub(channel)
+
+            def cycle(batch: list[v1.Claim]) -> float:
+                started = time.perf_counter()
+                response = stub.NodePrepareResources(
+                    v1.NodePrepareResourcesRequest(claims=batch), timeout=60
+                )
+                elapsed = (time.perf_counter() - started) * 1000
+                errors = {uid: r.error for uid, r in response.claims.items() if r.error}
+                if errors or len(response.claims) != len(batch):
+                    raise RuntimeError(f"{name}: prepare failed: {errors}")
+                stub.NodeUnprepareResources(
+                    v1.NodeUnprepareResourcesRequest(claims=batch), timeout=60
+                )
+                return elapsed
+
+            for _ in range(5):  # warm-up: connections, caches
+                cycle(claims[:1])
+                cycle(claims[:BATCH])
+            single = [cycle(claims[:1]) for _ in range(iterations)]
+            batch = [cycle(claims[:BATCH]) for _ in range(batch_iterations)]
+        return Result(name, single, batch, idle)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def build_go_plugin() -> str | None:
+    """Build the Go reference if missing; returns why it is unavailable, or None."""
+    if GO_PLUGIN.exists():
+        return None
+    if shutil.which("go") is None:
+        return "the go command is not installed"
+    BIN_DIR.mkdir(parents=True, exist_ok=True)
+    build = subprocess.run(
+        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(GO_PLUGIN), GO_PACKAGE],
+        cwd=GO_MODULE_DIR,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if build.returncode != 0:
+        return f"go build {GO_PACKAGE} failed:\n{build.stderr[-2000:]}"
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--batch-iterations", type=int, default=50)
+    parser.add_argument("--skip-go", action="store_true", help="do not measure the Go reference")
+    args = parser.parse_args()
+
+    go_problem = "skipped (--skip-go)" if args.skip_go else build_go_plugin()
+    # CDI specs go to a tmpfs, as /var/run/cdi is on a node; plugin state stays on disk.
+    shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
+    with (
+        tempfile.TemporaryDirectory(prefix="drk-bench-", dir="/tmp") as tmp,
+        tempfile.TemporaryDirectory(prefix="drk-bench-cdi-", dir=shm) as cdi_tmp,
+        LocalCluster(ClusterConfig()) as cluster,
+    ):
+        root, cdi_root = Path(tmp), Path(cdi_tmp)
+        api = load_client(cluster.kubeconfig)
+        with contextlib.suppress(AlreadyExists):
+            Resource(api, NODES).create({"metadata": {"name": NODE}})
+        namespace = f"bench-{uuid.uuid4().hex[:6]}"
+        Resource(api, NAMESPACES).create({"metadata": {"name": namespace}})
+        claims = create_claims(api, namespace, BATCH)
+        env = {k: v for k, v in os.environ.items() if k not in ("POD_UID", "DRAKIT_CORE_FACTORY")}
+        env["KUBECONFIG"] = cluster.kubeconfig
+        # Both plugins get client-side API limits far above what the benchmark sends, so
+        # the figures measure the plugins, not their token buckets (drakit defaults to the
+        # kubelet's 50/100, the Go example driver to client-go's 5/10).
+        env["KUBE_API_QPS"] = "1000"
+        env["KUBE_API_BURST"] = "2000"
+
+        results = []
+        py_root = root / "py"
+        py_root.mkdir()
+        backend_config = root / "example.yaml"
+        backend_config.write_text(f"gpus: {BATCH}\n")
+        results.append(
+            measure(
+                name="drakit (Python)",
+                command=[
+                    str(REPO / ".venv/bin/python"), "-m", "drakit.cli", "node-plugin",
+                    "--driver-name", DRIVER, "--node-name", NODE,
+                    "--kubeconfig", cluster.kubeconfig,
+                    "--kubelet-registrar-dir", str(py_root / "registry"),
+                    "--kubelet-plugins-dir", str(py_root / "plugins"),
+                    "--cdi-root", str(cdi_root / "py"),
+                    "--backend", "example", "--backend-config", str(backend_config),
+                ],
+                env=env,
+                socket=py_root / "plugins" / DRIVER / "dra.sock",
+                claims=claims,
+                iterations=args.iterations,
+                batch_iterations=args.batch_iterations,
+                log=root / "drakit.log",
+            )
+        )  # fmt: skip
+        if go_problem is None:
+            go_root = root / "go"
+            (go_root / "registry").mkdir(parents=True)
+            results.append(
+                measure(
+                    name="dra-example-driver v0.4.0 (Go)",
+                    command=[
+                        str(GO_PLUGIN), "--node-name", NODE, "--driver-name", DRIVER,
+                        "--num-devices", str(BATCH),
+                        "--cdi-root", str(cdi_root / "go"),
+                        "--kubelet-registrar-directory-path", str(go_root / "registry"),
+                        "--kubelet-plugins-directory-path", str(go_root / "plugins"),
+                    ],
+                    env=env,
+                    socket=go_root / "plugins" / DRIVER / "dra.sock",
+                    claims=claims,
+                    iterations=args.iterations,
+                    batch_iterations=args.batch_iterations,
+                    log=root / "go.log",
+                )
+            )  # fmt: skip
+
+    print(
+        f"NodePrepareResources through the v1 socket, claim GET against the local apiserver; "
+        f"{args.iterations} single-claim and {args.batch_iterations} {BATCH}-claim calls"
+    )
+    print(
+        "| plugin | 1 claim p50 ms | 1 claim p99 ms | 32 claims p50 ms | 32 claims p99 ms "
+        "| idle RSS MiB |"
+    )
+    print("|---|---|---|---|---|---|")
+    for result in results:
+        print(result.row())
+    if len(results) == 2:
+        py, go = results
+        print(
+            "ratio drakit/Go (p50): "
+            f"1 claim {p(py.single_ms, 50) / p(go.single_ms, 50):.2f}x, "
+            f"32 claims {p(py.batch_ms, 50) / p(go.batch_ms, 50):.2f}x, "
+            f"idle RSS {py.idle_rss_mib / go.idle_rss_mib:.2f}x"
+        )
+    else:
+        print(f"Go reference not measured: {go_problem}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
