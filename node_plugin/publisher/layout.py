@@ -56,9 +56,11 @@ class InvalidPoolError(ValueError):
 
 def device_limit(devices: Iterable[Device]) -> int:
     """The most devices a slice holding ``devices`` may carry."""
-    if any(d.uses_advanced_features() for d in devices):
-        return MAX_DEVICES_WITH_ADVANCED_FEATURES
-    return MAX_DEVICES
+    return _limit(any(d.uses_advanced_features() for d in devices))
+
+
+def _limit(advanced: bool) -> int:
+    return MAX_DEVICES_WITH_ADVANCED_FEATURES if advanced else MAX_DEVICES
 
 
 def check_pool(pool: str, devices: Sequence[Device], counter_sets: Sequence[CounterSet]) -> None:
@@ -104,11 +106,14 @@ def fresh_layout(
         for i in range(0, len(counter_sets), MAX_COUNTER_SETS)
     ]
     current: list[Device] = []
+    advanced = False  # whether ``current`` holds a device with advanced features
     for device in devices:
-        if len(current) >= device_limit([*current, device]):
+        device_advanced = device.uses_advanced_features()
+        if len(current) >= _limit(advanced or device_advanced):
             slices.append(SliceContent(devices=tuple(current)))
-            current = []
+            current, advanced = [], False
         current.append(device)
+        advanced = advanced or device_advanced
     if current or not slices:
         slices.append(SliceContent(devices=tuple(current)))
     return tuple(slices)
@@ -168,23 +173,32 @@ def _sticky_layout(
     for cs in counter_sets:
         if cs.name not in placed_sets:
             _place_counter_set(cs, set_slots, device_slots)
+    advanced = [slot is not None and device_limit(slot) < MAX_DEVICES for slot in device_slots]
+    first_open = 0  # slots before it are full for any device
     for d in devices:
-        if d.name not in placed:
-            _place_device(d, device_slots, set_slots)
+        if d.name in placed:
+            continue
+        d_advanced = d.uses_advanced_features()
+        for i in range(first_open, len(device_slots)):
+            slot = device_slots[i]
+            if slot is None:
+                first_open += i == first_open
+                continue
+            if len(slot) < _limit(advanced[i] or d_advanced):
+                slot.append(d)
+                advanced[i] = advanced[i] or d_advanced
+                break
+            if (
+                i == first_open
+                and len(slot) >= MAX_DEVICES_WITH_ADVANCED_FEATURES
+                and (advanced[i] or len(slot) >= MAX_DEVICES)
+            ):
+                first_open += 1
+        else:
+            device_slots.append([d])
+            set_slots.append(None)
+            advanced.append(d_advanced)
     return _trim(device_slots, set_slots)
-
-
-def _place_device(
-    device: Device,
-    device_slots: list[list[Device] | None],
-    set_slots: list[list[CounterSet] | None],
-) -> None:
-    for slot in device_slots:
-        if slot is not None and len(slot) < device_limit([*slot, device]):
-            slot.append(device)
-            return
-    device_slots.append([device])
-    set_slots.append(None)
 
 
 def _place_counter_set(
