@@ -171,6 +171,12 @@ def fits_capacity(
         for name in requests:
             if name not in capacity:
                 return False
+    elif (
+        not persisted
+        and not in_flight
+        and all(cap.request_policy is None and cap.value.sign() >= 0 for cap in capacity.values())
+    ):
+        return True  # nothing requested, nothing in use: each capacity is taken whole
     amounts: dict[str, tuple[int, bool]] = {}
     for name, cap in capacity.items():
         amount, is_default = _consumed_one((requests or {}).get(name), cap, fractional)

@@ -49,8 +49,7 @@ NANO: Final = 10**9
 
 def nanos(q: Quantity) -> int:
     """A quantity in integer nano-units (exact: quantities are nano-precise)."""
-    v = q.value * NANO
-    return v.numerator // v.denominator
+    return q.nanos()
 
 
 class DeviceEntry:

@@ -58,12 +58,13 @@ class QuantityError(ValueError):
 class Quantity:
     """An exact Kubernetes quantity. Immutable; ``==``/``<`` compare numeric values."""
 
-    __slots__ = ("_format", "_text", "_value")
+    __slots__ = ("_format", "_nanos", "_text", "_value")
 
     def __init__(self, value: Fraction | int, fmt: str = DECIMAL_SI, text: str | None = None):
         self._value = Fraction(value)
         self._format = fmt
         self._text = text
+        self._nanos: int | None = None
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -97,6 +98,15 @@ class Quantity:
     def text(self) -> str:
         """The text this quantity was parsed from, or its canonical form."""
         return self._text if self._text is not None else self.canonical()
+
+    def nanos(self) -> int:
+        """The value in integer nano-units (exact: parsed quantities are nano-precise)."""
+        n = self._nanos
+        if n is None:
+            v = self._value * 1_000_000_000
+            n = v.numerator // v.denominator
+            self._nanos = n
+        return n
 
     def is_integer(self) -> bool:
         return self._value.denominator == 1
