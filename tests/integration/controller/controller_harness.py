@@ -153,3 +153,32 @@ class RunningController:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(60)
+
+
+class ClaimHistory:
+    """Every version of one claim the apiserver reports through a watch, in order (the last
+    one is its final state when it was deleted)."""
+
+    def __init__(self, claims: Resource, namespace: str, name: str) -> None:
+        self.versions: list[KubeObject] = []
+        self.deleted = threading.Event()
+        start = claims.get(name, namespace)
+        self.versions.append(start)
+        self._stream = claims.watch(
+            namespace,
+            resource_version=start["metadata"]["resourceVersion"],
+            field_selector=f"metadata.name={name}",
+        )
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        for event in self._stream:
+            if event.type in ("ADDED", "MODIFIED", "DELETED"):
+                self.versions.append(event.object)
+            if event.type == "DELETED":
+                self.deleted.set()
+                return
+
+    def stop(self) -> None:
+        self._stream.close()
