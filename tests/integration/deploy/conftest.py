@@ -3,7 +3,9 @@ chart installed for real onto the session's control plane."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +19,14 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from drakit.localcluster import LocalCluster
+
+
+@pytest.fixture
+def short_root() -> Iterator[Path]:
+    """A fresh folder with a short path: Unix socket paths are limited to 107 bytes."""
+    root = Path(tempfile.mkdtemp(prefix="dkp-", dir="/tmp"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

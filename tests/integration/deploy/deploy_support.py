@@ -215,3 +215,27 @@ def per_device_slice(
             "devices": devices,
         },
     }
+
+
+def token_kubeconfig(admin_kubeconfig: str, token: str, dest: Path) -> Path:
+    """A kubeconfig for the same cluster whose only credential is ``token``."""
+    config = yaml.safe_load(Path(admin_kubeconfig).read_text())
+    config["users"] = [{"name": "service-account", "user": {"token": token}}]
+    for context in config["contexts"]:
+        context["context"]["user"] = "service-account"
+    dest.write_text(yaml.safe_dump(config))
+    dest.chmod(0o600)
+    return dest
+
+
+def container_environment(
+    container: Mapping[str, Any], downward: Mapping[str, str], base: Mapping[str, str]
+) -> dict[str, str]:
+    """A rendered container's environment, downward-API fields filled in from ``downward``."""
+    env = dict(base)
+    for var in container.get("env", []):
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        else:
+            env[var["name"]] = downward[var["valueFrom"]["fieldRef"]["fieldPath"]]
+    return env

@@ -9,13 +9,10 @@ tested is what a kubelet would run.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +25,6 @@ pytestmark = pytest.mark.integration
 
 DRIVER = "probe.drakit.test"
 POD_UID = "3f1c2a9e-7b3d-4c55-9a0e-2d4f6b8a1c3e"
-
-
-@pytest.fixture
-def short_root() -> Iterator[Path]:
-    # Unix socket paths are limited to 107 bytes; pytest's tmp_path can be longer.
-    root = Path(tempfile.mkdtemp(prefix="dkp-", dir="/tmp"))
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def _container(helm: Helm, root: Path) -> dict[str, Any]:
