@@ -21,6 +21,7 @@ from typing import Any
 from allocator.allocate import AllocationError, Allocator, taint_blocks
 from allocator.capacity import CapacityError, fits_capacity
 from allocator.cel import CELError, compile_selector
+from allocator.constraints import lookup_attribute
 from allocator.inventory import DeviceEntry
 from allocator.model import (
     ALLOCATION_MODE_ALL,
@@ -42,6 +43,7 @@ REASONS = (
     ("in_use", "already allocated"),
     ("counters", "shared counters used up"),
     ("capacity", "not enough capacity"),
+    ("constraint", "lack the attribute a claim constraint compares"),
 )
 
 
@@ -57,6 +59,8 @@ class RequestExplanation:
     rejected: dict[str, int] = field(default_factory=dict)
     error: str = ""
     note: str = ""
+    constraint_notes: list[str] = field(default_factory=list)
+    suitable_devices: list[DeviceEntry] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -71,6 +75,8 @@ class RequestExplanation:
             d["error"] = self.error
         if self.note:
             d["note"] = self.note
+        if self.constraint_notes:
+            d["constraints"] = self.constraint_notes
         return d
 
 
@@ -124,17 +130,19 @@ def explain(allocator: Allocator, node: Node, claims: list[ResourceClaim]) -> No
         ce = ClaimExplanation(claim=claim.key, constraints=len(claim.spec.devices.constraints))
         for request in claim.spec.devices.requests:
             if request.exactly is not None:
-                ce.requests.append(
-                    _explain_request(
-                        allocator, node, pools.candidates, request.name, request.exactly
-                    )
+                ex = _explain_request(
+                    allocator, node, pools.candidates, request.name, request.exactly
                 )
+                _apply_constraints(ex, claim, request.name, None, request.exactly)
+                _conclude(ex, request.exactly)
+                ce.requests.append(ex)
             for sub in request.first_available:
-                ce.requests.append(
-                    _explain_request(
-                        allocator, node, pools.candidates, f"{request.name}/{sub.name}", sub
-                    )
+                ex = _explain_request(
+                    allocator, node, pools.candidates, f"{request.name}/{sub.name}", sub
                 )
+                _apply_constraints(ex, claim, sub.name, request.name, sub)
+                _conclude(ex, sub)
+                ce.requests.append(ex)
         out.claims.append(ce)
     return out
 
@@ -180,22 +188,78 @@ def _explain_request(
             continue
         if reason is None:
             ex.suitable += 1
+            ex.suitable_devices.append(d)
         else:
             ex.rejected[reason] += 1
-    needed = req.count or 0
-    if not ex.error:
-        if (
-            all_mode
-            and ex.suitable
-            and any(ex.rejected[k] for k in ("in_use", "taint", "counters"))
-        ):
-            ex.note = "All mode needs every matching device, and some are unavailable"
-        elif not all_mode and ex.suitable >= needed:
-            ex.note = (
-                "enough suitable devices on their own: the claim's constraints or "
-                "other requests and claims compete for them"
-            )
     return ex
+
+
+def _conclude(ex: RequestExplanation, req: ExactDeviceRequest | DeviceSubRequest) -> None:
+    """Add the summary note once devices and constraints have been counted."""
+    if ex.error or ex.constraint_notes:
+        return
+    if req.allocation_mode == ALLOCATION_MODE_ALL:
+        if ex.suitable and any(ex.rejected[k] for k in ("in_use", "taint", "counters")):
+            ex.note = "All mode needs every matching device, and some are unavailable"
+    elif ex.suitable >= (req.count or 0):
+        ex.note = (
+            "enough suitable devices on their own: the claim's constraints or "
+            "other requests and claims compete for them"
+        )
+
+
+def _apply_constraints(
+    ex: RequestExplanation,
+    claim: ResourceClaim,
+    name: str,
+    parent: str | None,
+    req: ExactDeviceRequest | DeviceSubRequest,
+) -> None:
+    """Drop suitable devices that lack a constrained attribute; note impossible groups."""
+    all_mode = req.allocation_mode == ALLOCATION_MODE_ALL
+    needed = ex.suitable if all_mode else (req.count or 0)
+    for c in claim.spec.devices.constraints:
+        attribute = c.match_attribute or c.distinct_attribute
+        if attribute is None:
+            continue
+        covered = (
+            not c.requests
+            or (parent or name) in c.requests
+            or (parent is not None and f"{parent}/{name}" in c.requests)
+        )
+        if not covered:
+            continue
+        values: list[tuple[Any, ...]] = []
+        kept: list[DeviceEntry] = []
+        for d in ex.suitable_devices:
+            attr = lookup_attribute(d.id, d.device.attributes, attribute)
+            if attr is None:
+                ex.rejected["constraint"] += 1
+                continue
+            kept.append(d)
+            values.append(attr.values())
+        ex.suitable_devices = kept
+        ex.suitable = len(kept)
+        if not kept or needed <= 1:
+            continue
+        if c.match_attribute is not None:
+            groups: dict[Any, int] = {}
+            for vs in values:
+                for v in set(vs):
+                    groups[v] = groups.get(v, 0) + 1
+            best = max(groups.values())
+            if best < needed:
+                ex.constraint_notes.append(
+                    f"matchAttribute {attribute}: at most {best} suitable device(s) share a "
+                    f"value, {needed} needed"
+                )
+        else:
+            distinct = len({v for vs in values for v in vs})
+            if distinct < needed:
+                ex.constraint_notes.append(
+                    f"distinctAttribute {attribute}: only {distinct} different value(s) among "
+                    f"suitable devices, {needed} needed"
+                )
 
 
 def _first_rejection(
@@ -272,6 +336,8 @@ def render(explanation: NodeExplanation) -> str:
                     lines.append(f"      {n} {label}")
             if r.error:
                 lines.append(f"      error: {r.error}")
+            for note in r.constraint_notes:
+                lines.append(f"      constraint: {note}")
             if r.note:
                 lines.append(f"      note: {r.note}")
     return "\n".join(lines)

@@ -265,3 +265,21 @@ def test_explanation_of_an_unknown_class() -> None:
     ex = explain(a, NODE, _claims(claim("c", req(cls="nope"))))
     assert "does not exist" in ex.claims[0].requests[0].error
     assert ex.to_dict()["claims"][0]["requests"][0]["error"]
+
+
+def test_explanation_blames_constraints() -> None:
+    slices = [
+        rslice(
+            "s", [device("a", {"numa": {"int": 0}}), device("b", {"numa": {"int": 1}}), device("c")]
+        )
+    ]
+    a = _allocator(slices)
+    claims = _claims(claim("c", req(count=2), constraints=[match(f"{DRIVER}/numa")]))
+    assert a.allocate(NODE, claims) is None
+    r = explain(a, NODE, claims).claims[0].requests[0]
+    assert r.rejected["constraint"] == 1
+    assert r.suitable == 2
+    assert r.constraint_notes == [
+        f"matchAttribute {DRIVER}/numa: at most 1 suitable device(s) share a value, 2 needed"
+    ]
+    assert "constraint: matchAttribute" in render(explain(a, NODE, claims))
