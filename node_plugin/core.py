@@ -153,6 +153,13 @@ class PrepareCore:
             namespace="drakit_node_plugin",
             registry=metrics.registry,
         )
+        self.claim_errors = Counter(
+            "claim_errors",
+            "Per-claim prepare/unprepare failures, by operation and reason.",
+            ["operation", "reason"],
+            namespace="drakit_node_plugin",
+            registry=metrics.registry,
+        )
         self.checkpoint = checkpoint or Checkpoint(
             config.plugin_data_dir / FILE_NAME,
             boot_id=boot_id,
@@ -289,8 +296,12 @@ class PrepareCore:
         for claim in fetched:
             entry = self.checkpoint.get(claim.ref.uid)
             if entry is not None and entry.completed:
-                out[claim.ref.uid] = PrepareResult(devices=entry.devices)
-                continue
+                if not entry.devices or self.cdi.spec_path(claim.ref.uid).exists():
+                    out[claim.ref.uid] = PrepareResult(devices=entry.devices)
+                    continue
+                # Someone removed the spec (a wiped /var/run/cdi without a reboot): the
+                # runtime could not resolve the CDI IDs, so prepare again.
+                log.warning("CDI spec of a prepared claim is missing", claim_uid=claim.ref.uid)
             others = [e for e in self.checkpoint.entries() if e.uid != claim.ref.uid]
             as_claim = claim_from_results(
                 claim.ref.uid,
@@ -439,6 +450,7 @@ class PrepareCore:
             reason=error.reason,
             error=str(error),
         )
+        self.claim_errors.labels(action.lower(), error.reason).inc()
         if self.events is not None:
             regarding = (
                 dict(obj)

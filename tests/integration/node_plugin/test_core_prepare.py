@@ -203,6 +203,11 @@ def test_prepare_refuses_device_already_in_use_by_another_claim(
     assert "gpu-0" in error and "allocated exclusively" in error
     assert f"{namespace}/{first.name}" in error
     assert events.events[-1][1] == "DeviceAlreadyInUse"
+    errors = core.metrics.registry.get_sample_value(
+        "drakit_node_plugin_claim_errors_total",
+        {"operation": "prepare", "reason": "DeviceAlreadyInUse"},
+    )
+    assert errors == 1
     assert not core.cdi.spec_path(second.uid).exists()
 
 

@@ -130,3 +130,14 @@ def test_checkpoint_keeps_fields_it_does_not_know(
     written = json.loads(path.read_text())
     assert written["futureField"] == {"x": 1}
     assert written["claims"][ref.uid]["futureClaimField"] == "kept"
+
+
+def test_prepared_claim_whose_cdi_spec_vanished_is_prepared_again(
+    make_core: CoreFactory, claims: Resource, namespace: str
+) -> None:
+    core = make_core()
+    ref = create_claim(claims, namespace, [result("gpu", "gpu-0")])
+    answer = core.prepare([ref], call(core.config))
+    core.cdi.spec_path(ref.uid).unlink()
+    assert core.prepare([ref], call(core.config)) == answer
+    assert core.cdi.spec_path(ref.uid).exists()
