@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,13 +81,28 @@ def test_dry_run_reports_an_object_the_apiserver_rejects(
     assert "maxUnavailable" in rejected.value.body
 
 
-def test_quickstart_example_is_accepted(cluster: LocalCluster, namespace: str) -> None:
+EXAMPLES = sorted((ROOT / "deploy" / "examples").glob("*.yaml"))
+
+
+def _class_names(obj: Any) -> set[str]:
+    """Every deviceClassName anywhere in ``obj``."""
+    if isinstance(obj, dict):
+        found = {obj["deviceClassName"]} if "deviceClassName" in obj else set()
+        return found.union(*(_class_names(v) for v in obj.values()))
+    if isinstance(obj, list):
+        return set().union(*(_class_names(v) for v in obj))
+    return set()
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_is_accepted_and_uses_the_charts_default_class(
+    helm: Helm, cluster: LocalCluster, namespace: str, example: Path
+) -> None:
     dyn = DynamicClient(cluster.api_client())
-    example = ROOT / "deploy" / "examples" / "gpu-pod.yaml"
     objects = load_objects(example.read_text())
-    assert [o["kind"] for o in objects] == ["ResourceClaimTemplate", "Pod"]
     for obj in objects:
         obj["metadata"]["namespace"] = namespace
         _dry_run_apply(dyn, obj)
-    claim = objects[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]
-    assert claim["deviceClassName"] == "gpu.drakit.dev"  # the chart's default class
+    classes = {o["metadata"]["name"] for o in helm.render() if o["kind"] == "DeviceClass"}
+    assert _class_names(objects)
+    assert _class_names(objects) <= classes
