@@ -47,7 +47,11 @@ def validate_settings(
     try:
         return model.model_validate(dict(context.config))
     except pydantic.ValidationError as exc:
-        where = f"--backend-config {context.config_path}" if context.config_path else "config"
+        where = (
+            f"--backend-config {context.config_path}"
+            if context.config_path
+            else "--backend-config (not given)"
+        )
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or '<top level>'}: {e['msg']}"
             for e in exc.errors()
