@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from allocator._codec import thaw
+from allocator.cel import CELCompileError, compile_selector
 from allocator.model import (
     ALLOCATION_MODE_ALL,
     ALLOCATION_MODE_EXACT_COUNT,
@@ -34,6 +35,7 @@ from allocator.model import (
     ResourceSlice,
 )
 from allocator.quantity import Quantity
+from allocator.semver import is_semver
 
 __all__ = [
     "FieldError",
@@ -81,11 +83,6 @@ _DNS_SUBDOMAIN: Final = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
 _C_IDENTIFIER: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SEMVER: Final = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
-)
 _TAINT_EFFECTS: Final = ("None", "NoSchedule", "NoExecute")
 _TOLERATION_OPERATORS: Final = ("", "Equal", "Exists")
 _NODE_SELECTOR_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
@@ -128,11 +125,6 @@ class _Collector:
     def too_many(self, field: str, items: Sized, limit: int) -> None:
         if len(items) > limit:
             self.add(field, f"must have at most {limit} items, has {len(items)}")
-
-
-def is_semver(value: str) -> bool:
-    """True for a strict semver 2.0.0 version (no leading ``v``)."""
-    return _SEMVER.match(value) is not None
 
 
 def _dns_subdomain_problem(value: str, limit: int = 253) -> str | None:
@@ -498,6 +490,12 @@ def _validate_selectors(c: _Collector, selectors: Sequence[DeviceSelector], path
             c.add(
                 f"{path}[{i}].cel.expression", f"must be no more than {MAX_CEL_LENGTH} bytes long"
             )
+        else:
+            try:
+                compile_selector(expr)
+            except CELCompileError as exc:
+                # first line only: it carries the reason and the position
+                c.add(f"{path}[{i}].cel.expression", str(exc).splitlines()[0].rstrip(":"))
 
 
 def validate_device_class(dc: DeviceClass) -> list[FieldError]:

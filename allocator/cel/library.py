@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 import cel as _cel
 
 from allocator.quantity import Quantity, QuantityError
-from allocator.validation import is_semver
+from allocator.semver import is_semver
 
 __all__ = ["FUNCTIONS", "quantity_value", "semver_value"]
 

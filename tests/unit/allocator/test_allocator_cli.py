@@ -203,21 +203,13 @@ def test_malformed_cel_is_an_error_naming_the_field(
     tmp_path: Path, files: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     claims = write(tmp_path / "bad-claim.yaml", claim("c", req("r", "gpu", "device.driver ==")))
-    code, out, _ = run(
-        [
-            "--slices",
-            files["slices"],
-            "--classes",
-            files["classes"],
-            "--claims",
-            claims,
-            "--node",
-            "node-1",
-        ],
-        capsys,
-    )
+    args = ["--slices", files["slices"], "--classes", files["classes"], "--claims", claims]
+    code, out, err = run(args, capsys)
     assert code == 2
-    assert "spec.devices.requests[0].exactly.selectors[0]: CEL compile error" in out
+    assert out == ""
+    assert "ResourceClaim default/c: spec.devices.requests[0].exactly.selectors[0].cel" in err
+    assert "line 1, column 17" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_unknown_class_is_an_error(

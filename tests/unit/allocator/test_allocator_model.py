@@ -372,6 +372,18 @@ def test_claim_request_needs_exactly_or_first_available() -> None:
     assert "spec.devices.requests[0]" in [e.field for e in errors]
 
 
+def test_class_validation_compiles_cel() -> None:
+    dc = DeviceClass.from_dict(
+        {
+            "metadata": {"name": "c"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver =="}}]},
+        }
+    )
+    errors = validate_device_class(dc)
+    assert [e.field for e in errors] == ["spec.selectors[0].cel.expression"]
+    assert "compilation failed" in errors[0].reason
+
+
 def test_class_validation_requires_cel() -> None:
     dc = DeviceClass.from_dict({"metadata": {"name": "c"}, "spec": {"selectors": [{}]}})
     assert [e.field for e in validate_device_class(dc)] == ["spec.selectors[0].cel"]
