@@ -11,7 +11,9 @@ import pytest
 from claims import DRIVER, call, create_claim, opaque, result
 from conftest import EXAMPLE_CONFIG, CoreFactory, RecordingEvents
 
-from kubeapi.resources import Resource
+from kubeapi.client import RateLimitedApiClient
+from kubeapi.events import EventRecorder
+from kubeapi.resources import EVENTS, Resource
 from node_plugin.backends.base import BackendContext, BackendPrepared, ClaimToPrepare
 from node_plugin.backends.example import ExampleBackend
 from node_plugin.backends.registry import load_backend
@@ -292,3 +294,23 @@ def test_unprepare_removes_cdi_spec_checkpoint_entry_and_calls_backend(
     # the device is free again for another claim
     other = create_claim(claims, namespace, [result("gpu", "gpu-0")])
     assert core.prepare([other], call(core.config))[other.uid].error == ""
+
+
+def test_per_claim_failure_is_recorded_as_a_warning_event_on_the_claim(
+    make_core: CoreFactory, api: RateLimitedApiClient, claims: Resource, namespace: str
+) -> None:
+    recorder = EventRecorder(api, reporting_controller=DRIVER, reporting_instance=f"{DRIVER}-n")
+    core = make_core(events=recorder)
+    bad = opaque({"sharing": {"strategy": "Sometimes"}})
+    ref = create_claim(claims, namespace, [result("gpu", "gpu-0")], config=[bad])
+    assert core.prepare([ref], call(core.config))[ref.uid].error
+    assert recorder.flush(timeout=30)
+    events = Resource(api, EVENTS).list(namespace).items
+    (event,) = [e for e in events if e["regarding"].get("uid") == ref.uid]
+    assert (event["type"], event["reason"], event["action"]) == (
+        "Warning",
+        "InvalidDeviceConfig",
+        "Prepare",
+    )
+    assert event["regarding"]["kind"] == "ResourceClaim"
+    assert "sharing.strategy" in event["note"]
