@@ -58,6 +58,7 @@ NODE_PLUGIN_MAY = [
     Access("patch", "events", "events.k8s.io"),
 ]
 NODE_PLUGIN_MAY_NOT = [
+    Access("patch", "resourceslices", RES, namespace=""),  # the publisher creates and updates
     Access("create", "pods"),
     Access("update", "pods", subresource="status"),
     Access("get", "secrets"),
