@@ -37,8 +37,8 @@ NODE = "demo-node"
 NAMESPACE = "demo"
 POD = "gpu-demo"
 TEMPLATE = "one-gpu"
+EXAMPLE = "gpu-pod.yaml"  # the ResourceClaimTemplate TEMPLATE and the Pod POD
 STEP_TIMEOUT = 60.0
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class StepError(Exception):
@@ -169,7 +169,7 @@ def start_node(demo: Demo) -> None:
     stack.create_ready_node(demo.client, NODE)
     stack.ensure_device_class(demo.client)
     demo.folders = NodeFolders(demo.root / NODE).create()
-    binary = stack.build_harness(REPO_ROOT)
+    binary = stack.build_harness(stack.REPO_ROOT)
     events = demo.logs / "kubelet-harness-events.jsonl"
     demo.events = HarnessEvents(events)
     demo.harness = Component(
@@ -263,32 +263,23 @@ def start_controller(demo: Demo) -> None:
 # -- the workload -------------------------------------------------------------------------------
 
 
-def _resources(demo: Demo) -> tuple[Any, Any, Any]:
-    from kubeapi.resources import (  # noqa: PLC0415
-        PODS,
-        RESOURCE_CLAIM_TEMPLATES,
-        RESOURCE_CLAIMS,
-        Resource,
-    )
+def _resources(demo: Demo) -> tuple[Any, Any]:
+    from kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource  # noqa: PLC0415
 
-    return (
-        Resource(demo.client, PODS),
-        Resource(demo.client, RESOURCE_CLAIMS),
-        Resource(demo.client, RESOURCE_CLAIM_TEMPLATES),
-    )
+    return Resource(demo.client, PODS), Resource(demo.client, RESOURCE_CLAIMS)
 
 
 def run_workload(demo: Demo) -> None:
     from kubeapi.resources import NAMESPACES, Resource  # noqa: PLC0415
 
     assert demo.events is not None and demo.folders is not None
-    pods, claims, templates = _resources(demo)
-    demo.out.step(f"Workload: pod {NAMESPACE}/{POD} with a claim from template {TEMPLATE!r}")
+    pods, claims = _resources(demo)
+    objects = stack.load_example(EXAMPLE)
+    demo.out.step(f"Workload: kubectl apply -f deploy/examples/{EXAMPLE} (namespace {NAMESPACE})")
     Resource(demo.client, NAMESPACES).create({"metadata": {"name": NAMESPACE}})
-    templates.create(_template(), NAMESPACE)
-    pods.create(_pod(), NAMESPACE)
+    stack.create_objects(demo.client, objects, NAMESPACE)
     demo.out.line(f"ResourceClaimTemplate {TEMPLATE}: 1 device of class {DEVICE_CLASS}")
-    demo.out.line("Pod containers: main (uses the claim), sidecar (no claim)")
+    demo.out.line(f"Pod {POD}: container main uses the claim, container sidecar does not")
 
     demo.claim_name = _wait(demo, lambda: _generated_claim(pods), "a generated claim")
     claim = _wait(
@@ -421,7 +412,7 @@ def hold(demo: Demo) -> None:
 
 def clean_up(demo: Demo) -> None:
     assert demo.events is not None and demo.folders is not None
-    pods, claims, _ = _resources(demo)
+    pods, claims = _resources(demo)
     demo.out.step(f"Clean-up: delete pod {NAMESPACE}/{POD}")
     mark = demo.events.mark()
     current = claims.get(demo.claim_name, NAMESPACE)
@@ -480,34 +471,6 @@ def stop_everything(demo: Demo) -> None:
 
 def _attr(value: dict[str, Any]) -> str:
     return str(next(iter(value.values()), "")) if isinstance(value, dict) else str(value)
-
-
-def _template() -> dict[str, Any]:
-    return {
-        "metadata": {"name": TEMPLATE},
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": DEVICE_CLASS}}]
-                }
-            }
-        },
-    }
-
-
-def _pod() -> dict[str, Any]:
-    image = "registry.k8s.io/pause:3.10"
-    return {
-        "metadata": {"name": POD},
-        "spec": {
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": TEMPLATE}],
-            "terminationGracePeriodSeconds": 1,
-            "containers": [
-                {"name": "main", "image": image, "resources": {"claims": [{"name": "gpu"}]}},
-                {"name": "sidecar", "image": image},
-            ],
-        },
-    }
 
 
 if __name__ == "__main__":

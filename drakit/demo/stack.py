@@ -29,16 +29,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from drakit.localcluster.process import ManagedProcess, StartError, free_port
 from kubeapi.errors import AlreadyExists
 from kubeapi.objects import KubeObject
-from kubeapi.resources import DEVICE_CLASSES, NODES, Resource
+from kubeapi.resources import (
+    DEVICE_CLASSES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    Resource,
+    ResourceType,
+)
 
 #: The driver name the demo and the e2e tests use, and its DeviceClass.
 DRIVER = "gpu.drakit.dev"
 DEVICE_CLASS = "gpu.drakit.dev"
 #: The ``spec.schedulerName`` that makes drakit's controller schedule a pod.
 DRAKIT_SCHEDULER = "drakit"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: Example workloads (``deploy/examples/*.yaml``) shown in the README; the demo and the
+#: e2e tests create exactly these.
+EXAMPLES_DIR = REPO_ROOT / "deploy" / "examples"
+_EXAMPLE_KINDS: dict[str, ResourceType] = {
+    t.kind: t for t in (PODS, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES)
+}
 
 
 class Component(ManagedProcess):
@@ -170,6 +187,31 @@ def ensure_device_class(api: Any, name: str = DEVICE_CLASS, driver: str = DRIVER
         return classes.get(name)
 
 
+def load_example(name: str) -> list[KubeObject]:
+    """The objects of ``deploy/examples/<name>`` (multi-document YAML), in file order.
+
+    Raises StartError naming the file when it is missing, unreadable or holds
+    a kind the demo does not create.
+    """
+    path = EXAMPLES_DIR / name
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    except (OSError, yaml.YAMLError) as err:
+        raise StartError(f"example {path}: {err}") from err
+    for doc in docs:
+        if not isinstance(doc, dict) or doc.get("kind") not in _EXAMPLE_KINDS:
+            kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
+            raise StartError(
+                f"example {path}: field kind: {kind!r} is not one of {', '.join(_EXAMPLE_KINDS)}"
+            )
+    return docs
+
+
+def create_objects(api: Any, objects: Sequence[KubeObject], namespace: str) -> list[KubeObject]:
+    """Create ``objects`` (from :func:`load_example`) in ``namespace``; returns what was stored."""
+    return [Resource(api, _EXAMPLE_KINDS[obj["kind"]]).create(obj, namespace) for obj in objects]
+
+
 # -- command lines ----------------------------------------------------------------------------
 
 
@@ -222,6 +264,7 @@ def controller_command(
         f"--claim-generation={claim_generation}",
         f"--scheduler-name={scheduler_name}",
         f"--metrics-address=127.0.0.1:{metrics_port}",
+        "--log-format=text",
     )
 
 

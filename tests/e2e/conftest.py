@@ -13,6 +13,7 @@ generates claims for every pod would change what other tests observe.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def _start_node(
 
 
 @pytest.fixture(scope="session")
-def e2e(kubelet_harness_binary: Path) -> Iterator[E2EStack]:
+def e2e(kubelet_harness_binary: Path, request: pytest.FixtureRequest) -> Iterator[E2EStack]:
     root = stack.short_temp_root("dk-")
     log_dir = root / "logs"
     nodes: dict[str, NodeRig] = {}
@@ -92,7 +93,18 @@ def e2e(kubelet_harness_binary: Path) -> Iterator[E2EStack]:
                 rig.harness.stop()
             if controller is not None:
                 controller.terminate()
-            stack.remove_tree(root)
+            _clean_up(root, keep_logs=request.session.testsfailed > 0)
+
+
+def _clean_up(root: Path, *, keep_logs: bool) -> None:
+    """Remove the stack's folders; after a failure keep the component logs and say where."""
+    if not keep_logs:
+        stack.remove_tree(root)
+        return
+    for child in root.iterdir():
+        if child.name != "logs":
+            stack.remove_tree(child)
+    warnings.warn(f"e2e: node plugin and controller logs kept in {root / 'logs'}", stacklevel=1)
 
 
 @pytest.fixture

@@ -150,6 +150,8 @@ class NodeRig:
 
 @dataclass
 class E2EStack:
+    """The running stack: control plane, controller and the simulated nodes by name."""
+
     cluster: LocalCluster
     client: Any
     controller: Component
@@ -175,11 +177,6 @@ def claim_template(name: str, count: int = 1) -> KubeObject:
         "metadata": {"name": name},
         "spec": {"spec": {"devices": {"requests": [gpu_request(count)]}}},
     }
-
-
-def claim(name: str, count: int = 1) -> KubeObject:
-    """A ResourceClaim (created by the user, shared by whoever names it)."""
-    return {"metadata": {"name": name}, "spec": {"devices": {"requests": [gpu_request(count)]}}}
 
 
 def gpu_request(count: int) -> dict[str, Any]:

@@ -9,8 +9,11 @@ the same pod.
 
 from __future__ import annotations
 
+import fcntl
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import grpc
 import pytest
@@ -24,12 +27,15 @@ from e2e_rig import (
 )
 from harness.cdi import assert_cdi_ids_resolve
 
-from drakit.demo.stack import metric_value
+from drakit.demo.stack import DRIVER, metric_value
 from kubeletapi.gen.dra.v1 import api_pb2 as dra
 from kubeletapi.gen.dra.v1 import api_pb2_grpc as dra_grpc
+from node_plugin.serialize import LOCK_FILE_NAME
 
 pytestmark = pytest.mark.e2e
 
+PREPARES_IN_FLIGHT = ("drakit_node_plugin_requests_in_flight", {"operation": "prepare"})
+PREPARED_CLAIMS = "drakit_node_plugin_prepared_claims"
 PREPARED_OK = ("drakit_node_plugin_claims_total", {"operation": "prepare", "result": "success"})
 #: Pods alive at once in the traffic loop (the example backend has 8 GPUs per node).
 TRAFFIC_WINDOW = 4
@@ -82,6 +88,10 @@ def prepared_ids(node: NodeRig, api: Api, name: str, since: int) -> list[str]:
     event = node.harness.wait_for("prepared", pod=f"{api.namespace}/{name}", since=since)
     ids: list[str] = event["containers"]["main"]
     return ids
+
+
+def prepared_pods(node: NodeRig, since: int) -> set[str]:
+    return {str(ev["pod"]) for ev in node.harness.events[since:] if ev.get("event") == "prepared"}
 
 
 def failures(node: NodeRig, since: int) -> list[dict[str, object]]:
@@ -141,18 +151,27 @@ def test_plugin_killed_mid_flight_prepares_pending_pods_after_restart_and_keeps_
     ids_before = prepared_ids(node, api, "before", mark)
     claim_before = api.allocated_claim(api.generated_claim_name("before"))
 
-    # New pods arrive; the plugin dies (SIGKILL: no clean-up) as their prepares start.
+    # New pods arrive and the plugin dies (SIGKILL: no clean-up) while the kubelet's
+    # prepare calls for them are in flight: the test holds the plugin's cross-process
+    # serialize lock, so the calls are inside the plugin, waiting, when it is killed.
     pending = ["during-0", "during-1", "during-2"]
-    for name in pending:
-        api.create_pod(pod(name, node.name, template="one-gpu"))
-    for name in pending:
-        api.bound_pod(name)
     victim = node.plugin
-    victim.process.kill()
-    node.plugins.remove(victim)
-    assert victim.dra_socket.exists(), "a killed plugin leaves its socket behind"
+    with holding_serialize_lock(node):
+        for name in pending:
+            api.create_pod(pod(name, node.name, template="one-gpu"))
+        eventually(
+            lambda: (metric_value(victim.metrics(), *PREPARES_IN_FLIGHT) or 0) >= 1,
+            "a NodePrepareResources call in flight in the plugin",
+        )
+        victim.process.kill()
+        node.plugins.remove(victim)
+        assert victim.dra_socket.exists(), "a killed plugin leaves its socket behind"
+        assert prepared_pods(node, mark) == {f"{api.namespace}/before"}, "the others wait"
 
-    restarted = node.start_plugin(pod_uid=victim.pod_uid)  # the same pod, restarted
+        # Restarted as the same pod, with the lock still held so it can do no new work:
+        # it already knows the claim it prepared before the crash (from its checkpoint).
+        restarted = node.start_plugin(pod_uid=victim.pod_uid)
+        assert metric_value(restarted.metrics(), PREPARED_CLAIMS) == 1
 
     # Pending pods are prepared once the plugin is back.
     for name in pending:
@@ -164,14 +183,25 @@ def test_plugin_killed_mid_flight_prepares_pending_pods_after_restart_and_keeps_
     assert reply.claims[uid].error == ""
     assert [list(d.cdi_device_ids) for d in reply.claims[uid].devices] == [ids_before]
     assert_cdi_ids_resolve(ids_before, node.folders.cdi)
-    known = metric_value(restarted.metrics(), "drakit_node_plugin_prepared_claims")
-    assert known is not None and known >= 1 + len(pending)
+    assert metric_value(restarted.metrics(), PREPARED_CLAIMS) == 1 + len(pending)
 
     names = ["before", *pending]
     delete_all_and_wait_unprepared(node, api, names, mark)
     eventually(lambda: node.cdi_spec_for(uid) is None, "the pre-crash claim's CDI spec removed")
     unexpected = [ev for ev in failures(node, mark) if ev.get("event") != "prepare-failed"]
     assert unexpected == []
+
+
+@contextmanager
+def holding_serialize_lock(node: NodeRig) -> Iterator[None]:
+    """Hold the flock that serializes the node's plugin instances (``serialize.lock``)."""
+    path = node.folders.plugins / DRIVER / LOCK_FILE_NAME
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def prepare_directly(
