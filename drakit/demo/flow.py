@@ -374,12 +374,17 @@ def _spec_env(path: Path) -> list[str]:
 def show_metrics(demo: Demo) -> None:
     demo.out.step("Metrics (Prometheus)")
     shown = False
-    for who, url, prefix in (
-        ("node plugin", demo.plugin_metrics, "drakit_node_plugin_claims_total{"),
-        ("controller", demo.controller_metrics, "dynamic_resource_allocation_resourceclaim_"),
+    for who, proc, url, prefix in (
+        ("node plugin", demo.plugin, demo.plugin_metrics, "drakit_node_plugin_claims_total{"),
+        (
+            "controller",
+            demo.controller,
+            demo.controller_metrics,
+            "dynamic_resource_allocation_resourceclaim_",
+        ),
     ):
-        if not url:
-            continue
+        if proc is None or not proc.running():
+            continue  # its own step already said why
         text = stack.scrape(url)
         if text is None:
             demo.out.fail(f"{who}: {url} does not answer")
@@ -393,7 +398,11 @@ def show_metrics(demo: Demo) -> None:
 
 def _sample(text: str, prefix: str) -> str:
     """A sample line starting with ``prefix`` and a non-zero value, else the first sample."""
-    samples = [line for line in text.splitlines() if line and not line.startswith("#")]
+    samples = [
+        line
+        for line in text.splitlines()
+        if line and not line.startswith("#") and "_bucket{" not in line
+    ]
     wanted = [line for line in samples if line.startswith(prefix)]
     nonzero = [line for line in wanted if not line.endswith(" 0.0")]
     return (nonzero or wanted or samples or ["(no samples)"])[0]
