@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv binaries tools codegen verify lint format typecheck imports test unit integration e2e bench demo clean
+.PHONY: all venv binaries tools manifests codegen verify lint format typecheck imports test unit integration e2e bench demo clean
 
 all: test
 
@@ -24,8 +24,13 @@ $(STAMP): pyproject.toml
 binaries:
 	@hack/build-binaries.sh kube etcd >/dev/null
 
+# grpcurl and helm for manual testing and the deploy checks.
 tools: binaries
-	@hack/build-binaries.sh grpcurl >/dev/null
+	@hack/build-binaries.sh grpcurl helm >/dev/null
+
+# Re-render deploy/manifests/ from the Helm chart (make verify checks they match).
+manifests: venv
+	hack/update-manifests.sh
 
 codegen: venv
 	hack/update-codegen.sh
