@@ -226,7 +226,8 @@ class Publisher:
         self._queue.add(_RESCAN)
 
     def _on_slice_event(self, obj: KubeObject, deleted: bool = False) -> None:
-        self.view.observe(obj, deleted=deleted)
+        if self.view.observe(obj, deleted=deleted):
+            return  # the echo of our own write
         for pool in pool_index(obj):
             self._queue.add_after(pool, self._repair_delay)
 

@@ -60,15 +60,21 @@ class SliceView:
         """Remember that ``obj`` (as last seen) was deleted."""
         self._put(obj, keep=False)
 
-    def observe(self, obj: KubeObject, deleted: bool = False) -> None:
-        """Informer event: drop overlay entries the informer has caught up with."""
+    def observe(self, obj: KubeObject, deleted: bool = False) -> bool:
+        """Informer event: drop overlay entries the informer has caught up with.
+
+        Returns True when the event is the echo of the publisher's own write (the object it
+        wrote, or the deletion it made), which needs no sync.
+        """
         name = _name(obj)
         with self._lock:
             entry = self._overlay.get(name)
             if entry is None:
-                return
+                return False
+            own = entry.obj is None if deleted else entry.obj is not None and _rv(obj) == entry.rv
             if deleted or _rv(obj) >= entry.rv:
                 del self._overlay[name]
+            return own
 
     def pool_slices(self, pool: str) -> list[KubeObject]:
         """The slices of ``pool`` as they are after the publisher's own writes, by name."""
