@@ -228,3 +228,22 @@ def event_body(namespace: str, name: str) -> KubeObject:
         "type": "Normal",
         "regarding": {"kind": "Pod", "namespace": namespace, "name": "p", "apiVersion": "v1"},
     }
+
+
+def test_bookmarks_advance_the_resource_version_without_events(
+    api: Any,
+    claims: Resource,
+    namespace: str,
+    start_informer: Callable[..., Informer],
+    eventually: Any,
+) -> None:
+    # The apiserver sends a bookmark about once a minute; this test waits for one.
+    informer = start_informer(claims, namespace=namespace)
+    claims.create(claim_body(namespace, "a"))
+    eventually(lambda: len(informer.store) == 1)
+    seen = int(informer.last_resource_version)
+    elsewhere = Resource(api, EVENTS).create(event_body(namespace, "elsewhere"))  # not a claim
+    target = int(elsewhere["metadata"]["resourceVersion"])
+    assert target > seen
+    eventually(lambda: int(informer.last_resource_version) >= target, timeout=150)
+    assert len(informer.store) == 1
