@@ -11,12 +11,16 @@ Libraries (Kubernetes 1.37 base environment plus DRA's own ``includes``):
 quantity, semver, lists (``isSorted sum min max indexOf lastIndexOf includes``), regex
 (``find findAll``), ext strings (``charAt indexOf lastIndexOf lowerAscii upperAscii replace
 split substring trim join format strings.quote reverse``), ext sets, ext lists (``slice
-flatten lists.range distinct reverse sort``), URLs, IP and CIDR. Errors raised here
+flatten lists.range distinct reverse sort``), URLs, IP and CIDR, and named formats
+(``format.dns1123Label()``... ``.validate(s)``, ``format.named(n)``). Errors raised here
 surface as CEL runtime errors.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import datetime
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
@@ -694,6 +698,109 @@ def _get_query(v: Any) -> dict[str, list[str]]:
     return parse_qs(urlsplit(v[URL_KEY]).query, keep_blank_values=True)
 
 
+# --------------------------------------------------------------------------- format
+
+FORMAT_KEY: Final = "__k8s_format__"
+_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SUBDOMAIN_RE: Final = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_DNS1035_RE: Final = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_QUALIFIED_NAME_RE: Final = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE_RE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_UUID_RE: Final = re.compile(
+    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+)
+_DATETIME_RE: Final = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def _regex_check(pattern: re.Pattern[str], limit: int, what: str) -> Callable[[str], list[str]]:
+    def check(v: str) -> list[str]:
+        errors = []
+        if len(v) > limit:
+            errors.append(f"must be no more than {limit} characters")
+        if not pattern.match(v):
+            errors.append(f"a {what} must consist of valid characters")
+        return errors
+
+    return check
+
+
+def _prefix(check: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
+    """Prefix formats (generateName) allow a trailing dash."""
+    return lambda v: check(v[:-1] + "a" if v.endswith("-") else v)
+
+
+def _qualified_name(v: str) -> list[str]:
+    prefix, sep, name = v.rpartition("/")
+    errors = []
+    if sep and (not prefix or len(prefix) > 253 or not _SUBDOMAIN_RE.match(prefix)):
+        errors.append("prefix part must be a DNS-1123 subdomain")
+    if not name or len(name) > 63 or not _QUALIFIED_NAME_RE.match(name):
+        errors.append("name part must consist of alphanumeric characters, '-', '_' or '.'")
+    return errors
+
+
+def _uri(v: str) -> list[str]:
+    return [] if _is_url(v) else ["must be a valid URI"]
+
+
+def _base64(v: str) -> list[str]:
+    try:
+        base64.b64decode(v, validate=True)
+    except (binascii.Error, ValueError):
+        return ["must be base64 encoded"]
+    return []
+
+
+def _date(v: str) -> list[str]:
+    try:
+        datetime.date.fromisoformat(v)
+    except ValueError:
+        return ["must be a date in the form YYYY-MM-DD"]
+    return [] if len(v) == 10 else ["must be a date in the form YYYY-MM-DD"]
+
+
+def _datetime(v: str) -> list[str]:
+    return [] if _DATETIME_RE.match(v) else ["must be an RFC 3339 date-time"]
+
+
+_FORMATS: Final[dict[str, Callable[[str], list[str]]]] = {
+    "dns1123Label": _regex_check(_LABEL_RE, 63, "DNS-1123 label"),
+    "dns1123Subdomain": _regex_check(_SUBDOMAIN_RE, 253, "DNS-1123 subdomain"),
+    "dns1035Label": _regex_check(_DNS1035_RE, 63, "DNS-1035 label"),
+    "qualifiedName": _qualified_name,
+    "dns1123LabelPrefix": _prefix(_regex_check(_LABEL_RE, 63, "DNS-1123 label")),
+    "dns1123SubdomainPrefix": _prefix(_regex_check(_SUBDOMAIN_RE, 253, "DNS-1123 subdomain")),
+    "dns1035LabelPrefix": _prefix(_regex_check(_DNS1035_RE, 63, "DNS-1035 label")),
+    "labelValue": _regex_check(_LABEL_VALUE_RE, 63, "label value"),
+    "uri": _uri,
+    "uuid": lambda v: [] if _UUID_RE.match(v) else ["does not match the UUID format"],
+    "byte": _base64,
+    "date": _date,
+    "datetime": _datetime,
+}
+
+
+def _format_named(name: Any) -> Any:
+    if isinstance(name, str) and name in _FORMATS:
+        return _cel.OptionalValue.of({FORMAT_KEY: name})
+    return _cel.OptionalValue.none()
+
+
+def _format_validate(fmt: Any, value: Any) -> Any:
+    if not (isinstance(fmt, dict) and FORMAT_KEY in fmt):
+        raise CELFunctionError("no such overload: validate needs a format")
+    errors = _FORMATS[fmt[FORMAT_KEY]](_need_str(value, "validate"))
+    return _cel.OptionalValue.of(errors) if errors else _cel.OptionalValue.none()
+
+
+def _format_constructor(name: str) -> Callable[[], dict[str, str]]:
+    return lambda: {FORMAT_KEY: name}
+
+
 # --------------------------------------------------------------------------- DRA helpers
 
 
@@ -798,6 +905,10 @@ FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
     "getPort": _url_part("getPort"),
     "getEscapedPath": _url_part("getEscapedPath"),
     "getQuery": _get_query,
+    # format
+    **{f"format.{name}": _format_constructor(name) for name in _FORMATS},
+    "format.named": _format_named,
+    "validate": _format_validate,
     # DRA rewrite helpers (see allocator.cel.rewrite)
     "_dra_domain": _dra_domain,
     "_dra_opt": _dra_opt,

@@ -2157,6 +2157,9 @@ CEL_TRUE = [
     ("device.allowMultipleAllocations == false", "allowMultipleAllocations"),
     ("1 < 1.5 && 2u > 1", "cross-type numeric comparison"),
     ("optional.of(1).orValue(2) == 1 && optional.none().orValue(3) == 3", "optional library"),
+    ('!format.dns1123Label().validate("abc").hasValue()', "format dns1123Label"),
+    ('format.named("uuid").value().validate("x").hasValue()', "format named"),
+    ('!format.labelValue().validate("a.b_c").hasValue()', "format labelValue"),
 ]
 for expr, what in CEL_TRUE:
     add(
