@@ -12,6 +12,10 @@ The rules are client-go's:
 
 Delayed adds (``add_after``) are kept in a heap and moved into the queue by whichever worker is
 waiting when they fall due, so no extra thread is needed.
+
+Optional Prometheus metrics carry client-go's names (``workqueue_depth``,
+``workqueue_adds_total``, ``workqueue_retries_total``, ``workqueue_queue_duration_seconds``,
+``workqueue_work_duration_seconds``) with the queue's name as label ``name``.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
 from kubeapi.errors import ApiError
 from kubeapi.ratelimit import TokenBucket
 
-__all__ = ["RateLimiter", "WorkQueue"]
+__all__ = ["RateLimiter", "WorkQueue", "WorkQueueMetrics"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +82,37 @@ class RateLimiter(Generic[K]):
             return self._failures.get(key, 0)
 
 
+class WorkQueueMetrics:
+    """The work queue metrics in one registry; share one instance between the queues of a
+    process (each queue reports under its own ``name`` label)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        buckets = tuple(1e-8 * 10**i for i in range(10))  # client-go's: 10 ns to 10 s
+        self.depth = Gauge(
+            "workqueue_depth", "Current depth of the work queue.", ["name"], registry=registry
+        )
+        self.adds = Counter(
+            "workqueue_adds_total", "Keys added to the work queue.", ["name"], registry=registry
+        )
+        self.retries = Counter(
+            "workqueue_retries_total", "Retries after failed syncs.", ["name"], registry=registry
+        )
+        self.queue_duration = Histogram(
+            "workqueue_queue_duration_seconds",
+            "How long a key waits in the queue before it is processed.",
+            ["name"],
+            buckets=buckets,
+            registry=registry,
+        )
+        self.work_duration = Histogram(
+            "workqueue_work_duration_seconds",
+            "How long processing a key takes.",
+            ["name"],
+            buckets=buckets,
+            registry=registry,
+        )
+
+
 class WorkQueue(Generic[K]):
     """A work queue of keys with at-most-one-worker-per-key semantics. Thread-safe."""
 
@@ -85,8 +122,12 @@ class WorkQueue(Generic[K]):
         *,
         rate_limiter: RateLimiter[K] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        metrics: WorkQueueMetrics | None = None,
     ) -> None:
         self.name = name
+        self._metrics = metrics
+        self._queued_at: dict[K, float] = {}
+        self._started_at: dict[K, float] = {}
         self.rate_limiter: RateLimiter[K] = rate_limiter or RateLimiter()
         self._clock = clock
         self._queue: deque[K] = deque()
@@ -124,6 +165,8 @@ class WorkQueue(Generic[K]):
     def add_rate_limited(self, key: K) -> float:
         """Queue ``key`` after its backoff delay (counts a failure); returns the delay."""
         delay = self.rate_limiter.when(key)
+        if self._metrics is not None:
+            self._metrics.retries.labels(self.name).inc()
         self.add_after(key, delay)
         return delay
 
@@ -148,6 +191,7 @@ class WorkQueue(Generic[K]):
                     key = self._queue.popleft()
                     self._dirty.discard(key)
                     self._processing.add(key)
+                    self._record_start_locked(key)
                     return key
                 wait = self._wait_time_locked(deadline)
                 if wait is not None and wait <= 0:
@@ -158,9 +202,9 @@ class WorkQueue(Generic[K]):
         """Mark ``key`` finished; if it was added meanwhile, it is queued again now."""
         with self._cond:
             self._processing.discard(key)
+            self._record_done_locked(key)
             if key in self._dirty and not self._shutting_down:
-                self._queue.append(key)
-                self._cond.notify()
+                self._enqueue_locked(key)
 
     # -- workers and shutdown ------------------------------------------------------------------
 
@@ -208,9 +252,30 @@ class WorkQueue(Generic[K]):
         if self._shutting_down or key in self._dirty:
             return
         self._dirty.add(key)
+        if self._metrics is not None:
+            self._metrics.adds.labels(self.name).inc()
         if key not in self._processing:
-            self._queue.append(key)
-            self._cond.notify()
+            self._enqueue_locked(key)
+
+    def _enqueue_locked(self, key: K) -> None:
+        self._queue.append(key)
+        self._queued_at.setdefault(key, self._clock())
+        if self._metrics is not None:
+            self._metrics.depth.labels(self.name).set(len(self._queue))
+        self._cond.notify()
+
+    def _record_start_locked(self, key: K) -> None:
+        now = self._clock()
+        queued_at = self._queued_at.pop(key, now)
+        self._started_at[key] = now
+        if self._metrics is not None:
+            self._metrics.depth.labels(self.name).set(len(self._queue))
+            self._metrics.queue_duration.labels(self.name).observe(now - queued_at)
+
+    def _record_done_locked(self, key: K) -> None:
+        started_at = self._started_at.pop(key, None)
+        if self._metrics is not None and started_at is not None:
+            self._metrics.work_duration.labels(self.name).observe(self._clock() - started_at)
 
     def _move_due_locked(self) -> None:
         now = self._clock()

@@ -7,10 +7,11 @@ import threading
 from collections import defaultdict
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from kubeapi.errors import Conflict
 from kubeapi.ratelimit import TokenBucket
-from kubeapi.workqueue import RateLimiter, WorkQueue
+from kubeapi.workqueue import RateLimiter, WorkQueue, WorkQueueMetrics
 
 
 class FakeClock:
@@ -220,3 +221,30 @@ def test_shutdown_wakes_waiting_workers_and_drops_queued_keys() -> None:
     assert got == [None]
     assert len(q) == 0
     assert q.get(timeout=0) is None
+
+
+def test_metrics_report_depth_adds_retries_and_durations_per_queue() -> None:
+    registry = CollectorRegistry()
+    metrics = WorkQueueMetrics(registry)
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue("resource_claim", clock=clock, metrics=metrics)
+    other: WorkQueue[str] = WorkQueue("pods", clock=clock, metrics=metrics)
+    q.add("a")
+    q.add("b")
+    other.add("x")
+    clock.advance(2)
+    key = q.get(timeout=0)
+    clock.advance(3)
+    assert key == "a"
+    q.done(key)
+    q.add_rate_limited("a")
+
+    def sample(metric: str, name: str = "resource_claim") -> float | None:
+        return registry.get_sample_value(metric, {"name": name})
+
+    assert sample("workqueue_depth") == 1
+    assert sample("workqueue_depth", "pods") == 1
+    assert sample("workqueue_adds_total") == 2
+    assert sample("workqueue_retries_total") == 1
+    assert sample("workqueue_queue_duration_seconds_sum") == 2
+    assert sample("workqueue_work_duration_seconds_sum") == 3
