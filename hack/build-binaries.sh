@@ -2,7 +2,8 @@
 # Builds (or reuses) the Go binaries drakit's tests need, into a cache
 # outside the repository, and prints the folder that holds them.
 #
-#   hack/build-binaries.sh [TARGET...]     TARGET: kube etcd grpcurl oracle kubelet-harness helm (default: kube etcd)
+#   hack/build-binaries.sh [TARGET...]
+#     TARGET: kube etcd grpcurl oracle kubelet-harness helm dra-example-driver (default: kube etcd)
 #
 # The cache folder is $DRAKIT_CACHE_DIR/bin/$KUBE_VERSION (default
 # ~/.cache/drakit). A binary is rebuilt only when its tool module's go.sum
@@ -100,6 +101,7 @@ for t in "${targets[@]}"; do
     oracle) build_tool dra-oracle "$HACK/oracle" . ;;
     kubelet-harness) build_tool kubelet-harness "$HACK/kubelet-harness" . ;;
     helm) build_tool helm "$HACK/tools/helm" helm.sh/helm/v3/cmd/helm ;;
+    dra-example-driver) build_tool dra-example-kubeletplugin "$HACK/tools/dra-example-driver" sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin ;;
     *) log "unknown target $t"; exit 2 ;;
   esac
 done

@@ -38,8 +38,6 @@ from typing import Any
 import grpc
 
 REPO = Path(__file__).resolve().parents[2]
-BIN_DIR = Path.home() / ".cache/drakit/bin/v1.37.2"
-GO_PLUGIN = BIN_DIR / "dra-example-kubeletplugin"
 GO_MODULE_DIR = REPO / "hack/tools/dra-example-driver"
 GO_PACKAGE = "sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin"
 
@@ -48,6 +46,9 @@ NODE = "bench-node"
 BATCH = 32
 
 from drakit.localcluster import ClusterConfig, LocalCluster  # noqa: E402
+from drakit.localcluster.assets import cache_dir  # noqa: E402
+
+GO_PLUGIN = cache_dir() / "dra-example-kubeletplugin"
 from kubeapi.client import load_client  # noqa: E402
 from kubeapi.errors import AlreadyExists  # noqa: E402
 from kubeapi.resources import NAMESPACES, NODES, RESOURCE_CLAIMS, Resource  # noqa: E402
@@ -173,20 +174,16 @@ def measure(
 
 def build_go_plugin() -> str | None:
     """Build the Go reference if missing; returns why it is unavailable, or None."""
-    if GO_PLUGIN.exists():
-        return None
-    if shutil.which("go") is None:
+    if shutil.which("go") is None and not GO_PLUGIN.exists():
         return "the go command is not installed"
-    BIN_DIR.mkdir(parents=True, exist_ok=True)
     build = subprocess.run(
-        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(GO_PLUGIN), GO_PACKAGE],
-        cwd=GO_MODULE_DIR,
+        [str(REPO / "hack" / "build-binaries.sh"), "dra-example-driver"],
         capture_output=True,
         text=True,
         check=False,
     )
     if build.returncode != 0:
-        return f"go build {GO_PACKAGE} failed:\n{build.stderr[-2000:]}"
+        return f"building {GO_PACKAGE} failed:\n{build.stderr[-2000:]}"
     return None
 
 
