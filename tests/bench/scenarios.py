@@ -293,6 +293,10 @@ class _Gen:
         self.slices: list[Obj] = []
         # (driver, pool, device dict) of every device a claim might get on node-a.
         self.devices: list[tuple[str, str, Obj]] = []
+        # Big pools only with a single small claim: a search without a solution is
+        # exponential in both allocators (kubernetes#131730), which would test time-outs.
+        self.big = self.chance(0.15)
+        self.device_counts = (0, 1, 2, 3, 3, 4, 5) + ((8, 12) if self.big else ())
 
     def chance(self, p: float) -> bool:
         return self.rng.random() < p
@@ -362,28 +366,54 @@ class _Gen:
     def node_selection(self) -> tuple[Obj, bool]:
         """One of the four node fields, and whether the pool is visible from node-a."""
         kind = self.rng.choices(
-            ("local", "other", "selector", "all", "per-device"), weights=(6, 1, 2, 2, 1)
+            ("local", "other", "selector", "all", "per-device"), weights=(6, 1, 3, 2, 1)
         )[0]
         if kind == "local":
             return {"nodeName": NODE_NAME}, True
         if kind == "other":
             return {"nodeName": OTHER_NODE}, False
         if kind == "selector":
-            zone = self.rng.choice(("z1", "z2"))
-            term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": [zone]}]}
-            return {"nodeSelector": {"nodeSelectorTerms": [term]}}, zone == "z1"
+            selector, visible = self.node_selector()
+            return {"nodeSelector": selector}, visible
         if kind == "all":
             return {"allNodes": True}, True
         return {"perDeviceNodeSelection": True}, True
 
+    def node_selector(self) -> tuple[Obj, bool]:
+        """A node selector and whether it selects node-a (labels zone=z1 and hostname)."""
+        zone = self.rng.choice(("z1", "z2"))
+        terms: list[Obj] = [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": [zone]}]}
+        ]
+        visible = zone == "z1"
+        variant = self.rng.choice(("plain", "plain", "fields", "hostname", "exists"))
+        if variant == "fields":
+            operator = self.rng.choice(("In", "NotIn"))
+            terms[0]["matchFields"] = [
+                {"key": "metadata.name", "operator": operator, "values": [NODE_NAME]}
+            ]
+            visible = visible and operator == "In"
+        elif variant == "hostname":
+            # The API allows exactly one term per slice; requirements within it are ANDed.
+            terms[0]["matchExpressions"].append(
+                {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [OTHER_NODE]}
+            )
+        elif variant == "exists":
+            operator = self.rng.choice(("Exists", "DoesNotExist"))
+            terms[0]["matchExpressions"].append({"key": "gpu", "operator": operator})
+            visible = visible and operator == "DoesNotExist"
+        return {"nodeSelectorTerms": terms}, visible
+
     def per_device_node(self, device: Obj) -> None:
-        choice = self.rng.choice(("local", "other", "all"))
+        choice = self.rng.choice(("local", "other", "all", "selector"))
         if choice == "local":
             device["nodeName"] = NODE_NAME
         elif choice == "other":
             device["nodeName"] = OTHER_NODE
-        else:
+        elif choice == "all":
             device["allNodes"] = True
+        else:
+            device["nodeSelector"] = self.node_selector()[0]
 
     def add_pool(self, driver: str, pool: str) -> None:
         rng = self.rng
@@ -397,7 +427,7 @@ class _Gen:
         next_index = 0
         for s in range(slice_count):
             devices = []
-            for k in range(rng.choice((0, 1, 2, 3, 3, 4, 5))):
+            for k in range(rng.choice(self.device_counts)):
                 name = f"dev-{next_index}"
                 if s and not k and next_index and self.chance(0.05):
                     # The previous slice's last name again: the pool is invalid (the API
@@ -421,6 +451,24 @@ class _Gen:
             )
             if visible:
                 self.devices.extend((driver, pool, d) for d in devices)
+        if "nodeName" in selection and self.chance(0.1):
+            # The pool also has a slice on another node (network-attached pools are split
+            # per node like this); it may even be of a newer generation (obsolete pool).
+            newer = generation + (1 if self.chance(0.3) else 0)
+            for existing in self.slices[-slice_count:]:
+                existing["spec"]["pool"]["resourceSliceCount"] = declared + 1
+            other = [self.make_device(driver, f"far-{i}", i) for i in range(rng.randint(1, 2))]
+            self.slices.append(
+                resource_slice(
+                    f"{pool}-far",
+                    driver,
+                    pool,
+                    devices=other,
+                    generation=newer,
+                    slice_count=declared + 1,
+                    nodeName=OTHER_NODE,
+                )
+            )
         if generation == 2 and self.chance(0.5):
             # A leftover slice of the previous generation: must be ignored.
             stale = [self.make_device(driver, f"old-{i}", i) for i in range(rng.randint(1, 2))]
@@ -501,6 +549,8 @@ class _Gen:
             body["allocationMode"] = "All"
         elif self.chance(0.4):
             body["count"] = rng.choice((1, 2, 2, 3))
+        elif self.chance(0.01):
+            body["count"] = 33  # above the 32-results limit: fatal
         if selectors := self.selector():
             body["selectors"] = selectors
         if self.chance(0.15):
@@ -513,7 +563,8 @@ class _Gen:
                 toleration["effect"] = rng.choice(("NoSchedule", "NoExecute"))
             body["tolerations"] = [toleration]
         if self.chance(0.1):
-            body["capacity"] = {"requests": {"memory": rng.choice(("2Gi", "4Gi", "5Gi", "20Gi"))}}
+            name = "bandwidth" if self.chance(0.1) else "memory"  # a name no device has
+            body["capacity"] = {"requests": {name: rng.choice(("2Gi", "4Gi", "5Gi", "20Gi"))}}
         if not sub and self.chance(0.05):
             body["adminAccess"] = True
         return body
@@ -529,26 +580,30 @@ class _Gen:
 
     def claim(self, name: str) -> Obj:
         rng = self.rng
-        names = [f"r{i}" for i in range(rng.choices((1, 2, 3), weights=(5, 3, 1))[0])]
+        sizes, weights = ((1, 2), (2, 1)) if self.big else ((1, 2, 3), (5, 3, 1))
+        names = [f"r{i}" for i in range(rng.choices(sizes, weights)[0])]
+        requests = [self.request(n) for n in names]
+        # Names a constraint or config may refer to: requests and their subrequests.
+        references = names + [
+            f"{r['name']}/{sub['name']}" for r in requests for sub in r.get("firstAvailable", [])
+        ]
         devices: Obj = {}
         if self.chance(0.3):
-            subset = (
-                sorted(rng.sample(names, rng.randint(1, len(names)))) if self.chance(0.5) else []
-            )
             attribute = rng.choice(
                 (f"{GPU}/model", PCI_ROOT, f"{GPU}/numa", f"{GPU}/version", f"{GPU}/numas")
             )
             kind = "matchAttribute" if self.chance(0.7) else "distinctAttribute"
             constraint: Obj = {kind: attribute}
-            if subset:
-                constraint["requests"] = subset
+            if self.chance(0.5):
+                count = rng.randint(1, min(2, len(references)))
+                constraint["requests"] = sorted(rng.sample(references, count))
             devices["constraints"] = [constraint]
         if self.chance(0.15):
             config: Obj = opaque(rng.choice((GPU, NIC)), {"claim": name})
             if self.chance(0.5):
-                config["requests"] = [rng.choice(names)]
+                config["requests"] = [rng.choice(references)]
             devices["config"] = [config]
-        return claim(name, [self.request(n) for n in names], **devices)
+        return claim(name, requests, **devices)
 
     # ------------------------------------------------------------------ allocated
 
@@ -583,7 +638,8 @@ class _Gen:
         for driver in (GPU, NIC) if self.chance(0.6) else (GPU,):
             for p in range(self.rng.randint(1, 3)):
                 self.add_pool(driver, f"{driver.split('.')[0]}-pool-{p}")
-        claims = [self.claim(f"claim-{i}") for i in range(self.rng.choices((1, 2), (3, 1))[0])]
+        count = 1 if self.big else self.rng.choices((1, 2, 3), (6, 3, 1))[0]
+        claims = [self.claim(f"claim-{i}") for i in range(count)]
         return scenario(
             self.slices,
             self.classes(),
