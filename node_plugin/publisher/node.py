@@ -15,7 +15,7 @@ from kubeapi.resources import Resource
 from kubeapi.retry import Backoff
 from node_plugin.logging import get_logger
 
-__all__ = ["NodeIdentity", "wait_for_node"]
+__all__ = ["NodeIdentity", "read_node", "wait_for_node"]
 
 _log = get_logger(__name__)
 
@@ -36,6 +36,19 @@ class NodeIdentity:
             "uid": self.uid,
             "controller": True,
         }
+
+
+def read_node(nodes: Resource, name: str) -> NodeIdentity:
+    """The Node's current identity; raises NotFound (with a clear message) if it is gone."""
+    try:
+        node = nodes.get(name)
+    except NotFound as err:
+        raise NotFound(
+            f"Node {name!r} does not exist: not publishing ResourceSlices for it until it does",
+            code=err.code,
+            reason=err.reason,
+        ) from err
+    return NodeIdentity(name=name, uid=str((node.get("metadata") or {}).get("uid") or ""))
 
 
 def wait_for_node(

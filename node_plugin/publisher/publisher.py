@@ -39,11 +39,11 @@ from kubeapi.events import EventRecorder
 from kubeapi.informer import EventHandlers, Informer
 from kubeapi.objects import KubeObject
 from kubeapi.resources import NODES, RESOURCE_SLICES, Resource
-from kubeapi.workqueue import WorkQueue
+from kubeapi.workqueue import RateLimiter, WorkQueue
 from node_plugin.logging import get_logger
 from node_plugin.publisher.layout import InvalidPoolError
 from node_plugin.publisher.metrics import PublisherMetrics
-from node_plugin.publisher.node import NodeIdentity, wait_for_node
+from node_plugin.publisher.node import NodeIdentity, read_node, wait_for_node
 from node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL, PoolState, PoolSyncer, SyncResult
 from node_plugin.publisher.view import POOL_INDEX, SliceView, pool_index
 
@@ -146,7 +146,10 @@ class Publisher:
             ),
         ]
         self.view = SliceView(self._informers)
-        self._queue: WorkQueue[str] = WorkQueue(f"publisher-{driver}")
+        # Retries back off to at most 30 s: a Node that comes back is published soon after.
+        self._queue: WorkQueue[str] = WorkQueue(
+            f"publisher-{driver}", rate_limiter=RateLimiter(max_delay=30.0)
+        )
         self._lock = threading.Lock()
         self._desired: dict[str, PoolState] = {}
         self._invalid: dict[str, PoolState] = {}  # reported and not retried until it changes
@@ -199,6 +202,7 @@ class Publisher:
             node,
             on_written=self.view.record_written,
             on_deleted=self.view.record_deleted,
+            refresh_node=self._refresh_node,
         )
         for informer in self._informers:
             informer.add_handlers(
@@ -219,6 +223,18 @@ class Publisher:
         for pool in self.view.pool_names():
             self._queue.add(pool)
         self._ready.set()
+
+    def _refresh_node(self) -> NodeIdentity:
+        node = read_node(self._nodes, self.node_name)
+        if self.node is not None and node.uid != self.node.uid:
+            _log.warning(
+                "The Node object was re-created; owning slices by its new UID",
+                node=self.node_name,
+                old_uid=self.node.uid,
+                uid=node.uid,
+            )
+        self.node = node
+        return node
 
     # -- events --------------------------------------------------------------------------------
 

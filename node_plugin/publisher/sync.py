@@ -131,6 +131,9 @@ class _Existing:
 class PoolSyncer:
     """Syncs pools of one driver on one node. Not thread-safe: one worker calls ``sync``.
 
+    ``refresh_node`` (if given) reads the Node again before slices are created, so that they
+    are owned by the Node's current UID; it raises ApiError (NotFound) when the Node is gone.
+
     ``on_written`` / ``on_deleted`` are told about every successful write (the publisher's
     view uses them to avoid duplicates before the informer catches up).
     """
@@ -144,8 +147,10 @@ class PoolSyncer:
         on_written: Callable[[KubeObject], None] = lambda _obj: None,
         on_deleted: Callable[[KubeObject], None] = lambda _obj: None,
         field_manager: str = "drakit-node-plugin",
+        refresh_node: Callable[[], NodeIdentity] | None = None,
     ) -> None:
         self._slices = slices
+        self._refresh_node = refresh_node
         self._driver = driver
         self._node = node
         self._on_written = on_written
@@ -180,12 +185,17 @@ class PoolSyncer:
         contents = [_with_taint_times(c, old_devices) for c in contents]
 
         specs = [self._spec(pool, generation, len(layout), desired, c) for c in contents]
+        missing = [i for i in range(len(layout)) if i not in matched]
+        if missing and self._refresh_node is not None:
+            # Slices go missing when the garbage collector removed them with their Node; a
+            # re-registered Node has a new UID, and slices owned by the old one would be
+            # collected again at once.
+            self._node = self._refresh_node()
         changed = {
             i
             for i, ex in matched.items()
             if ex.model is None or ex.model.spec != specs[i] or not self._owned(ex.obj)
         }
-        missing = [i for i in range(len(layout)) if i not in matched]
         bump = bool(missing) or len(changed) > 1
         if bump:
             generation += 1

@@ -301,3 +301,28 @@ def test_the_owner_reference_is_restored_after_an_outside_edit(
         timeout=10.0,
         message="owner reference restored",
     )
+
+
+def test_slices_follow_a_re_created_node_to_its_new_uid(
+    api: Any, node: KubeObject, publishers: Any, slices: Resource, eventually: Any
+) -> None:
+    name = node["metadata"]["name"]
+    publishers(name, StaticBackend([Pool(name, plain_devices(2))]))
+    eventually(lambda: len(node_slices(slices, name)) == 1, message="published")
+
+    # The Node is deleted and registered again; the garbage collector (not running here)
+    # would delete the slices it owned: the test does that.
+    nodes = Resource(api, NODES)
+    nodes.delete(name)
+    recreated = make_node(api, name)
+    for s in node_slices(slices, name):
+        slices.delete(s["metadata"]["name"])
+
+    def owned_by_new_node() -> bool:
+        items = node_slices(slices, name)
+        return (
+            len(items) == 1
+            and items[0]["metadata"]["ownerReferences"][0]["uid"] == (recreated["metadata"]["uid"])
+        )
+
+    eventually(owned_by_new_node, timeout=10.0, message="slice re-created for the new Node")
