@@ -80,8 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         help="wait for Ctrl-C before cleaning up, to look around with kubectl",
     )
     args = parser.parse_args(argv)
-    # SIGTERM ends the demo like Ctrl-C: clean-up still runs.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # Ctrl-C and SIGTERM end the demo early; clean-up still runs. SIGINT is set explicitly
+    # because a shell starts background jobs with it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     demo = Demo(Printer(), stack.short_temp_root("dk-demo-"), args.hold)
     started = time.monotonic()
     demo.out.title("drakit demo: a GPU claim through Dynamic Resource Allocation, end to end")
@@ -100,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         demo.out.title(f"Done in {elapsed:.0f}s.")
     demo.out.line(f"Component logs: {demo.logs}")
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def run_steps(demo: Demo) -> None:
@@ -169,6 +175,10 @@ def start_node(demo: Demo) -> None:
     stack.create_ready_node(demo.client, NODE)
     stack.ensure_device_class(demo.client)
     demo.folders = NodeFolders(demo.root / NODE).create()
+    from drakit.localcluster.assets import find_binary  # noqa: PLC0415
+
+    if find_binary("kubelet-harness") is None:
+        demo.out.note("building the kubelet harness from k8s.io/kubernetes (first run only)")
     binary = stack.build_harness(stack.REPO_ROOT)
     events = demo.logs / "kubelet-harness-events.jsonl"
     demo.events = HarnessEvents(events)
