@@ -6,9 +6,11 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 from publisher_support import (
     DRIVER,
     Pool,
@@ -26,6 +28,9 @@ from kubeapi.objects import KubeObject
 from kubeapi.resources import EVENTS, NODES, Resource
 from node_plugin.backends.base import BackendContext
 from node_plugin.backends.example import ExampleBackend
+from node_plugin.driver import HealthStatus
+from node_plugin.metrics import PluginMetrics
+from node_plugin.publisher import build_publisher
 from node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL
 
 pytestmark = pytest.mark.integration
@@ -326,3 +331,34 @@ def test_slices_follow_a_re_created_node_to_its_new_uid(
         )
 
     eventually(owned_by_new_node, timeout=10.0, message="slice re-created for the new Node")
+
+
+def test_the_core_factory_publishes_the_example_backend_and_taints_unhealthy_devices(
+    api: Any, node: KubeObject, slices: Resource, eventually: Any
+) -> None:
+    name = node["metadata"]["name"]
+    backend = _example_backend(name, gpus=4)
+    config = SimpleNamespace(driver_name=DRIVER, node_name=name)
+    metrics = PluginMetrics()
+    publisher = build_publisher(config, backend, api, metrics)
+    publisher.start()
+    try:
+        eventually(
+            lambda: len(_published_devices(node_slices(slices, name))) == 4, message="published"
+        )
+        assert (
+            "drakit_node_plugin_publisher_slice_writes_total"
+            in generate_latest(metrics.registry).decode()
+        )
+
+        backend.set_health("gpu-2", HealthStatus.UNHEALTHY)
+
+        def gpu2_taints() -> list[str]:
+            device = _published_devices(node_slices(slices, name)).get("gpu-2")
+            return [t.key for t in device.taints] if device else []
+
+        eventually(lambda: gpu2_taints() == [f"{DRIVER}/unhealthy"], message="gpu-2 tainted")
+        backend.set_health("gpu-2", HealthStatus.HEALTHY)
+        eventually(lambda: gpu2_taints() == [], message="taint removed when healthy again")
+    finally:
+        publisher.stop()
