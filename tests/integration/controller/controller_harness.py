@@ -46,12 +46,17 @@ class Objects:
         """A Ready fake node with a ResourceSlice of ``devices`` devices of this test's driver."""
         self.nodes.create({"metadata": {"name": name, "labels": labels or {}}})
         status = {
-            "conditions": [
-                {"type": "Ready", "status": "True", "reason": "Fake", "lastHeartbeatTime": None}
-            ]
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Fake"}],
+            # kube-scheduler counts pods against allocatable "pods".
+            "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
         }
         node = self.nodes.get(name)
-        self.nodes.update_status({**node, "status": status})
+        node = self.nodes.update_status({**node, "status": status})
+        # The TaintNodesByCondition admission plugin taints new nodes not-ready; the node
+        # lifecycle controller (not running) would remove the taint once the node is Ready.
+        taints = [t for t in node["spec"].get("taints") or () if "not-ready" not in t["key"]]
+        self.nodes.update({**node, "spec": {**node["spec"], "taints": taints}})
         if devices:
             self.slice(name, devices)
 
@@ -103,6 +108,8 @@ class Objects:
         claims: dict[str, str] | None = None,
         scheduler: str = "drakit",
         node_name: str | None = None,
+        tolerate_all: bool = True,
+        node_selector: dict[str, str] | None = None,
     ) -> KubeObject:
         resource_claims = [
             {"name": k, "resourceClaimTemplateName": v} for k, v in (templates or {}).items()
@@ -117,8 +124,11 @@ class Objects:
                 }
             ],
             "resourceClaims": resource_claims,
-            "tolerations": [{"operator": "Exists"}],
         }
+        if tolerate_all:
+            spec["tolerations"] = [{"operator": "Exists"}]
+        if node_selector:
+            spec["nodeSelector"] = node_selector
         if node_name:
             spec["nodeName"] = node_name
         return self.pods.create({"metadata": {"name": name, "namespace": namespace}, "spec": spec})

@@ -1,0 +1,188 @@
+"""Allocation and binding against a real apiserver: the finalizer race, shared claims,
+unschedulable pods, node selection, and scoped mode beside the real kube-scheduler."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from controller_harness import ClaimHistory, Objects
+
+from controller.claimwrites import ClaimWriter
+from controller.config import ClaimGeneration
+from controller.naming import FIELD_MANAGER, FINALIZER
+from kubeapi.client import load_client
+from kubeapi.errors import Invalid
+from kubeapi.resources import RESOURCE_CLAIMS, Resource
+
+pytestmark = pytest.mark.integration
+
+
+def bound(objects: Any, namespace: str, name: str) -> str | None:
+    node: str | None = objects.pods.get(name, namespace)["spec"].get("nodeName")
+    return node
+
+
+def reserved_uids(claim: Any) -> set[str]:
+    return {r["uid"] for r in (claim.get("status") or {}).get("reservedFor") or ()}
+
+
+class RecordingClaims(Resource):
+    """The claims resource, recording which JSON patches the apiserver refused."""
+
+    def __init__(self, api: Any) -> None:
+        super().__init__(api, RESOURCE_CLAIMS)
+        self.refused: list[Any] = []
+
+    def patch(self, name: str, patch: Any, namespace: str | None = None, **kwargs: Any) -> Any:
+        try:
+            return super().patch(name, patch, namespace, **kwargs)
+        except Invalid:
+            self.refused.append(patch)
+            raise
+
+
+def test_finalizer_removed_between_computing_and_writing_an_allocation_is_never_unprotected(
+    objects, api, namespace
+):
+    """The seed race: the lifecycle has deallocated but not yet removed the finalizer; the
+    allocation is computed from that copy (finalizer present, so it is not added); the
+    finalizer goes; then the allocation is written. It must be refused and redone with the
+    finalizer added again."""
+    claim = objects.claim(namespace, "c", objects.device_class())
+    claims = RecordingClaims(api)
+    writer = ClaimWriter(claims)
+    computed_from = writer.add_finalizer(claim)  # what the scheduler saw: finalizer present
+    history = ClaimHistory(objects.claims, namespace, "c")
+    writer.remove_finalizer(objects.claims.get("c", namespace))  # the lifecycle finishes
+    result = {"request": "gpu", "driver": objects.driver, "pool": "p", "device": "d0"}
+    allocation = {"devices": {"results": [result]}}
+    consumer = {"resource": "pods", "name": "p", "uid": str(uuid.uuid4())}
+    written = writer.allocate_and_reserve(computed_from, allocation, consumer)
+    assert len(claims.refused) == 1, "the allocation computed from the stale copy was written"
+    assert claims.refused[0][1] == {"op": "test", "path": "/metadata/finalizers/0",
+                                    "value": FINALIZER}  # fmt: skip
+    assert FINALIZER in written["metadata"]["finalizers"]
+    assert written["status"]["allocation"] == allocation
+    assert written["status"]["reservedFor"] == [consumer]
+    history.stop()
+    for version in history.versions:
+        if (version.get("status") or {}).get("allocation"):
+            assert FINALIZER in (version["metadata"].get("finalizers") or [])
+
+
+def test_concurrent_reservations_of_one_claim_from_stale_copies_lose_no_entry(objects, namespace):
+    claim = objects.claim(namespace, "c", objects.device_class())
+    writer = ClaimWriter(objects.claims)
+    result = {"request": "gpu", "driver": objects.driver, "pool": "p", "device": "d0"}
+    first = {"resource": "pods", "name": "p0", "uid": str(uuid.uuid4())}
+    stale = writer.allocate_and_reserve(claim, {"devices": {"results": [result]}}, first)
+    consumers = [
+        {"resource": "pods", "name": f"p{i}", "uid": str(uuid.uuid4())} for i in range(1, 40)
+    ]
+    threads = [threading.Thread(target=writer.reserve, args=(stale, c)) for c in consumers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    final = objects.claims.get("c", namespace)
+    assert reserved_uids(final) == {c["uid"] for c in [first, *consumers]}
+
+
+def test_100_pods_sharing_one_claim_all_end_up_in_reserved_for(
+    objects, namespace, start_controller, eventually
+):
+    node = f"n-{uuid.uuid4().hex[:6]}"
+    objects.node(node, devices=1)
+    objects.claim(namespace, "shared", objects.device_class())
+    start_controller(workers=16)
+    pods = [objects.pod(namespace, f"p{i}", claims={"gpu": "shared"}) for i in range(100)]
+    eventually(lambda: len(reserved_uids(objects.claims.get("shared", namespace))) == 100)
+    assert reserved_uids(objects.claims.get("shared", namespace)) == {
+        p["metadata"]["uid"] for p in pods
+    }
+    eventually(lambda: all(bound(objects, namespace, f"p{i}") == node for i in range(100)))
+
+
+def test_unschedulable_pod_gets_a_condition_and_runs_once_devices_are_freed(
+    objects, namespace, start_controller, eventually
+):
+    objects.node(f"n-{uuid.uuid4().hex[:6]}", devices=1)
+    objects.template(namespace, "tpl", objects.device_class())
+    start_controller()
+    objects.pod(namespace, "first", templates={"gpu": "tpl"})
+    eventually(lambda: bound(objects, namespace, "first"))
+    objects.pod(namespace, "second", templates={"gpu": "tpl"})
+
+    def condition() -> Any:
+        conditions = (objects.pods.get("second", namespace).get("status") or {}).get(
+            "conditions"
+        ) or []
+        return next((c for c in conditions if c["type"] == "PodScheduled"), None)
+
+    cond = eventually(condition)
+    assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
+    assert "nodes are available" in cond["message"]
+    assert "cannot allocate all claims" in cond["message"]
+    objects.pods.delete("first", namespace, grace_period_seconds=0)
+    eventually(lambda: bound(objects, namespace, "second"))
+
+
+def test_pod_lands_only_on_a_node_matching_its_selector_and_taints(
+    objects, namespace, start_controller, eventually
+):
+    tag = uuid.uuid4().hex[:6]
+    objects.node(f"plain-{tag}", devices=4)
+    objects.node(f"zone-{tag}", devices=4, labels={"zone": tag})
+    tainted = f"tainted-{tag}"
+    objects.node(tainted, devices=4, labels={"zone": tag})
+    node = objects.nodes.get(tainted)
+    node["spec"]["taints"] = [{"key": "gpu", "value": "busy", "effect": "NoSchedule"}]
+    objects.nodes.update(node)
+    objects.template(namespace, "tpl", objects.device_class())
+    start_controller()
+    for i in range(4):
+        objects.pod(namespace, f"p{i}", templates={"gpu": "tpl"},
+                    node_selector={"zone": tag}, tolerate_all=False)  # fmt: skip
+    for i in range(4):
+        assert eventually(lambda i=i: bound(objects, namespace, f"p{i}")) == f"zone-{tag}"
+
+
+def test_scoped_mode_beside_kube_scheduler_touches_only_pods_that_name_drakit(
+    cluster_with_scheduler, start_controller, eventually
+):
+    api = load_client(cluster_with_scheduler.kubeconfig, qps=0)
+    objects = Objects(api)
+    namespace = f"t-{uuid.uuid4().hex[:8]}"
+    objects.nodes.api  # noqa: B018  (the same client for every resource)
+    from kubernetes import client  # noqa: PLC0415
+
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    cls = objects.device_class()
+    for i in range(2):
+        objects.node(f"n{i}-{uuid.uuid4().hex[:6]}", devices=4)
+    objects.template(namespace, "tpl", cls)
+    objects.claim(namespace, "theirs", cls)
+    start_controller(api, claim_generation=ClaimGeneration.SCOPED)
+    objects.pod(namespace, "mine", templates={"gpu": "tpl"})
+    objects.pod(namespace, "their-claim", claims={"gpu": "theirs"}, scheduler="default-scheduler")
+    objects.pod(namespace, "their-template", templates={"gpu": "tpl"},
+                scheduler="default-scheduler")  # fmt: skip
+    eventually(lambda: bound(objects, namespace, "mine"))
+    eventually(lambda: bound(objects, namespace, "their-claim"))  # by kube-scheduler
+    # kube-controller-manager is not running: nobody generates the default-scheduler pod's claim.
+    assert objects.pod_claims(namespace, "their-template") == []
+
+    def managers(obj: Any) -> set[str]:
+        return {m.get("manager") for m in obj["metadata"].get("managedFields") or ()}
+
+    assert FIELD_MANAGER in managers(objects.pods.get("mine", namespace))
+    for name in ("their-claim", "their-template"):
+        assert FIELD_MANAGER not in managers(objects.pods.get(name, namespace))
+    theirs = objects.claims.get("theirs", namespace)
+    assert FIELD_MANAGER not in managers(theirs)
+    assert theirs["status"]["allocation"]
+    (mine,) = objects.pod_claims(namespace, "mine")
+    assert FIELD_MANAGER in managers(mine)
