@@ -427,6 +427,8 @@ class Device(_ApiType):
         "bindingFailureConditions", list_of(STR), default=()
     )
     allow_multiple_allocations: bool | None = _f("allowMultipleAllocations", BOOL)
+    # alpha (DRANodeAllocatableResources), not used by allocation: kept as given
+    node_allocatable_resources: Any = _f("nodeAllocatableResources", RAW)
     extra: Mapping[str, Any] = extra_field()
 
     @property
@@ -465,6 +467,8 @@ class ResourceSliceSpec(_ApiType):
         "sharedCounters", list_of(obj(lambda: CounterSet)), default=()
     )
     skip_node_operations: tuple[str, ...] = _f("skipNodeOperations", list_of(STR), default=())
+    # alpha (DRAPartitionableDevicesType), observability only
+    partition_type_attribute: str | None = _f("partitionTypeAttribute", STR)
     extra: Mapping[str, Any] = extra_field()
 
 

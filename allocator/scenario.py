@@ -15,6 +15,7 @@ top-level keys (a case name, an expected outcome) are ignored.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,7 +28,14 @@ from allocator.allocate import (
 from allocator.allocated import AllocatedState
 from allocator.features import Features
 from allocator.inventory import Inventory
-from allocator.model import DeviceClass, ModelError, Node, ResourceClaim, ResourceSlice
+from allocator.model import (
+    DeviceClass,
+    ModelError,
+    Node,
+    ObjectMeta,
+    ResourceClaim,
+    ResourceSlice,
+)
 from allocator.model import with_api_defaults as _defaults
 
 __all__ = ["ScenarioError", "parse_scenario", "run_scenario"]
@@ -44,10 +52,40 @@ def _objects(scenario: Mapping[str, Any], key: str, cls: Any) -> list[Any]:
     out = []
     for i, item in enumerate(items):
         try:
-            out.append(cls.from_dict(item))
+            obj = cls.from_dict(item)
         except ModelError as exc:
             raise ScenarioError(f"{key}[{i}]: {exc}") from None
+        unknown = _unknown_field(obj, "")
+        if unknown:
+            # the oracle decodes strictly, as the API server does
+            raise ScenarioError(f"{key}[{i}]: unknown field {unknown!r}")
+        out.append(obj)
     return out
+
+
+def _unknown_field(obj: Any, path: str) -> str | None:
+    """The path of the first field the v1 model does not know (metadata is free-form)."""
+    if isinstance(obj, ObjectMeta) or not dataclasses.is_dataclass(obj):
+        return None
+    extra = getattr(obj, "extra", None)
+    if extra:
+        return f"{path}.{next(iter(extra))}".lstrip(".")
+    for f in dataclasses.fields(obj):
+        if f.name == "extra":
+            continue
+        value = getattr(obj, f.name)
+        key = f.metadata.get("json", f.name)
+        items = (
+            value.items()
+            if isinstance(value, Mapping)
+            else (enumerate(value) if isinstance(value, tuple) else [(None, value)])
+        )
+        for k, v in items:
+            sub = f"{path}.{key}" if k is None else f"{path}.{key}[{k}]"
+            found = _unknown_field(v, sub)
+            if found:
+                return found
+    return None
 
 
 def parse_scenario(

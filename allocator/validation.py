@@ -115,8 +115,9 @@ class ValidationError(ValueError):
 
 
 class _Collector:
-    def __init__(self, obj: str) -> None:
+    def __init__(self, obj: str, *, compile_cel: bool = False) -> None:
         self.obj = obj
+        self.compile_cel = compile_cel
         self.errors: list[FieldError] = []
 
     def add(self, field: str, reason: str) -> None:
@@ -490,7 +491,7 @@ def _validate_selectors(c: _Collector, selectors: Sequence[DeviceSelector], path
             c.add(
                 f"{path}[{i}].cel.expression", f"must be no more than {MAX_CEL_LENGTH} bytes long"
             )
-        else:
+        elif c.compile_cel:
             try:
                 compile_selector(expr)
             except CELCompileError as exc:
@@ -498,9 +499,13 @@ def _validate_selectors(c: _Collector, selectors: Sequence[DeviceSelector], path
                 c.add(f"{path}[{i}].cel.expression", str(exc).splitlines()[0].rstrip(":"))
 
 
-def validate_device_class(dc: DeviceClass) -> list[FieldError]:
-    """Every API rule a DeviceClass violates (empty list = valid)."""
-    c = _Collector(f"DeviceClass {dc.metadata.name or '(unnamed)'}")
+def validate_device_class(dc: DeviceClass, *, compile_cel: bool = False) -> list[FieldError]:
+    """Every API rule a DeviceClass violates (empty list = valid).
+
+    ``compile_cel``: also compile the selectors, as the API server does for new objects
+    (off by default: the allocator reports compile errors when it evaluates them).
+    """
+    c = _Collector(f"DeviceClass {dc.metadata.name or '(unnamed)'}", compile_cel=compile_cel)
     _validate_selectors(c, dc.spec.selectors, "spec.selectors")
     if len(dc.spec.config) > MAX_CONFIGS:
         c.add("spec.config", f"must have at most {MAX_CONFIGS} items")
@@ -525,8 +530,9 @@ def _validate_opaque(c: _Collector, opaque: OpaqueDeviceConfiguration | None, pa
         )
 
 
-def check_device_class(dc: DeviceClass) -> None:
-    errors = validate_device_class(dc)
+def check_device_class(dc: DeviceClass, *, compile_cel: bool = False) -> None:
+    """Raise ValidationError if the class violates any API rule."""
+    errors = validate_device_class(dc, compile_cel=compile_cel)
     if errors:
         raise ValidationError(errors)
 
@@ -534,14 +540,15 @@ def check_device_class(dc: DeviceClass) -> None:
 # --------------------------------------------------------------------------- claims
 
 
-def validate_resource_claim(claim: ResourceClaim) -> list[FieldError]:
-    """Every API rule a ResourceClaim's spec violates (empty list = valid)."""
+def validate_resource_claim(claim: ResourceClaim, *, compile_cel: bool = False) -> list[FieldError]:
+    """Every API rule a ResourceClaim's spec violates (empty list = valid); ``compile_cel``
+    as for :func:`validate_device_class`."""
     name = (
         f"{claim.metadata.namespace}/{claim.metadata.name}"
         if claim.metadata.namespace
         else claim.metadata.name or "(unnamed)"
     )
-    c = _Collector(f"ResourceClaim {name}")
+    c = _Collector(f"ResourceClaim {name}", compile_cel=compile_cel)
     _validate_device_claim(c, claim.spec.devices, "spec.devices")
     alloc = claim.status.allocation
     if alloc is not None and len(alloc.devices.results) > MAX_RESULTS:
@@ -647,7 +654,8 @@ def _validate_exact_like(
             c.add(f"{path}.tolerations[{i}].effect", f"must be one of {', '.join(_TAINT_EFFECTS)}")
 
 
-def check_resource_claim(claim: ResourceClaim) -> None:
-    errors = validate_resource_claim(claim)
+def check_resource_claim(claim: ResourceClaim, *, compile_cel: bool = False) -> None:
+    """Raise ValidationError if the claim violates any API rule."""
+    errors = validate_resource_claim(claim, compile_cel=compile_cel)
     if errors:
         raise ValidationError(errors)

@@ -177,11 +177,11 @@ def _load(paths: list[str], kind: str, cls: Any) -> list[Any]:
     return objects
 
 
-def _check(objects: list[Any], validate: Any) -> None:
+def _check(objects: list[Any], validate: Any, **options: Any) -> None:
     from allocator import ValidationError  # noqa: PLC0415
 
     for obj in objects:
-        errors = validate(obj)
+        errors = validate(obj, **options)
         if errors:
             raise InputError(str(ValidationError(errors)))
 
@@ -207,8 +207,9 @@ def _allocate(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     allocated = _load(args.allocated, "ResourceClaim", ResourceClaim)
     nodes = _load(args.nodes, "Node", Node)
     _check(slices, validate_resource_slice)
-    _check(classes, validate_device_class)
-    _check(claims, validate_resource_claim)
+    # like the API server: selectors must compile, even where no device is evaluated
+    _check(classes, validate_device_class, compile_cel=True)
+    _check(claims, validate_resource_claim, compile_cel=True)
     allocated += [c for c in claims if c.status.allocation is not None]
     to_allocate = [with_api_defaults(c) for c in claims if c.status.allocation is None]
     if not to_allocate:
