@@ -120,7 +120,8 @@ class Quantity:
         return math.ceil(self._value * 1000)
 
     def sign(self) -> int:
-        return (self._value > 0) - (self._value < 0)
+        n = self._value.numerator  # a Fraction keeps the sign in the numerator
+        return (n > 0) - (n < 0)
 
     def canonical(self) -> str:
         """The canonical Kubernetes text form (what the API server stores)."""
