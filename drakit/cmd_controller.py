@@ -269,6 +269,7 @@ def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     from kubeapi.errors import ConfigError as KubeConfigError  # noqa: PLC0415
     from kubeapi.events import EventRecorder  # noqa: PLC0415
     from kubeapi.leaderelection import LeaderElectionConfig, default_identity  # noqa: PLC0415
+    from kubeapi.pool import widen_connection_pool  # noqa: PLC0415
 
     configure_logging(settings["log_format"], settings["log_level"])
     log = logging.getLogger("drakit.controller")
@@ -283,6 +284,7 @@ def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     except KubeConfigError as err:
         print(f"drakit controller: {err}", file=sys.stderr)
         return EXIT_FAILED
+    widen_connection_pool(api, settings["workers"] + 8)  # workers, informers, events, lease
     config = ControllerConfig(
         scheduler_name=settings["scheduler_name"],
         claim_generation=settings["claim_generation"],

@@ -17,13 +17,16 @@ from controller.app import Controller
 from controller.config import ClaimGeneration, ControllerConfig
 from drakit.localcluster import LocalCluster
 from kubeapi.client import RateLimitedApiClient, load_client
+from kubeapi.pool import widen_connection_pool
 
 Wait = Callable[..., Any]
 
 
 @pytest.fixture(scope="session")
 def api(cluster: LocalCluster) -> RateLimitedApiClient:
-    return load_client(cluster.kubeconfig, qps=0)
+    client = load_client(cluster.kubeconfig, qps=0)
+    widen_connection_pool(client, 32)
+    return client
 
 
 @pytest.fixture

@@ -5,8 +5,12 @@ Imported by the tests of this folder (pytest puts the folder on ``sys.path``).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import uuid
+from pathlib import Path
 from typing import Any
 
 from controller.app import Controller
@@ -192,3 +196,44 @@ class ClaimHistory:
 
     def stop(self) -> None:
         self._stream.close()
+
+
+class ControllerProcess:
+    """``drakit controller`` as a real process (so it can be killed with SIGKILL)."""
+
+    def __init__(self, kubeconfig: str, log_path: Path, *args: str) -> None:
+        self.log_path = log_path
+        self._log = log_path.open("ab")
+        drakit = Path(sys.executable).with_name("drakit")
+        self.process = subprocess.Popen(
+            [str(drakit), "controller", "--kubeconfig", kubeconfig, "--log-format", "json",
+             *args],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up, no Lease release."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(30)
+        self._log.close()
+
+    def terminate(self) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            code = self.process.wait(60)
+        finally:
+            self._log.close()
+        return code
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        lines = []
+        for raw in self.log_path.read_text().splitlines():
+            try:
+                lines.append(json.loads(raw))
+            except ValueError:
+                continue
+        return lines
