@@ -5,7 +5,8 @@ nodes with eight devices each; one-device claims from a template with a class an
 selector; four requests tied by a ``matchAttribute`` constraint; partitionable devices
 sharing a counter), the same scheduler-like loop runs through ``dra-oracle -bench`` (Go,
 k8s.io/dynamic-resource-allocation v0.37.2) and through the Python allocator, in this
-one run. Only ``Allocate`` calls are timed; figures are medians over several passes.
+one run, Go and Python passes alternating. Only ``Allocate`` calls are timed; figures are
+medians over several passes.
 Both must place every pod on the same node with the same devices (a digest of all
 placements is compared), so the two figures measure the same work.
 
@@ -157,29 +158,35 @@ def _python_pass(backend: PythonBackend, workload: Obj) -> Obj:
     }
 
 
-def run_python_bench(workload: Obj, iterations: int) -> Obj:
-    """The Python counterpart of ``dra-oracle -bench``: same loop, same report keys."""
-    backend = PythonBackend(workload)
-    runs = [_python_pass(backend, workload) for _ in range(iterations)]
+def summarize(implementation: str, workload: Obj, runs: Sequence[Obj]) -> Obj:
+    """A report in ``dra-oracle -bench``'s format from the passes of one implementation."""
     digests = {r["placementSha256"] for r in runs}
     if len(digests) != 1:
-        raise RuntimeError("placements differ between passes: the allocator is not deterministic")
+        raise RuntimeError(f"{implementation}: placements differ between passes")
     median = statistics.median(r["allocateSeconds"] for r in runs)
     first = runs[0]
     return {
-        "implementation": "python",
+        "implementation": implementation,
         "nodes": len(workload["nodes"]),
         "pods": workload["pods"],
         "feasibleNodes": workload.get("feasibleNodes"),
-        "iterations": iterations,
+        "iterations": len(runs),
         "scheduled": first["scheduled"],
         "allocateCalls": first["allocateCalls"],
         "medianAllocateSeconds": median,
         "allocateCallsPerSecond": first["allocateCalls"] / median if median else 0.0,
         "podsPerSecond": first["scheduled"] / median if median else 0.0,
         "placementSha256": first["placementSha256"],
-        "runs": runs,
+        "runs": list(runs),
     }
+
+
+def run_python_bench(workload: Obj, iterations: int) -> Obj:
+    """The Python counterpart of ``dra-oracle -bench``: same loop, same report keys."""
+    backend = PythonBackend(workload)
+    return summarize(
+        "python", workload, [_python_pass(backend, workload) for _ in range(iterations)]
+    )
 
 
 # --------------------------------------------------------------------------- Go side
@@ -197,23 +204,23 @@ def build_oracle() -> Path:
     return Path(done.stdout.strip().splitlines()[-1]) / "dra-oracle"
 
 
-def run_go_bench(oracle: Path, workload: Obj, iterations: int) -> Obj:
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(workload, f)
-        path = Path(f.name)
-    try:
-        done = subprocess.run(
-            [str(oracle), "-bench", str(path), "-iterations", str(iterations)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    finally:
-        path.unlink()
+def run_go_bench(oracle: Path, workload_path: Path, iterations: int) -> Obj:
+    done = subprocess.run(
+        [str(oracle), "-bench", str(workload_path), "-iterations", str(iterations)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise SystemExit(f"dra-oracle -bench failed: {done.stderr}")
     report: Obj = json.loads(done.stdout)
     return report
+
+
+def go_pass(oracle: Path, workload_path: Path) -> Obj:
+    """One pass of the Go loop, as a run record like :func:`_python_pass` returns."""
+    report = run_go_bench(oracle, workload_path, 1)
+    return {**report["runs"][0], "placementSha256": report["placementSha256"]}
 
 
 # --------------------------------------------------------------------------- report
@@ -221,20 +228,31 @@ def run_go_bench(oracle: Path, workload: Obj, iterations: int) -> Obj:
 
 def _line(name: str, report: Obj) -> str:
     return (
-        f"  {name:<7} {report['podsPerSecond']:>10.1f} pods/s "
-        f"{report['allocateCallsPerSecond']:>10.1f} Allocate/s  "
-        f"(median {report['medianAllocateSeconds']:.3f}s of {report['iterations']} passes, "
-        f"{report['allocateCalls']} calls, {report['scheduled']}/{report['pods']} pods placed)"
+        f"  {name:<7} {report['podsPerSecond']:>8.1f} pods/s"
+        f" {report['allocateCallsPerSecond']:>9.1f} Allocate/s"
+        f"  (median {report['medianAllocateSeconds']:.3f}s of {report['iterations']} passes,"
+        f" first pass {report['runs'][0]['allocateSeconds']:.3f}s;"
+        f" {report['allocateCalls']} calls, {report['scheduled']}/{report['pods']} pods placed)"
     )
 
 
 def bench_shape(oracle: Path, shape: str, runs: int) -> Obj:
+    """Go and Python passes alternate, so that load from other work on a shared machine
+    affects both alike; each side's median is reported."""
     workload = scenarios.bench_workload(shape, **SIZES[shape])
-    go = run_go_bench(oracle, workload, runs)
-    python = run_python_bench(workload, runs)
+    backend = PythonBackend(workload)
+    go_runs, python_runs = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "workload.json"
+        path.write_text(json.dumps(workload))
+        for _ in range(runs):
+            go_runs.append(go_pass(oracle, path))
+            python_runs.append(_python_pass(backend, workload))
+    go = summarize("go", workload, go_runs)
+    python = summarize("python", workload, python_runs)
     ratio = go["podsPerSecond"] / python["podsPerSecond"] if python["podsPerSecond"] else 0.0
     same = go["placementSha256"] == python["placementSha256"]
-    print(f"{shape}: {len(workload['nodes'])} nodes, {SIZES[shape]}")
+    print(f"{shape}: {SIZES[shape]}")
     print(_line("go", go))
     print(_line("python", python))
     verdict = "within" if ratio <= TARGET_RATIO else "OUTSIDE"
@@ -245,13 +263,17 @@ def bench_shape(oracle: Path, shape: str, runs: int) -> Obj:
 
 
 def profile_shape(shape: str) -> None:
-    workload = scenarios.bench_workload(shape, **{**SIZES[shape], "pods": 200})
+    """cProfile of one warm pass (selector caches filled by a first, unprofiled pass),
+    which is what the median measures."""
+    workload = scenarios.bench_workload(shape, **SIZES[shape])
     backend = PythonBackend(workload)
+    _python_pass(backend, workload)
     profiler = cProfile.Profile()
     profiler.enable()
     _python_pass(backend, workload)
     profiler.disable()
-    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    print(f"=== {shape}: warm pass")
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
