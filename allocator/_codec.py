@@ -122,7 +122,13 @@ def list_of(item: Codec) -> Codec:
             return ()
         if not isinstance(value, list | tuple):
             raise ModelError(path, f"must be a list, not {_json_type(value)}")
-        return tuple(item.decode(v, f"{path}[{i}]") for i, v in enumerate(value))
+        out = []
+        for i, v in enumerate(value):
+            try:
+                out.append(item.decode(v, ""))
+            except ModelError as exc:
+                raise _within(exc, f"{path}[{i}]") from None
+        return tuple(out)
 
     return Codec(decode, lambda vs: [item.encode(v) for v in vs], lambda v: not v)
 
@@ -137,7 +143,11 @@ def map_of(item: Codec) -> Codec:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ModelError(path, f"key {k!r} must be a string")
-            out[k] = item.decode(v, f"{path}[{k!r}]" if "." in k or "/" in k else f"{path}.{k}")
+            try:
+                out[k] = item.decode(v, "")
+            except ModelError as exc:
+                where = f"{path}[{k!r}]" if "." in k or "/" in k else f"{path}.{k}"
+                raise _within(exc, where.lstrip(".")) from None
         return FrozenDict(out)
 
     return Codec(decode, lambda m: {k: item.encode(v) for k, v in m.items()}, lambda v: not v)
@@ -196,16 +206,31 @@ def decode_object(cls: type[T], value: Any, path: str = "") -> T:
     known = set()
     for attr, key, codec, required in fields:
         known.add(key)
-        sub = f"{path}.{key}" if path else key
         if key in value and value[key] is not None:
-            kwargs[attr] = codec.decode(value[key], sub)
+            try:
+                kwargs[attr] = codec.decode(value[key], "")
+            except ModelError as exc:
+                # paths are built only on failure: the happy path formats no strings
+                raise _within(exc, f"{path}.{key}" if path else key) from None
         elif required and key not in value:
-            raise ModelError(sub, "required field is missing")
+            raise ModelError(f"{path}.{key}" if path else key, "required field is missing")
     if has_extra:
         unknown = {k: v for k, v in value.items() if k not in known}
         if unknown:
             kwargs["extra"] = freeze(unknown)
     return cls(**kwargs)
+
+
+def _within(exc: ModelError, prefix: str) -> ModelError:
+    """The same error with its field path placed under ``prefix``."""
+    field = exc.field
+    if not field:
+        full = prefix
+    elif field.startswith("["):
+        full = prefix + field
+    else:
+        full = f"{prefix}.{field}" if prefix else field
+    return ModelError(full, exc.reason)
 
 
 def encode_object(value: Any) -> dict[str, Any]:

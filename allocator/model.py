@@ -316,7 +316,23 @@ _ATTR_TYPES: dict[str, type] = {
 }
 
 
+_ATTRIBUTE_CACHE: dict[tuple[str, Any], DeviceAttribute] = {}
+_SCALAR_TYPES: dict[str, type] = {"int": int, "bool": bool, "string": str, "version": str}
+
+
 def _decode_attribute(value: Any, path: str) -> DeviceAttribute:
+    # Fast path: one scalar of the right type. Attributes are immutable, so equal values
+    # share one object (slices repeat the same values across many devices).
+    if type(value) is dict and len(value) == 1:
+        ((kind, raw),) = value.items()
+        if type(raw) is _SCALAR_TYPES.get(kind):
+            key = (kind, raw)
+            hit = _ATTRIBUTE_CACHE.get(key)
+            if hit is None:
+                hit = DeviceAttribute(kind, raw)
+                if len(_ATTRIBUTE_CACHE) < 100_000:
+                    _ATTRIBUTE_CACHE[key] = hit
+            return hit
     if not isinstance(value, Mapping):
         raise ModelError(path, "must be an object with one of int, bool, string, version")
     present = [k for k, v in value.items() if v is not None]
@@ -333,10 +349,10 @@ def _decode_attribute(value: Any, path: str) -> DeviceAttribute:
     want = _ATTR_TYPES[kind]
     items = raw if kind in DeviceAttribute.LIST_KINDS else [raw]
     if kind in DeviceAttribute.LIST_KINDS and not isinstance(raw, list | tuple):
-        raise ModelError(f"{path}.{kind}", "must be a list")
+        raise ModelError(f"{path}.{kind}" if path else kind, "must be a list")
     for item in items:
         if not isinstance(item, want) or (want is int and isinstance(item, bool)):
-            raise ModelError(f"{path}.{kind}", f"must be of type {kind}")
+            raise ModelError(f"{path}.{kind}" if path else kind, f"must be of type {kind}")
     return DeviceAttribute(kind, raw)
 
 

@@ -51,6 +51,9 @@ _EXPONENT_RE: Final = re.compile(r"^[eE]([+-]?\d+)$")
 _NANO: Final = Fraction(1, 10**9)
 
 
+_PARSED: dict[str, Quantity] = {}
+
+
 class QuantityError(ValueError):
     """The text is not a valid Kubernetes quantity."""
 
@@ -80,8 +83,14 @@ class Quantity:
             return cls(_ceil_nano(Fraction(repr(text))), DECIMAL_SI, repr(text))
         if not isinstance(text, str):
             raise QuantityError(f"quantity must be a string or number, not {type(text).__name__}")
+        hit = _PARSED.get(text)
+        if hit is not None:
+            return hit  # quantities are immutable: equal texts share one object
         value, fmt = _parse_text(text)
-        return cls(value, fmt, text)
+        q = cls(value, fmt, text)
+        if len(_PARSED) < 100_000:
+            _PARSED[text] = q
+        return q
 
     # -- accessors ----------------------------------------------------------------------
     @property
