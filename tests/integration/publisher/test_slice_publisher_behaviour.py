@@ -255,6 +255,7 @@ def test_example_backend_features_round_trip_without_loss(
     counter_sets = {cs["name"]: cs for s in items for cs in s["spec"].get("sharedCounters") or ()}
     assert set(counter_sets) == {cs.name for cs in pool.shared_counters}
     assert all(not (s["spec"].get("devices") and s["spec"].get("sharedCounters")) for s in items)
+    assert _metric(publisher.metrics.dropped_fields_total) == 0
     writes.reset()
     publisher._queue.add(name)
     settle(publisher, slices, name)
