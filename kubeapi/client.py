@@ -35,6 +35,8 @@ DEFAULT_BURST = 100
 # (connect, read) seconds for ordinary requests; watches set their own read timeout.
 DEFAULT_TIMEOUT = (10.0, 60.0)
 
+CONNECTION_POOL_SIZE = 64
+
 _IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 
 
@@ -67,6 +69,9 @@ def load_client(
     """
     configuration = k8s_client.Configuration()
     source = _configure(configuration, kubeconfig, context)
+    # Every informer holds a connection for its watch and workers run requests in parallel;
+    # the default pool (5 per CPU) would keep discarding connections under that load.
+    configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
     logger.debug(
         "Loaded API client configuration", extra={"source": source, "host": configuration.host}
     )

@@ -209,7 +209,9 @@ class Informer:
             return
         attached = threading.Event()
         self._events.put(_Attach(handlers, attached))
-        attached.wait()
+        while not attached.wait(0.5):
+            if self._stopping.is_set():
+                return
 
     def start(self) -> None:
         """Start the reflector and dispatcher threads. Call once."""
@@ -331,7 +333,7 @@ class Informer:
                 self._resync()
                 next_resync = self._next_resync()
                 continue
-            if message is _STOP:
+            if message is _STOP or self._stopping.is_set():
                 return
             try:
                 self._apply(message)
