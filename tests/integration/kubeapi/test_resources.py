@@ -123,7 +123,7 @@ def test_json_patch_test_op_applies_only_when_the_precondition_holds(
     rv = created["metadata"]["resourceVersion"]
 
     def guarded_patch(value: str, expected_rv: str) -> KubeObject:
-        ops = [
+        ops: list[dict[str, Any]] = [
             {"op": "test", "path": "/metadata/resourceVersion", "value": expected_rv},
             {"op": "add", "path": "/metadata/labels", "value": {"step": value}},
         ]
