@@ -3,8 +3,10 @@
 Two threads per informer:
 
 - the **reflector** lists (paginated) and then watches from the list's resourceVersion with
-  bookmarks. When a watch ends it watches again from the last resourceVersion it saw; after a
-  410 Gone it lists again; other failures are retried with exponential backoff (up to 30 s).
+  bookmarks. When the server ends a watch (its timeout) it watches again from the last
+  resourceVersion it saw; after a 410 Gone it lists again at once; after any other failure of
+  the list or the watch it lists again after an exponential backoff (0.8 s doubling to 30 s,
+  reset by the next event).
 - the **dispatcher** is the only writer of the store. It applies each change and then calls the
   event handlers, one change at a time, in the order the server sent them. Handlers therefore
   never run concurrently with each other and always see a store that already contains the
@@ -276,12 +278,14 @@ class Informer:
                     break
                 delay = backoff.next()
                 logger.warning(
-                    "List or watch failed, retrying",
+                    "List or watch failed, listing again after a pause",
                     extra=self._log(cause=f"{type(err).__name__}: {err}", delay_seconds=delay),
                 )
+                rv = None  # events may have been lost with the stream: start from a fresh list
                 self._stopping.wait(delay)
             except Exception:
-                logger.exception("Informer reflector crashed, retrying", extra=self._log())
+                logger.exception("Informer reflector crashed, listing again", extra=self._log())
+                rv = None
                 self._stopping.wait(backoff.next())
 
     def _list(self) -> str:
