@@ -285,7 +285,7 @@ def run_workload(demo: Demo) -> None:
     assert demo.events is not None and demo.folders is not None
     pods, claims = _resources(demo)
     objects = stack.load_example(EXAMPLE)
-    demo.out.step(f"Workload: kubectl apply -f deploy/examples/{EXAMPLE} (namespace {NAMESPACE})")
+    demo.out.step(f"Workload: deploy/examples/{EXAMPLE} in namespace {NAMESPACE}")
     Resource(demo.client, NAMESPACES).create({"metadata": {"name": NAMESPACE}})
     stack.create_objects(demo.client, objects, NAMESPACE)
     demo.out.line(f"ResourceClaimTemplate {TEMPLATE}: 1 device of class {DEVICE_CLASS}")
