@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -249,3 +250,22 @@ def test_bookmarks_advance_the_resource_version_without_events(
     claims.list(namespace)  # a consistent read brings the claim watch cache up to date
     eventually(lambda: int(informer.last_resource_version) >= target)
     assert len(informer.store) == 1
+
+
+def test_a_failing_list_is_retried_with_its_cause_logged_and_never_reports_synced(
+    claims: Resource, namespace: str, eventually: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    informer = Informer(claims, namespace=namespace, field_selector="spec.bogus=1")
+    with caplog.at_level(logging.WARNING, logger="kubeapi.informer"):
+        informer.start()
+        try:
+            failures = eventually(
+                lambda: [
+                    r for r in caplog.records if r.getMessage().startswith("List or watch failed")
+                ]
+            )
+            assert not informer.has_synced()
+        finally:
+            informer.stop()
+    assert "BadRequest" in failures[0].cause
+    assert "spec.bogus" in failures[0].cause
