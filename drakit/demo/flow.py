@@ -109,21 +109,25 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def run_steps(demo: Demo) -> None:
-    """The steps after the control plane; each may fail on its own."""
+    """The steps after the control plane; each may fail on its own, and a step whose
+    prerequisite failed is skipped with a note saying why."""
     node_ready = step(demo, "node", start_node)
     plugin_ready = node_ready and step(demo, "node plugin", start_node_plugin)
     if plugin_ready:
         step(demo, "slices", show_slices)
     controller_ready = step(demo, "controller", start_controller)
-    if plugin_ready:
+    workload = False
+    if plugin_ready and controller_ready:
         workload = step(demo, "workload", run_workload)
+    else:
+        demo.out.note("workload skipped: it needs the node plugin and the controller")
+        demo.missing.append("workload")
+    if plugin_ready or controller_ready:
         step(demo, "metrics", show_metrics)
-        if demo.hold:
-            hold(demo)
-        if workload:
-            step(demo, "clean-up", clean_up)
-    elif controller_ready:
-        step(demo, "metrics", show_metrics)
+    if demo.hold:
+        hold(demo)
+    if workload:
+        step(demo, "clean-up", clean_up)
 
 
 def step(demo: Demo, name: str, action: Callable[[Demo], None]) -> bool:
