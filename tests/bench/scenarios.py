@@ -193,7 +193,7 @@ def _partitionable_slices(index: int, devices: int) -> list[Obj]:
         {"counterSet": "gpu-0", "counters": {"memory": {"value": f"{10 * units}Gi"}}}
     ]
     pool = f"resourceslice-{index}"
-    on_node = {"nodeName": bench_node_name(index)}
+    on_node: Obj = {"nodeName": bench_node_name(index)}
     return [
         resource_slice(
             f"resourceslice-countersets-{index}",
@@ -501,7 +501,7 @@ class _Gen:
                 {"counterSet": counter_set, "counters": {"memory": {"value": f"{size}Gi"}}}
             ]
             devices.append(device)
-        on_node = {"nodeName": NODE_NAME}
+        on_node: Obj = {"nodeName": NODE_NAME}
         self.slices.append(
             resource_slice(
                 f"{pool}-counters", GPU, pool, counter_sets=counter_sets, slice_count=2, **on_node

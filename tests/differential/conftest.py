@@ -39,4 +39,4 @@ def run_scenario() -> PythonRunner:
     """``allocator.scenario.run_scenario``: the Python side of the contract."""
     from allocator.scenario import run_scenario as python_run_scenario  # noqa: PLC0415
 
-    return python_run_scenario  # type: ignore[no-any-return]
+    return python_run_scenario

@@ -21,7 +21,8 @@ def _gpu(name: str, **fields: Any) -> Obj:
 
 def _local_slice(devices: list[Obj], pool: str = "pool-a", **spec: Any) -> Obj:
     fields: Obj = {"nodeName": sc.NODE_NAME, **spec}
-    return sc.resource_slice(f"{pool}-0", GPU, pool, devices=devices, **fields)
+    made: Obj = sc.resource_slice(f"{pool}-0", GPU, pool, devices=devices, **fields)
+    return made
 
 
 def _classes() -> list[Obj]:
@@ -31,7 +32,8 @@ def _classes() -> list[Obj]:
 
 
 def _one(name: str, count: int = 1, **fields: Any) -> Obj:
-    return sc.claim("c0", [sc.exact_request(name, "gpu", count=count, **fields)])
+    made: Obj = sc.claim("c0", [sc.exact_request(name, "gpu", count=count, **fields)])
+    return made
 
 
 def _attrs(**values: Any) -> Obj:
