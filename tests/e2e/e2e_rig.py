@@ -171,52 +171,27 @@ class E2EStack:
 # -- objects ------------------------------------------------------------------------------------
 
 
-def claim_template(name: str, count: int = 1) -> KubeObject:
-    """A ResourceClaimTemplate asking for ``count`` GPUs of drakit's DeviceClass."""
+def claim_template(name: str) -> KubeObject:
+    """A ResourceClaimTemplate asking for one GPU of drakit's DeviceClass."""
+    request = {"name": "gpu", "exactly": {"deviceClassName": DEVICE_CLASS}}
+    return {"metadata": {"name": name}, "spec": {"spec": {"devices": {"requests": [request]}}}}
+
+
+def pod(name: str, node: str, *, template: str) -> KubeObject:
+    """A pod kept on ``node`` by a node selector whose container ``main`` uses a claim
+    generated from ``template``; container ``sidecar`` uses none."""
     return {
         "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": [gpu_request(count)]}}},
-    }
-
-
-def gpu_request(count: int) -> dict[str, Any]:
-    return {
-        "name": "gpu",
-        "exactly": {
-            "deviceClassName": DEVICE_CLASS,
-            "allocationMode": "ExactCount",
-            "count": count,
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {"name": "main", "image": PAUSE_IMAGE, "resources": {"claims": [{"name": "gpu"}]}},
+                {"name": "sidecar", "image": PAUSE_IMAGE},
+            ],
         },
     }
-
-
-def pod(
-    name: str,
-    node: str,
-    *,
-    template: str | None = None,
-    claim_name: str | None = None,
-    scheduler: str | None = None,
-) -> KubeObject:
-    """A pod kept on ``node`` by a node selector: container ``main`` uses the claim
-    ``gpu`` (from ``template`` or the existing ``claim_name``), ``sidecar`` uses none."""
-    source = (
-        {"resourceClaimTemplateName": template}
-        if template is not None
-        else {"resourceClaimName": claim_name}
-    )
-    spec: dict[str, Any] = {
-        "nodeSelector": {"kubernetes.io/hostname": node},
-        "resourceClaims": [{"name": "gpu", **source}],
-        "terminationGracePeriodSeconds": 1,
-        "containers": [
-            {"name": "main", "image": PAUSE_IMAGE, "resources": {"claims": [{"name": "gpu"}]}},
-            {"name": "sidecar", "image": PAUSE_IMAGE},
-        ],
-    }
-    if scheduler is not None:
-        spec["schedulerName"] = scheduler
-    return {"metadata": {"name": name}, "spec": spec}
 
 
 # -- the API, as the scenarios read it ----------------------------------------------------------
