@@ -155,9 +155,7 @@ class WatchStream:
     def __iter__(self) -> Iterator[WatchEvent]:
         try:
             for line in self._lines():
-                event = self._decode(line)
-                if event is not None:
-                    yield event
+                yield self._decode(line)
         except (urllib3.exceptions.HTTPError, OSError) as err:
             if not self._closed:
                 raise ApiUnavailable(f"watch {self._rtype.plural}: {err}") from err
@@ -190,7 +188,7 @@ class WatchStream:
         if buffer.strip() and not self._closed:
             yield buffer
 
-    def _decode(self, line: bytes) -> WatchEvent | None:
+    def _decode(self, line: bytes) -> WatchEvent:
         try:
             raw = json.loads(line)
         except ValueError as err:
@@ -206,9 +204,10 @@ class WatchStream:
 
     def _release(self) -> None:
         self._closed = True
-        with contextlib.suppress(Exception):  # best-effort cleanup of a dead connection
-            self._response.release_conn()
+        # Close rather than reuse: after a shutdown or a broken stream the connection is dead.
+        with contextlib.suppress(Exception):
             self._response.close()
+            self._response.release_conn()
 
 
 class Resource:
