@@ -18,6 +18,11 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+#: Tokens of the clusters this process runs now. A record that names this
+#: process but another token was left by an earlier process whose pid was
+#: recycled, and is swept like any other dead launcher's.
+_LIVE_TOKENS: set[str] = set()
+
 
 def registry_dir() -> Path:
     base = Path(os.environ.get("DRAKIT_CACHE_DIR", Path.home() / ".cache" / "drakit"))
@@ -38,6 +43,7 @@ class RunRecord:
         return registry_dir() / f"{self.owner_pid}-{self.token}.json"
 
     def save(self) -> None:
+        _LIVE_TOKENS.add(self.token)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(
@@ -52,6 +58,7 @@ class RunRecord:
         tmp.replace(self.path)
 
     def remove(self) -> None:
+        _LIVE_TOKENS.discard(self.token)
         self.path.unlink(missing_ok=True)
 
 
@@ -72,6 +79,13 @@ def _exe(pid: int) -> str | None:
         return None
 
 
+def _owner_still_runs(owner: int, record_path: Path) -> bool:
+    if owner == os.getpid():
+        token = record_path.stem.partition("-")[2]
+        return token in _LIVE_TOKENS
+    return _alive(owner)
+
+
 def sweep() -> list[str]:
     """Kill and delete what dead launchers left behind; returns what was done."""
     done: list[str] = []
@@ -85,7 +99,7 @@ def sweep() -> list[str]:
         except (OSError, ValueError, KeyError, TypeError):
             record_path.unlink(missing_ok=True)
             continue
-        if owner != os.getpid() and _alive(owner):
+        if _owner_still_runs(owner, record_path):
             continue
         for pid, exe in data.get("processes", []):
             if _exe(int(pid)) == exe:

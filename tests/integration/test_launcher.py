@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from drakit.localcluster import ClusterConfig, LocalCluster, MissingBinaryError, StartError, assets
+from drakit.localcluster import leftovers as leftovers_module
 from drakit.localcluster import process as process_module
 from drakit.localcluster.leftovers import RunRecord, sweep
 
@@ -257,3 +258,29 @@ def test_stop_removes_the_temporary_work_folder(
     cluster.stop()
     assert not cluster.work_dir.exists()
     assert _wait_gone(pids) == []
+
+
+def test_starting_a_second_cluster_leaves_the_first_one_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _pin_real_binaries(monkeypatch)
+    monkeypatch.setenv("DRAKIT_CACHE_DIR", str(tmp_path / "cache"))
+    with LocalCluster(ClusterConfig(build_missing=False)) as first:
+        with LocalCluster(ClusterConfig(build_missing=False)) as second:
+            assert second.request("/readyz")[0] == 200
+        assert first.request("/readyz")[0] == 200
+        assert Path(first.kubeconfig).is_file()
+
+
+def test_sweep_removes_a_record_of_this_pid_left_by_an_earlier_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DRAKIT_CACHE_DIR", str(tmp_path / "cache"))
+    leftover_dir = tmp_path / "drakit-cluster-recycled"
+    leftover_dir.mkdir()
+    stale = RunRecord(owner_pid=os.getpid(), token="earlier", owned_dirs=[str(leftover_dir)])
+    stale.save()
+    leftovers_module._LIVE_TOKENS.discard("earlier")  # as if written by another process
+    sweep()
+    assert not leftover_dir.exists()
+    assert not stale.path.exists()
