@@ -16,6 +16,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from e2e_rig import (
@@ -93,7 +94,19 @@ def e2e(kubelet_harness_binary: Path, request: pytest.FixtureRequest) -> Iterato
                 rig.harness.stop()
             if controller is not None:
                 controller.terminate()
-            _clean_up(root, keep_logs=request.session.testsfailed > 0)
+            _clean_up(root, keep_logs=request.session.stash.get(_E2E_FAILED, False))
+
+
+_E2E_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Remember when an e2e test failed, so that the stack's logs are kept for it."""
+    report = yield
+    if report.failed and item.get_closest_marker("e2e") is not None:
+        item.session.stash[_E2E_FAILED] = True
+    return report
 
 
 def _clean_up(root: Path, *, keep_logs: bool) -> None:
