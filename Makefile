@@ -68,8 +68,9 @@ e2e: venv binaries
 bench: venv binaries
 	hack/bench.sh
 
+# DEMO_ARGS=--hold stops before the clean-up so you can look around.
 demo: venv binaries
-	$(VENV)/bin/python -m drakit.demo
+	$(VENV)/bin/python -m drakit.demo $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
