@@ -50,8 +50,10 @@ def eventually() -> Wait:
 
 
 @pytest.fixture
-def objects(api: Any) -> Objects:
-    return Objects(api)
+def objects(api: Any) -> Iterator[Objects]:
+    made = Objects(api)
+    yield made
+    made.cleanup()
 
 
 StartController = Callable[..., RunningController]

@@ -5,6 +5,7 @@ Imported by the tests of this folder (pytest puts the folder on ``sys.path``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.app import Controller
+from kubeapi.errors import ApiError
 from kubeapi.objects import KubeObject
 from kubeapi.resources import (
     DEVICE_CLASSES,
@@ -39,16 +41,27 @@ class Objects:
         self.nodes = Resource(api, NODES)
         #: A driver name of its own per test, so devices of other tests never match.
         self.driver = f"{uuid.uuid4().hex[:8]}.test.drakit.dev"
+        self._created: list[tuple[Resource, str]] = []  # cluster-scoped objects to delete
+
+    def cleanup(self) -> None:
+        """Delete the cluster-scoped objects this instance created (namespaces are the
+        caller's), so later tests do not see this test's nodes and devices."""
+        for resource, name in reversed(self._created):
+            with contextlib.suppress(ApiError):
+                resource.delete(name)
+        self._created.clear()
 
     def device_class(self, name: str | None = None) -> str:
         name = name or f"gpu-{self.driver.split('.')[0]}"
         selector = {"cel": {"expression": f'device.driver == "{self.driver}"'}}
         self.classes.create({"metadata": {"name": name}, "spec": {"selectors": [selector]}})
+        self._created.append((self.classes, name))
         return name
 
     def node(self, name: str, devices: int = 8, *, labels: dict[str, str] | None = None) -> None:
         """A Ready fake node with a ResourceSlice of ``devices`` devices of this test's driver."""
         self.nodes.create({"metadata": {"name": name, "labels": labels or {}}})
+        self._created.append((self.nodes, name))
         status = {
             "conditions": [{"type": "Ready", "status": "True", "reason": "Fake"}],
             # kube-scheduler counts pods against allocatable "pods".
@@ -65,6 +78,7 @@ class Objects:
             self.slice(name, devices)
 
     def slice(self, node: str, devices: int) -> None:
+        self._created.append((self.slices, f"{node}-{self.driver.split('.')[0]}"))
         self.slices.create(
             {
                 "metadata": {"name": f"{node}-{self.driver.split('.')[0]}"},
