@@ -1,0 +1,53 @@
+"""``drakit controller`` flags: help, validation with one-line errors, environment twins."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from drakit.cli import main
+
+DRAKIT = str(Path(sys.executable).with_name("drakit"))
+
+
+def test_help_names_every_flag_and_its_environment_twin():
+    out = subprocess.run([DRAKIT, "controller", "--help"], capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    twins = [
+        ("--kubeconfig", "KUBECONFIG"),
+        ("--scheduler-name", "SCHEDULER_NAME"),
+        ("--claim-generation", "CLAIM_GENERATION"),
+        ("--leader-elect", "LEADER_ELECT"),
+        ("--workers", "WORKERS"),
+        ("--metrics-address", "METRICS_ADDRESS"),
+    ]
+    for flag, env in twins:
+        assert flag in out and f"env {env}" in out
+    assert "scoped" in out and "kube-controller-manager" in out
+
+
+def test_bad_claim_generation_is_one_line_and_exit_code_2(capsys):
+    assert main(["controller", "--claim-generation", "some"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--claim-generation: 'some'" in err
+
+
+def test_environment_twin_is_validated_like_the_flag(capsys, monkeypatch):
+    monkeypatch.setenv("WORKERS", "none")
+    assert main(["controller"]) == 2
+    assert "--workers: 'none' is not a int" in capsys.readouterr().err
+
+
+def test_bad_metrics_address_is_refused(capsys):
+    assert main(["controller", "--metrics-address", "localhost"]) == 2
+    assert "--metrics-address" in capsys.readouterr().err
+
+
+def test_missing_kubeconfig_fails_without_traceback(tmp_path):
+    result = subprocess.run(
+        [DRAKIT, "controller", "--kubeconfig", str(tmp_path / "nope")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and "no such file" in result.stderr

@@ -1,0 +1,64 @@
+"""The device book: in-flight allocations win over stale cache events until they end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from allocator.model import DeviceID
+from controller.devicebook import DeviceBook, claim_model
+
+
+def claim(uid: str, device: str | None, rv: str = "1") -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if device is not None:
+        result = {"request": "r", "driver": "d", "pool": "p", "device": device}
+        status["allocation"] = {"devices": {"results": [result]}}
+    return {
+        "metadata": {"name": uid, "namespace": "ns", "uid": uid, "resourceVersion": rv},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "c"}}]}},
+        "status": status,
+    }
+
+
+def book(cache: dict[str, Any]) -> DeviceBook:
+    return DeviceBook(list_slices=list, list_classes=list, get_claim=cache.get)
+
+
+def test_cache_events_add_and_remove_allocated_devices():
+    b = book({})
+    b.claim_changed(claim("a", "d0"))
+    assert b.state.is_allocated(DeviceID("d", "p", "d0"))
+    b.claim_changed(claim("a", None, rv="2"))
+    assert not b.state.is_allocated(DeviceID("d", "p", "d0"))
+
+
+def test_in_flight_allocation_survives_a_stale_unallocated_event():
+    cache: dict[str, Any] = {"ns/a": claim("a", None)}
+    b = book(cache)
+    written = claim("a", "d0")
+    model = claim_model(written)
+    assert model is not None
+    b.begin(written, model)
+    b.claim_changed(claim("a", None))  # e.g. the finalizer write, before the allocation
+    assert b.state.is_allocated(DeviceID("d", "p", "d0"))
+    assert b.in_flight("a") is written
+
+
+def test_finish_after_success_keeps_the_devices_from_the_assumed_claim():
+    cache: dict[str, Any] = {"ns/a": claim("a", None)}
+    b = book(cache)
+    written = claim("a", "d0")
+    b.begin(written, claim_model(written))  # type: ignore[arg-type]
+    cache["ns/a"] = claim("a", "d0", rv="5")  # assumed after the write
+    b.finish("a", "ns/a")
+    assert b.in_flight("a") is None
+    assert b.state.is_allocated(DeviceID("d", "p", "d0"))
+
+
+def test_finish_after_failure_frees_the_devices():
+    cache: dict[str, Any] = {"ns/a": claim("a", None)}
+    b = book(cache)
+    written = claim("a", "d0")
+    b.begin(written, claim_model(written))  # type: ignore[arg-type]
+    b.finish("a", "ns/a")
+    assert not b.state.is_allocated(DeviceID("d", "p", "d0"))
