@@ -34,6 +34,7 @@ from controller.caches import Caches
 from controller.claimwrites import ClaimWriteError, ClaimWriter
 from controller.config import ControllerConfig
 from controller.devicebook import DeviceBook, claim_model
+from controller.explanation import summarise
 from controller.metrics import ControllerMetrics
 from controller.naming import (
     FIELD_MANAGER,
@@ -265,18 +266,17 @@ class PodScheduler:
         start = self._cursor % len(nodes)
         ordered = sorted(nodes, key=lambda n: str(meta(n).get("name")))
         ordered = ordered[start:] + ordered[:start]
-        first_error = ""
+        no_fit: list[Node] = []
         for offset, node in enumerate(ordered):
             name = str(meta(node).get("name"))
             reason = node_filter.reject_reason(node)
             if reason is None and not _matches_all(selectors, node):
                 reason = REASON_CLAIM_NODE
             if reason is None and allocator is not None:
+                model_node = Node.named(name, meta(node).get("labels") or {})
                 try:
                     results = allocator.allocate(
-                        Node.named(name, meta(node).get("labels") or {}),
-                        models,
-                        timeout=self._config.allocation_timeout,
+                        model_node, models, timeout=self._config.allocation_timeout
                     )
                 except NodeUnsuitableError:
                     reason = REASON_INVALID_POOLS
@@ -285,6 +285,7 @@ class PodScheduler:
                 else:
                     if results is None:
                         reason = REASON_NO_DEVICES
+                        no_fit.append(model_node)
                     else:
                         self._cursor = start + offset + 1
                         return name, results
@@ -292,9 +293,11 @@ class PodScheduler:
                 self._cursor = start + offset + 1
                 return name, []
             rejected[reason] += 1
-            first_error = first_error or reason
         summary = ", ".join(f"{count} {reason}" for reason, count in sorted(rejected.items()))
-        raise _UnschedulableError({CAPACITY}, f"0/{len(nodes)} nodes are available: {summary}.")
+        message = f"0/{len(nodes)} nodes are available: {summary}."
+        if allocator is not None and no_fit:
+            message += " " + summarise(allocator, no_fit, models) + "."
+        raise _UnschedulableError({CAPACITY}, message)
 
     # -- writes and bind -----------------------------------------------------------------------
 

@@ -126,6 +126,7 @@ def test_unschedulable_pod_gets_a_condition_and_runs_once_devices_are_freed(
     assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
     assert "nodes are available" in cond["message"]
     assert "cannot allocate all claims" in cond["message"]
+    assert "request gpu" in cond["message"] and "already allocated" in cond["message"]
     objects.pods.delete("first", namespace, grace_period_seconds=0)
     eventually(lambda: bound(objects, namespace, "second"))
 
@@ -186,3 +187,22 @@ def test_scoped_mode_beside_kube_scheduler_touches_only_pods_that_name_drakit(
     assert theirs["status"]["allocation"]
     (mine,) = objects.pod_claims(namespace, "mine")
     assert FIELD_MANAGER in managers(mine)
+
+
+def test_pod_waiting_for_a_missing_device_class_is_scheduled_when_the_class_appears(
+    objects, namespace, start_controller, eventually
+):
+    objects.node(f"n-{uuid.uuid4().hex[:6]}", devices=1)
+    missing = f"later-{uuid.uuid4().hex[:6]}"
+    objects.template(namespace, "tpl", missing)
+    start_controller()
+    objects.pod(namespace, "p", templates={"gpu": "tpl"})
+
+    def message() -> str:
+        status = objects.pods.get("p", namespace).get("status") or {}
+        return next((c["message"] for c in status.get("conditions") or ()
+                     if c["type"] == "PodScheduled"), "")  # fmt: skip
+
+    assert f"DeviceClass {missing} not found" in eventually(message)
+    objects.device_class(missing)
+    eventually(lambda: bound(objects, namespace, "p"))
