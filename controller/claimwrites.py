@@ -1,6 +1,6 @@
 """The writes that change a claim's allocation, reservations and finalizer.
 
-Why these shapes (see ``docs/controller.md``):
+Why these shapes:
 
 - **Allocation**: a JSON patch on ``resourceclaims/status`` whose first operations are
   ``test /metadata/uid`` and ``test /metadata/finalizers/<i> == resource.kubernetes.io/

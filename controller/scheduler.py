@@ -335,9 +335,15 @@ class PodScheduler:
         try:
             bind_pod(self._pods, namespace, name, node, uid=str(meta(pod)["uid"]))
         except Conflict:
+            # Bound already: by an earlier attempt whose answer was lost, or an attempt that
+            # ran on a stale copy of the pod. Either way there is nothing left to do.
             current = self._pods.get(name, namespace)
-            if (current.get("spec") or {}).get("nodeName") != node:
+            bound_to = (current.get("spec") or {}).get("nodeName")
+            if not bound_to:
                 raise
+            logger.info("Pod was bound already", extra={"pod": f"{namespace}/{name}",
+                                                         "node": bound_to})  # fmt: skip
+            return
         except NotFound:
             return  # deleted meanwhile: the lifecycle releases its claims
         created = _parse_time(meta(pod).get("creationTimestamp"))

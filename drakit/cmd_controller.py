@@ -154,20 +154,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         env="METRICS_ADDRESS",
         help="serve Prometheus metrics at HOST:PORT, e.g. :9401 (default: off)",
     )
+    # The defaults are the sum of the two upstream components drakit stands in for:
+    # kube-scheduler (50 QPS, burst 100) and kube-controller-manager (20, burst 30).
     p.add_argument(
         "--kube-api-qps",
         metavar="QPS",
         action=env,
         env="KUBE_API_QPS",
-        default="50",
-        help="client-side request limit (default: %(default)s)",
+        default="70",
+        help="client-side request limit, 0 for none (default: %(default)s)",
     )
     p.add_argument(
         "--kube-api-burst",
         metavar="N",
         action=env,
         env="KUBE_API_BURST",
-        default="100",
+        default="130",
         help="client-side request burst (default: %(default)s)",
     )
     p.add_argument(
