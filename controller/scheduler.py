@@ -202,7 +202,9 @@ class PodScheduler:
             pending: list[KubeObject] = []
             selectors: list[NodeSelector] = []
             reserve: list[KubeObject] = []
-            for claim in claims:
+            for read_before in claims:
+                # Read again under the lock: another pod may have allocated it meanwhile.
+                claim = self._caches.claim(namespace, str(meta(read_before)["name"])) or read_before
                 allocation = (claim.get("status") or {}).get("allocation")
                 if allocation:
                     if allocation.get("nodeSelector"):

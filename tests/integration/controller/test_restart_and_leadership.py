@@ -4,7 +4,9 @@ leader-elected replicas with a failover. Each test runs on a control plane of it
 
 from __future__ import annotations
 
+import socket
 import time
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -70,7 +72,11 @@ def test_500_pods_get_exactly_500_claims_when_the_controller_is_killed_half_way(
         first.kill()
     half = len(generated_claims(objects, namespace))
     assert half < 500, "the first process finished before it was killed"
-    second = ControllerProcess(private_cluster.kubeconfig, tmp_path / "second.log", *args)
+    port = free_port()
+    second = ControllerProcess(
+        private_cluster.kubeconfig, tmp_path / "second.log", *args,
+        "--metrics-address", f"127.0.0.1:{port}",
+    )  # fmt: skip
     try:
 
         def all_recorded() -> bool:
@@ -80,8 +86,16 @@ def test_500_pods_get_exactly_500_claims_when_the_controller_is_killed_half_way(
             )
 
         eventually(all_recorded, timeout=180)
+        metrics = scrape(port)
     finally:
         assert second.terminate() == 0
+    created = metric_value(metrics, "dynamic_resource_allocation_resourceclaim_creates_total",
+                           'admin_access="false",status="success"')  # fmt: skip
+    assert 0 < created <= 500 - half  # the rest; a create sent just before SIGKILL may land late
+    total = metric_value(metrics, "dynamic_resource_allocation_resource_claims",
+                         'admin_access="false",allocated="false",'
+                         'source="resource_claim_template"')  # fmt: skip
+    assert total == 500
     claims = generated_claims(objects, namespace)
     owners = Counter(c["metadata"]["ownerReferences"][0]["uid"] for c in claims)
     assert len(claims) == 500, f"{len(claims)} claims (first run left {half})"
@@ -91,6 +105,25 @@ def test_500_pods_get_exactly_500_claims_when_the_controller_is_killed_half_way(
     for pod in objects.pods.list(namespace).items:
         (entry,) = pod["status"]["resourceClaimStatuses"]
         assert names[entry["resourceClaimName"]] == pod["metadata"]["uid"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        return str(response.read().decode())
+
+
+def metric_value(text: str, name: str, labels: str) -> float:
+    prefix = f"{name}{{{labels}}} "
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return float(line[len(prefix) :])
+    raise AssertionError(f"{prefix!r} not in the metrics")
 
 
 def lease_holder(leases: Resource) -> str:
