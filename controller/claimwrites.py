@@ -13,9 +13,11 @@ Why these shapes:
 - **Reservation** of an already allocated claim: a JSON patch that appends to
   ``status.reservedFor``. Each patch is applied to the latest stored claim, so pods that share a
   claim are added concurrently and none is lost; an entry that is already there is rejected
-  by validation (Duplicate) and counts as success. When the list does not exist yet the patch
-  creates it and carries a ``test`` of the resourceVersion, so two first reservations cannot
-  overwrite each other.
+  by validation (Duplicate) and counts as success. The patch also tests that the allocation
+  is the one the pod was placed by: a claim deallocated and allocated again elsewhere in the
+  meantime must not be reserved for a pod bound to the old allocation's node. When the list
+  does not exist yet the patch creates it and carries a ``test`` of the resourceVersion, so
+  two first reservations cannot overwrite each other.
 - **Finalizer** add/remove and the lifecycle's status updates: PUTs that carry the
   resourceVersion of the object they were computed from (Conflict on any concurrent change).
 """
@@ -115,6 +117,7 @@ class ClaimWriter:
         Raises ClaimWriteError when the claim is deleted, being deleted, not allocated, or
         the apiserver refuses the entry (the 256-entry limit).
         """
+        expected = (claim.get("status") or {}).get("allocation")
         current = claim
         backoff = Backoff(initial=0.01, cap=0.5)
         for attempt in range(1, ATTEMPTS + 1):
@@ -122,8 +125,11 @@ class ClaimWriter:
                 return current
             if meta(current).get("deletionTimestamp"):
                 raise ClaimWriteError(f"claim {_key(current)} is being deleted")
-            if not (current.get("status") or {}).get("allocation"):
+            allocation = (current.get("status") or {}).get("allocation")
+            if not allocation:
                 raise ClaimWriteError(f"claim {_key(current)} is not allocated")
+            if allocation != expected:
+                raise ClaimWriteError(f"claim {_key(current)} was allocated again meanwhile")
             try:
                 return self._patch_status(current, self._reserve_ops(current, consumer))
             except (Invalid, Conflict) as err:
@@ -139,7 +145,8 @@ class ClaimWriter:
     @staticmethod
     def _reserve_ops(claim: KubeObject, consumer: dict[str, str]) -> list[dict[str, Any]]:
         ops: list[dict[str, Any]] = [
-            {"op": "test", "path": "/metadata/uid", "value": meta(claim)["uid"]}
+            {"op": "test", "path": "/metadata/uid", "value": meta(claim)["uid"]},
+            {"op": "test", "path": "/status/allocation", "value": claim["status"]["allocation"]},
         ]
         if "reservedFor" in (claim.get("status") or {}):
             ops.append({"op": "add", "path": "/status/reservedFor/-", "value": consumer})

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from controller_harness import ClaimHistory, Objects
 
-from controller.claimwrites import ClaimWriter
+from controller.claimwrites import ClaimWriteError, ClaimWriter
 from controller.config import ClaimGeneration
 from controller.naming import FIELD_MANAGER, FINALIZER
 from kubeapi.client import load_client
@@ -206,3 +206,25 @@ def test_pod_waiting_for_a_missing_device_class_is_scheduled_when_the_class_appe
     assert f"DeviceClass {missing} not found" in eventually(message)
     objects.device_class(missing)
     eventually(lambda: bound(objects, namespace, "p"))
+
+
+def test_reservation_computed_for_an_old_allocation_is_refused_after_reallocation(
+    objects, namespace
+):
+    claim = objects.claim(namespace, "c", objects.device_class())
+    writer = ClaimWriter(objects.claims)
+    first = {"request": "gpu", "driver": objects.driver, "pool": "node-1", "device": "d0"}
+    a = {"resource": "pods", "name": "a", "uid": str(uuid.uuid4())}
+    seen_by_b = writer.allocate_and_reserve(claim, {"devices": {"results": [first]}}, a)
+    # a finishes: deallocated; then c allocates the claim again, on another node
+    status = {**seen_by_b["status"], "reservedFor": None, "allocation": None}
+    writer.update_status({**seen_by_b, "status": status})
+    second = {**first, "pool": "node-2"}
+    c = {"resource": "pods", "name": "c", "uid": str(uuid.uuid4())}
+    writer.allocate_and_reserve(
+        objects.claims.get("c", namespace), {"devices": {"results": [second]}}, c
+    )
+    b = {"resource": "pods", "name": "b", "uid": str(uuid.uuid4())}
+    with pytest.raises(ClaimWriteError, match="allocated again"):
+        writer.reserve(seen_by_b, b)
+    assert reserved_uids(objects.claims.get("c", namespace)) == {c["uid"]}
