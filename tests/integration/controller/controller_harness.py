@@ -151,6 +151,10 @@ class Objects:
             spec["nodeName"] = node_name
         return self.pods.create({"metadata": {"name": name, "namespace": namespace}, "spec": spec})
 
+    def pod_claims_by_name(self, namespace: str, name: str) -> list[KubeObject]:
+        """The claim called ``name`` (a list: empty when it does not exist)."""
+        return [c for c in self.claims.list(namespace).items if c["metadata"]["name"] == name]
+
     def pod_claims(self, namespace: str, pod_name: str) -> list[KubeObject]:
         """Claims in the namespace controlled by the pod."""
         pod = self.pods.get(pod_name, namespace)
