@@ -13,6 +13,8 @@ import sys
 import threading
 from typing import Any
 
+from drakit.envflags import EnvDefault
+
 EXIT_INVALID = 2  # bad flags or environment: nothing was started
 EXIT_FAILED = 1  # start-up failed, or leadership was lost (the process should restart)
 CLAIM_GENERATION_MODES = ("all", "scoped", "off")
@@ -45,25 +47,6 @@ example:
 """
 
 
-class _EnvDefault(argparse.Action):
-    """A flag whose default comes from an environment variable."""
-
-    def __init__(self, env: str, default: Any = None, **kwargs: Any) -> None:
-        value = os.environ.get(env)
-        default = value if value not in (None, "") else default
-        kwargs["help"] = f"{kwargs.pop('help', '')} [env {env}]"
-        super().__init__(default=default, **kwargs)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        setattr(namespace, self.dest, True if self.nargs == 0 else values)
-
-
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "controller",
@@ -73,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
-    env = _EnvDefault
+    env = EnvDefault
     p.add_argument(
         "--kubeconfig",
         metavar="FILE",

@@ -13,8 +13,8 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
+from drakit.envflags import EnvDefault
 from node_plugin.driver import CoreConfigError, PluginConfig
 from node_plugin.sockets import SocketPathError, socket_paths
 
@@ -56,28 +56,6 @@ example:
 """
 
 
-class _EnvDefault(argparse.Action):
-    """A flag whose default comes from an environment variable."""
-
-    def __init__(
-        self, env: str, required: bool = False, default: Any = None, **kwargs: Any
-    ) -> None:
-        value = os.environ.get(env)
-        default = value if value not in (None, "") else default
-        help_text = kwargs.pop("help", "")
-        kwargs["help"] = f"{help_text} [env {env}]"
-        super().__init__(default=default, required=required and default is None, **kwargs)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        setattr(namespace, self.dest, values)
-
-
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "node-plugin",
@@ -87,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,  # "--node" must not silently mean --node-name
     )
-    env = _EnvDefault
+    env = EnvDefault
     p.add_argument(
         "--driver-name",
         metavar="NAME",
