@@ -1,5 +1,8 @@
 """Structured logs: one JSON object per line (or ``key=value`` text), with the ``extra``
-fields every drakit module passes to the standard ``logging`` calls."""
+fields every drakit module passes to the standard ``logging`` calls.
+
+The JSON keys (``ts``, ``level``, ``logger``, ``msg``, ``traceback``) are the node
+plugin's too, so one log pipeline reads both components."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ class JsonFormatter(logging.Formatter):
             **_fields(record),
         }
         if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
+            entry["traceback"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
 
 
