@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Moves every Go tool module and drakit/version.py to the Kubernetes version in
-# hack/versions.env, then tidies the modules. Usage: edit hack/versions.env,
-# run hack/bump-kube.sh, run make test, commit.
+# Moves the Go tool modules that build on Kubernetes (hack/tools/kube, the
+# kubelet harness, the oracle) and drakit/version.py to the versions in
+# hack/versions.env: k8s.io/kubernetes and every staging module that is
+# required or replaced at a release version (pseudo-versions such as
+# kube-openapi's are left to go mod tidy), then tidies the modules.
+# Usage: edit hack/versions.env, run hack/bump-kube.sh, run make test, commit.
 set -euo pipefail
 HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(dirname "$HACK")"
@@ -11,7 +14,7 @@ for mod in "$HACK"/tools/kube "$HACK"/kubelet-harness "$HACK"/oracle; do
   sed -i -E \
     -e "s#(k8s.io/kubernetes )v1\.[0-9]+\.[0-9]+#\1$KUBE_VERSION#" \
     -e "s#(=> k8s.io/[a-z-]+ )v0\.[0-9]+\.[0-9]+#\1$KUBE_STAGING_VERSION#" \
-    -e "s#^(\s*k8s.io/(api|apimachinery|client-go|dynamic-resource-allocation|component-base|klog) )v0\.[0-9]+\.[0-9]+#\1$KUBE_STAGING_VERSION#" \
+    -e "s#^(\s*k8s.io/[a-z-]+ )v0\.[0-9]+\.[0-9]+(\s|$)#\1$KUBE_STAGING_VERSION\2#" \
     "$mod/go.mod"
   (cd "$mod" && go mod tidy)
   echo "bumped $mod"
