@@ -17,17 +17,12 @@ Public surface (import from here; submodules hold the details):
   (:mod:`allocator.scenario`).
 """
 
-from allocator.allocate import (
-    AllocationCancelledError,
-    AllocationError,
-    AllocationTimeoutError,
-    Allocator,
-    NodeUnsuitableError,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from allocator.allocated import AllocatedState, Conflict
 from allocator.convert import to_v1
 from allocator.features import Features
-from allocator.inventory import Inventory
 from allocator.model import (
     AllocationResult,
     AttributeValue,
@@ -113,3 +108,33 @@ __all__ = [
     "validate_resource_slice",
     "with_api_defaults",
 ]
+
+if TYPE_CHECKING:
+    from allocator.allocate import (
+        AllocationCancelledError,
+        AllocationError,
+        AllocationTimeoutError,
+        Allocator,
+        NodeUnsuitableError,
+    )
+    from allocator.inventory import Inventory
+
+# Allocation loads the CEL engine (tens of MiB); the node plugin only needs the model,
+# validation and allocated state, so these names are imported on first use.
+_LAZY = {
+    "AllocationCancelledError": "allocator.allocate",
+    "AllocationError": "allocator.allocate",
+    "AllocationTimeoutError": "allocator.allocate",
+    "Allocator": "allocator.allocate",
+    "NodeUnsuitableError": "allocator.allocate",
+    "Inventory": "allocator.inventory",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'allocator' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

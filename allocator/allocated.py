@@ -18,9 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from allocator.inventory import NANO, nanos
 from allocator.model import AllocationResult, DeviceID, DeviceRequestAllocationResult, ResourceClaim
-from allocator.quantity import Quantity
+from allocator.quantity import NANO, Quantity, nanos
 
 __all__ = ["AllocatedState", "Conflict", "SharedDeviceID"]
 

@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from allocator.inventory import NANO, nanos
 from allocator.model import CapacityRequestPolicyRange, DeviceCapacity
-from allocator.quantity import Quantity
+from allocator.quantity import NANO, Quantity, nanos
 
 __all__ = ["CapacityError", "consumed_capacity", "fits_capacity"]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 from allocator.cel import device_context
 from allocator.features import Features
@@ -40,16 +40,9 @@ from allocator.model import (
     ResourceSlice,
 )
 from allocator.nodeselector import NodeSelectorError, node_selector_matches
-from allocator.quantity import Quantity
+from allocator.quantity import NANO, nanos
 
-__all__ = ["DeviceEntry", "Inventory", "Pool", "SliceEntry", "nanos"]
-
-NANO: Final = 10**9
-
-
-def nanos(q: Quantity) -> int:
-    """A quantity in integer nano-units (exact: quantities are nano-precise)."""
-    return q.nanos()
+__all__ = ["NANO", "DeviceEntry", "Inventory", "Pool", "SliceEntry", "nanos"]
 
 
 class DeviceEntry:

@@ -244,3 +244,12 @@ def _decimal_mantissa(magnitude: Fraction) -> tuple[int, int]:
         nanos //= 1000
         exp10 += 3
     return nanos, exp10
+
+
+#: Nano-units per unit: counters and capacities are summed as integers of this scale.
+NANO: Final = 10**9
+
+
+def nanos(q: Quantity) -> int:
+    """A quantity in integer nano-units (exact: quantities are nano-precise)."""
+    return q.nanos()

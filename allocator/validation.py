@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Final
 
 from allocator._codec import thaw
-from allocator.cel import CELCompileError, compile_selector
 from allocator.model import (
     ALLOCATION_MODE_ALL,
     ALLOCATION_MODE_EXACT_COUNT,
@@ -492,6 +491,10 @@ def _validate_selectors(c: _Collector, selectors: Sequence[DeviceSelector], path
                 f"{path}[{i}].cel.expression", f"must be no more than {MAX_CEL_LENGTH} bytes long"
             )
         elif c.compile_cel:
+            # Imported here: validating slices (the node plugin's publisher) needs no CEL
+            # engine, and loading it costs the plugin tens of MiB of memory.
+            from allocator.cel import CELCompileError, compile_selector  # noqa: PLC0415
+
             try:
                 compile_selector(expr)
             except CELCompileError as exc:

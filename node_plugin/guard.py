@@ -25,9 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from allocator.allocated import AllocatedState
-from allocator.inventory import nanos
 from allocator.model import Device, DeviceID, DeviceRequestAllocationResult, ResourceClaim
-from allocator.quantity import Quantity
+from allocator.quantity import Quantity, nanos
 from node_plugin.backends.base import PoolDescription
 from node_plugin.checkpoint import ClaimEntry
 

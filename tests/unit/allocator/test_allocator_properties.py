@@ -10,10 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from allocator.capacity import consumed_capacity
-from allocator.inventory import nanos
 from allocator.model import ResourceClaim as Claim
 from allocator.model import ResourceSlice, with_api_defaults
-from allocator.quantity import Quantity
+from allocator.quantity import Quantity, nanos
 from allocator.scenario import run_scenario
 
 SEEDS = st.integers(min_value=0, max_value=10**9)
