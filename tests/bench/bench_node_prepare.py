@@ -38,7 +38,6 @@ from typing import Any
 import grpc
 
 REPO = Path(__file__).resolve().parents[2]
-GO_MODULE_DIR = REPO / "hack/tools/dra-example-driver"
 GO_PACKAGE = "sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin"
 
 DRIVER = "gpu.example.com"
