@@ -16,6 +16,10 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from drakit.localcluster import ClusterConfig
 
 PID_FILE = "launcher.pid"
 READY_FILE = "ready"
@@ -63,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     down.set_defaults(func=run_down)
 
 
-def _config(args: argparse.Namespace) -> object:
+def _config(args: argparse.Namespace) -> ClusterConfig:
     from drakit.localcluster import ClusterConfig  # noqa: PLC0415
 
     config = ClusterConfig(
@@ -85,7 +89,7 @@ def run_foreground(args: argparse.Namespace) -> int:
         (args.dir / stale).unlink(missing_ok=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    cluster = LocalCluster(_config(args))  # type: ignore[arg-type]
+    cluster = LocalCluster(_config(args))
     try:
         cluster.start()
     except (StartError, MissingBinaryError) as err:

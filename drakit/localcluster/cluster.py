@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -83,6 +84,7 @@ class LocalCluster:
         self.server = ""
         self.etcd_url = ""
         self.certs: CertPaths | None = None
+        self._ssl: ssl.SSLContext | None = None
         self.processes: list[ManagedProcess] = []
         self._record = RunRecord(owner_pid=os.getpid(), token=uuid.uuid4().hex[:8])
         if self._owns_work_dir:
@@ -119,6 +121,7 @@ class LocalCluster:
     def _start_components(self) -> None:
         bins = self._binaries()
         self.certs = write_certificates(self.work_dir / "certs")
+        self._ssl = None  # new certificates: the next request builds a new context
         self._with_port_retries(lambda: self._start_etcd(bins["etcd"]))
         self._with_port_retries(lambda: self._start_apiserver(bins["kube-apiserver"]))
         self._write_kubeconfig()
@@ -149,7 +152,7 @@ class LocalCluster:
             assets.build_binaries(("etcd", "kube"))
         return {n: assets.require_binary(n) for n in names}
 
-    def _with_port_retries(self, start: Any) -> None:
+    def _with_port_retries(self, start: Callable[[], None]) -> None:
         for attempt in range(PORT_ATTEMPTS):
             try:
                 start()
@@ -272,10 +275,14 @@ class LocalCluster:
     # -- API access ----------------------------------------------------------
 
     def _ssl_context(self) -> ssl.SSLContext:
-        assert self.certs is not None
-        ctx = ssl.create_default_context(cafile=str(self.certs.ca_cert))
-        ctx.load_cert_chain(str(self.certs.admin_cert), str(self.certs.admin_key))
-        return ctx
+        # Built once: the readiness poll calls request() every 100 ms, and each context
+        # would otherwise read and parse the CA and the admin key pair again.
+        if self._ssl is None:
+            assert self.certs is not None
+            ctx = ssl.create_default_context(cafile=str(self.certs.ca_cert))
+            ctx.load_cert_chain(str(self.certs.admin_cert), str(self.certs.admin_key))
+            self._ssl = ctx
+        return self._ssl
 
     def request(self, path: str, method: str = "GET", body: Any = None) -> tuple[int, bytes]:
         """One authenticated (admin) request to the apiserver; returns (status, body)."""
