@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, str] = {
     "controller": "drakit.cmd_controller",
     "allocate": "drakit.cmd_allocate",
     "local-cluster": "drakit.cmd_local_cluster",
+    "local-node": "drakit.cmd_local_node",
     "version": "drakit.cmd_version",
 }
 
@@ -36,6 +37,7 @@ drakit is a Kubernetes Dynamic Resource Allocation (DRA) driver kit.
   controller     run the companion controller (Deployment)
   allocate       allocate claims offline from YAML/JSON files and explain refusals
   local-cluster  start or stop a local kube-apiserver + etcd for development
+  local-node     start or stop a real kubelet + containerd node (root)
   version        print drakit's version and the Kubernetes APIs it speaks
 
 Every flag has an environment-variable twin; see `drakit SUBCOMMAND --help`.

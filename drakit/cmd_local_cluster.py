@@ -9,21 +9,14 @@ foreground until Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from drakit.background import run_until_signalled, start_detached, stop_detached
+
 if TYPE_CHECKING:
     from drakit.localcluster import ClusterConfig
-
-PID_FILE = "launcher.pid"
-READY_FILE = "ready"
-ERROR_FILE = "error"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,6 +44,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             help="also run kube-controller-manager (every controller but node-lifecycle)",
         )
         a.add_argument(
+            "--real-nodes",
+            action="store_true",
+            help="serve real kubelets (hack/local-node.sh): ServiceAccount tokens for pods, "
+            "the node-lifecycle controller in kube-controller-manager, kubelet client "
+            "credentials for logs and exec",
+        )
+        a.add_argument(
             "--controllers",
             default="*,-node-lifecycle-controller",
             help="kube-controller-manager --controllers value (default: %(default)s)",
@@ -75,6 +75,7 @@ def _config(args: argparse.Namespace) -> ClusterConfig:
         with_scheduler=args.with_scheduler,
         with_controller_manager=args.with_controller_manager,
         controllers=args.controllers,
+        real_nodes=args.real_nodes,
     )
     if args.feature_gates is not None:
         config.feature_gates = args.feature_gates
@@ -84,91 +85,34 @@ def _config(args: argparse.Namespace) -> ClusterConfig:
 def run_foreground(args: argparse.Namespace) -> int:
     from drakit.localcluster import LocalCluster, MissingBinaryError, StartError  # noqa: PLC0415
 
-    args.dir.mkdir(parents=True, exist_ok=True)
-    for stale in (READY_FILE, ERROR_FILE):
-        (args.dir / stale).unlink(missing_ok=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     cluster = LocalCluster(_config(args))
-    try:
+
+    def start() -> str:
         cluster.start()
-    except (StartError, MissingBinaryError) as err:
-        (args.dir / ERROR_FILE).write_text(str(err))
-        print(f"drakit local-cluster: {err}", file=sys.stderr)
-        return 1
-    try:
-        (args.dir / READY_FILE).write_text(cluster.server)
         print(f"kube-apiserver {cluster.server} is ready")
         print(f"  export KUBECONFIG={cluster.kubeconfig}")
         print("  kubectl get resourceslices")
         print(f"  logs: {cluster.work_dir / 'logs'}")
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
-    finally:
-        cluster.stop()
-        (args.dir / READY_FILE).unlink(missing_ok=True)
-    return 0
+        return cluster.server
+
+    return run_until_signalled(
+        args.dir, "local-cluster", start, cluster.stop, (StartError, MissingBinaryError)
+    )
 
 
 def run_up(args: argparse.Namespace) -> int:
-    args.dir.mkdir(parents=True, exist_ok=True)
-    if _running_pid(args.dir) is not None:
-        print(f"drakit local-cluster: already running in {args.dir}", file=sys.stderr)
-        return 1
-    for stale in (READY_FILE, ERROR_FILE):
-        (args.dir / stale).unlink(missing_ok=True)
     argv = [sys.executable, "-m", "drakit.localcluster", "run", str(args.dir)]
     argv += ["--with-scheduler"] if args.with_scheduler else []
     argv += ["--with-controller-manager"] if args.with_controller_manager else []
+    argv += ["--real-nodes"] if args.real_nodes else []
     argv += ["--controllers", args.controllers]
     if args.feature_gates is not None:
         argv += ["--feature-gates", args.feature_gates]
-    with (args.dir / "launcher.log").open("ab") as log:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    (args.dir / PID_FILE).write_text(str(proc.pid))
-    while proc.poll() is None:
-        if (args.dir / READY_FILE).exists():
-            print(f"export KUBECONFIG={(args.dir / 'kubeconfig').resolve()}")
-            return 0
-        time.sleep(0.2)
-    err = (
-        (args.dir / ERROR_FILE).read_text()
-        if (args.dir / ERROR_FILE).exists()
-        else "see launcher.log"
+    kubeconfig = (args.dir / "kubeconfig").resolve()
+    return start_detached(
+        args.dir, argv, "local-cluster", lambda: print(f"export KUBECONFIG={kubeconfig}")
     )
-    print(f"drakit local-cluster: failed to start: {err}", file=sys.stderr)
-    return 1
-
-
-def _running_pid(folder: Path) -> int | None:
-    try:
-        pid = int((folder / PID_FILE).read_text())
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        return None
-    return pid
 
 
 def run_down(args: argparse.Namespace) -> int:
-    pid = _running_pid(args.dir)
-    if pid is None:
-        print(f"drakit local-cluster: nothing running in {args.dir}")
-        (args.dir / PID_FILE).unlink(missing_ok=True)
-        return 0
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _running_pid(args.dir) is not None:
-        time.sleep(0.2)
-    if _running_pid(args.dir) is not None:
-        os.kill(pid, signal.SIGKILL)
-    (args.dir / PID_FILE).unlink(missing_ok=True)
-    print(f"stopped the cluster in {args.dir}")
-    return 0
+    return stop_detached(args.dir, "local-cluster")

@@ -3,7 +3,10 @@
 # outside the repository, and prints the folder that holds them.
 #
 #   hack/build-binaries.sh [TARGET...]
-#     TARGET: kube etcd grpcurl oracle kubelet-harness helm dra-example-driver (default: kube etcd)
+#     TARGET: kube etcd grpcurl oracle kubelet-harness helm dra-example-driver
+#             node (the real node: kubelet, containerd, ctr, shim, runc, CNI plugins,
+#             crictl, pause)
+#             (default: kube etcd)
 #
 # The cache folder is $DRAKIT_CACHE_DIR/bin/$KUBE_VERSION (default
 # ~/.cache/drakit). A binary is rebuilt only when its tool module's go.sum
@@ -41,18 +44,34 @@ stamp_of() {
 
 # up_to_date NAME MODULE_DIR: the binary exists and was built from this source.
 up_to_date() {
-  local s="$BIN/.$1.stamp"
+  local s="$BIN/.${1//\//_}.stamp"
   [[ -x "$BIN/$1" && -f "$s" ]] && [[ "$(cat "$s")" == "$(stamp_of "$2")" ]]
 }
 
-stamp() { stamp_of "$2" >"$BIN/.$1.stamp"; }
+stamp() { stamp_of "$2" >"$BIN/.${1//\//_}.stamp"; }
 
-# go_build MODULE_DIR OUT_NAME PACKAGE [LDFLAGS]: one atomic build into the cache.
+# go_build MODULE_DIR OUT_NAME PACKAGE [LDFLAGS [TAGS]]: one atomic build into
+# the cache. OUT_NAME may name a subfolder (cni/loopback). CGO_ENABLED may be
+# set by the caller (runc needs cgo for seccomp); it defaults to off.
 go_build() {
-  local dir="$1" out="$2" pkg="$3" ldflags="${4:-}"
+  local dir="$1" out="$2" pkg="$3" ldflags="${4:-}" tags="${5:-}"
   log "building $out from $pkg (cached in $BIN)"
-  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN/.$out.tmp" "$pkg")
+  mkdir -p "$(dirname "$BIN/$out")"
+  (cd "$dir" && CGO_ENABLED="${CGO_ENABLED:-0}" go build -trimpath -tags "$tags" -ldflags "$ldflags" \
+    -o "$BIN/.$out.tmp" "$pkg")
   mv -f "$BIN/.$out.tmp" "$BIN/$out"
+}
+
+# kube_ldflags: the version stamps every Kubernetes binary reports (without
+# them the kubelet says v0.0.0-master and the apiserver's skew checks trip).
+kube_ldflags() {
+  local minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
+  local ldf="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
+  ldf+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+  ldf+=" -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/component-base/version.buildDate=$KUBE_BUILD_DATE"
+  ldf+=" -X k8s.io/component-base/version.gitCommit=$KUBE_GIT_COMMIT"
+  ldf+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
+  echo "$ldf"
 }
 
 build_kube() {
@@ -60,12 +79,7 @@ build_kube() {
   local dir="$HACK/tools/kube"
   if up_to_date kube-apiserver "$dir" && up_to_date kube-scheduler "$dir" && up_to_date kube-controller-manager "$dir"; then return; fi
   need_go
-  local minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
-  local ldf="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
-  ldf+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-  ldf+=" -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/component-base/version.buildDate=$KUBE_BUILD_DATE"
-  ldf+=" -X k8s.io/component-base/version.gitCommit=$KUBE_GIT_COMMIT"
-  ldf+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
+  local ldf; ldf="$(kube_ldflags)"
   # One go build per binary, sequentially: they share the compile cache, and
   # linking three at once needs more memory than a small machine has to spare.
   for cmd in kube-apiserver kube-scheduler kube-controller-manager; do
@@ -91,6 +105,41 @@ build_tool() {
   stamp "$1" "$2"
 }
 
+# build_node: everything a real node needs besides the control plane. The
+# kubelet matches the control plane's version; containerd, runc, the CNI
+# plugins and crictl come from their own modules (versions in their go.mod,
+# summarised in versions.env).
+build_node() {
+  local t="$HACK/tools"
+  if ! up_to_date kubelet "$t/kubelet"; then
+    need_go; go_build "$t/kubelet" kubelet k8s.io/kubernetes/cmd/kubelet "$(kube_ldflags)"; stamp kubelet "$t/kubelet"
+  fi
+  local c
+  for c in containerd ctr containerd-shim-runc-v2; do
+    up_to_date "$c" "$t/containerd" && continue
+    need_go; go_build "$t/containerd" "$c" "github.com/containerd/containerd/v2/cmd/$c" "-s -w"; stamp "$c" "$t/containerd"
+  done
+  if ! up_to_date runc "$t/runc"; then
+    need_go; need_libseccomp
+    CGO_ENABLED=1 go_build "$t/runc" runc github.com/opencontainers/runc "-s -w" seccomp; stamp runc "$t/runc"
+  fi
+  for c in loopback tap host-local; do
+    up_to_date "cni/$c" "$t/cni" && continue
+    local kind=main; [[ $c == host-local ]] && kind=ipam
+    need_go; go_build "$t/cni" "cni/$c" "github.com/containernetworking/plugins/plugins/$kind/$c" "-s -w"
+    stamp "cni/$c" "$t/cni"
+  done
+  up_to_date crictl "$t/crictl" || { need_go; go_build "$t/crictl" crictl sigs.k8s.io/cri-tools/cmd/crictl "-s -w"; stamp crictl "$t/crictl"; }
+  up_to_date pause "$t/pause" || { need_go; go_build "$t/pause" pause . "-s -w"; stamp pause "$t/pause"; }
+}
+
+need_libseccomp() {
+  if ! pkg-config --exists libseccomp 2>/dev/null; then
+    log "runc needs libseccomp's headers: apt-get install libseccomp-dev pkg-config"
+    exit 3
+  fi
+}
+
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=(kube etcd)
 for t in "${targets[@]}"; do
@@ -101,6 +150,7 @@ for t in "${targets[@]}"; do
     oracle) build_tool dra-oracle "$HACK/oracle" . ;;
     kubelet-harness) build_tool kubelet-harness "$HACK/kubelet-harness" . ;;
     helm) build_tool helm "$HACK/tools/helm" helm.sh/helm/v3/cmd/helm ;;
+    node) build_node ;;
     dra-example-driver) build_tool dra-example-kubeletplugin "$HACK/tools/dra-example-driver" sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin ;;
     *) log "unknown target $t"; exit 2 ;;
   esac

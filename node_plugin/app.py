@@ -94,9 +94,17 @@ class NodePlugin:
             self._core = build_core(config, self.metrics)
         if config.metrics_address:
             self._metrics_endpoint = serve_metrics(self.metrics, config.metrics_address)
-            _log.info(
-                "Serving metrics", address=config.metrics_address, port=self._metrics_endpoint.port
-            )
+            if self._metrics_endpoint.serving:
+                _log.info(
+                    "Serving metrics",
+                    address=config.metrics_address,
+                    port=self._metrics_endpoint.port,
+                )
+            else:
+                _log.warning(
+                    "Metrics port in use; serving metrics once it is free",
+                    address=config.metrics_address,
+                )
         self._core.start()
         lock = SerializeLock(
             config.plugin_data_dir / LOCK_FILE_NAME, timeout=config.serialize_timeout_seconds

@@ -66,6 +66,12 @@ class ClusterConfig:
         os.environ.get("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "90").rstrip("s")
     )
     extra_apiserver_args: tuple[str, ...] = ()
+    #: Serve real kubelets (``node.py``): pods get ServiceAccount tokens (the
+    #: ServiceAccount admission plugin is on), kube-controller-manager runs
+    #: every controller including node-lifecycle (it lifts the not-ready
+    #: taint of a new node), and the apiserver authenticates to kubelets with
+    #: the admin certificate (for logs and exec).
+    real_nodes: bool = False
     #: Build missing binaries with hack/build-binaries.sh (needs Go).
     build_missing: bool = True
 
@@ -215,9 +221,7 @@ class LocalCluster:
                 f"--service-account-signing-key-file={c.sa_key}",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--allow-privileged=true",
-                # No kube-controller-manager creates the `default` service
-                # account in test namespaces; pods must not need one.
-                "--disable-admission-plugins=ServiceAccount",
+                *self._service_account_args(),
                 # The `kubernetes` Service cannot point at a loopback address.
                 "--endpoint-reconciler-type=none",
                 f"--runtime-config={RUNTIME_CONFIG}",
@@ -227,6 +231,24 @@ class LocalCluster:
             ],
         )
         proc.wait_ready(self._readyz, self.config.start_timeout)
+
+    def _service_account_args(self) -> list[str]:
+        assert self.certs is not None
+        if self.config.real_nodes:
+            return [
+                f"--kubelet-client-certificate={self.certs.admin_cert}",
+                f"--kubelet-client-key={self.certs.admin_key}",
+            ]
+        # Without kube-controller-manager nothing creates the `default` service
+        # account in test namespaces; pods must not need one.
+        return ["--disable-admission-plugins=ServiceAccount"]
+
+    def _controllers(self) -> str:
+        """--controllers; real kubelets renew their leases, so node-lifecycle may run."""
+        items = self.config.controllers.split(",")
+        if self.config.real_nodes:
+            items = [c for c in items if c != "-node-lifecycle-controller"]
+        return ",".join(items)
 
     def _component_args(self) -> list[str]:
         return [
@@ -261,7 +283,7 @@ class LocalCluster:
                 *self._component_args(),
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
-                f"--controllers={self.config.controllers}",
+                f"--controllers={self._controllers()}",
                 f"--service-account-private-key-file={self.certs.sa_key}",
                 f"--root-ca-file={self.certs.ca_cert}",
                 "--use-service-account-credentials=false",

@@ -103,3 +103,30 @@ except grpc.RpcError as err:
 if status != h.HealthCheckResponse.SERVING or name != driver:
     sys.exit(f"drakit node plugin probe: DRA socket health {h.HealthCheckResponse.ServingStatus.Name(status)}, registration names {name!r}, want {driver!r}")
 {{- end }}
+
+{{/*
+Environment that points a component at apiServer.host/port instead of the
+in-cluster Service (explicit env wins over what the kubelet injects).
+*/}}
+{{- define "drakit.apiServerEnv" -}}
+{{- if or .Values.apiServer.host .Values.apiServer.port }}
+{{- if not (and .Values.apiServer.host .Values.apiServer.port) }}
+{{- fail "apiServer.host and apiServer.port must be set together" }}
+{{- end }}
+- name: KUBERNETES_SERVICE_HOST
+  value: {{ .Values.apiServer.host | quote }}
+- name: KUBERNETES_SERVICE_PORT
+  value: {{ .Values.apiServer.port | toString | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+Pod-level network settings for a component: hostNetwork and the DNS policy
+that keeps cluster DNS working on the host network.
+*/}}
+{{- define "drakit.hostNetwork" -}}
+{{- if . }}
+hostNetwork: true
+dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
+{{- end }}

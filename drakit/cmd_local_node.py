@@ -1,0 +1,109 @@
+"""``drakit local-node``: a real Kubernetes node on this machine (root, Linux).
+
+``up DIR --cluster-dir CDIR`` starts containerd, runc and the real kubelet
+(built from the pinned Go modules by ``hack/build-binaries.sh node``) against
+the control plane that ``drakit local-cluster up CDIR --with-scheduler
+--with-controller-manager --real-nodes`` runs, and returns once the node is
+Ready. It keeps running in the background until ``down DIR``, which restores
+the machine exactly: processes, mounts, cgroups, sysctls and the /etc/hosts
+line. A launcher that was killed is cleaned up by the next ``up``.
+
+Every listener stays on 127.0.0.1; pods that talk to the apiserver must use
+the host network. Install drakit's chart with ``kubeletDir`` and ``cdiRoot``
+set to the folders ``up`` prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from drakit.background import run_until_signalled, start_detached, stop_detached
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "local-node",
+        help="start or stop a real kubelet + containerd node for a local control plane (root)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for name, help_text in (
+        ("up", "start in the background; returns once the node is Ready"),
+        ("run", "start in the foreground and stop on Ctrl-C or SIGTERM"),
+    ):
+        a = actions.add_parser(name, help=help_text, description=help_text)
+        a.add_argument("dir", type=Path, help="folder for the node's state, logs and CDI specs")
+        a.add_argument(
+            "--cluster-dir",
+            type=Path,
+            required=True,
+            help="folder of a `drakit local-cluster up` control plane (its kubeconfig is used)",
+        )
+        a.add_argument(
+            "--node-name", default=None, help="node name (default: drakit-node-<random>)"
+        )
+        a.add_argument(
+            "--image",
+            action="append",
+            default=[],
+            type=Path,
+            help="OCI or Docker archive to import into the node's containerd (repeatable), "
+            "for example the one hack/build-image.sh prints",
+        )
+        a.set_defaults(func=run_up if name == "up" else run_foreground)
+    down = actions.add_parser(
+        "down", help="stop a node started with `up DIR` and restore the machine"
+    )
+    down.add_argument("dir", type=Path)
+    down.set_defaults(func=run_down)
+
+
+def run_foreground(args: argparse.Namespace) -> int:
+    from drakit.localcluster.node import LocalNode, NodeConfig  # noqa: PLC0415
+    from drakit.localcluster.process import StartError  # noqa: PLC0415
+
+    kubeconfig = (args.cluster_dir / "kubeconfig").resolve()
+    if not kubeconfig.is_file():
+        print(f"drakit local-node: {kubeconfig} not found: is the cluster up?", file=sys.stderr)
+        return 1
+    config = NodeConfig(kubeconfig=kubeconfig, work_dir=(args.dir / "node").resolve())
+    if args.node_name:
+        config.node_name = args.node_name
+    node = LocalNode(config)
+
+    def start() -> str:
+        node.start()
+        for image in args.image:
+            node.import_image(image.resolve())
+        print(f"node {node.name} is Ready")
+        print(f"  kubeletDir: {node.kubelet_dir}")
+        print(f"  cdiRoot:    {node.cdi_root}")
+        print(f"  logs:       {node.paths.logs}")
+        return node.name
+
+    return run_until_signalled(args.dir, "local-node", start, node.stop, (StartError, OSError))
+
+
+def run_up(args: argparse.Namespace) -> int:
+    argv = [sys.executable, "-m", "drakit", "local-node", "run", str(args.dir)]
+    argv += ["--cluster-dir", str(args.cluster_dir)]
+    argv += ["--node-name", args.node_name] if args.node_name else []
+    for image in args.image:
+        argv += ["--image", str(image)]
+    ready = args.dir / "ready"
+    return start_detached(
+        args.dir, argv, "local-node", lambda: print(f"node {ready.read_text()} is Ready")
+    )
+
+
+def run_down(args: argparse.Namespace) -> int:
+    from drakit.localcluster.hoststate import sweep_nodes  # noqa: PLC0415
+
+    code = stop_detached(args.dir, "local-node", timeout=120)
+    # A launcher that was killed could not clean up: its record says what to undo.
+    for line in sweep_nodes():
+        print(f"  {line}")
+    return code

@@ -1,0 +1,444 @@
+"""What a real local node changes on the machine, and how every change is undone.
+
+A kubelet and containerd running as root touch the host outside their work
+folder: cgroups in every hierarchy, mounts (the kubelet's shared bind mount of
+its root folder, projected volumes, overlay root filesystems, network
+namespaces), kernel sysctls the kubelet tunes, folders with hard-coded paths
+(``/var/lib/kubelet/device-plugins``, ``/var/log/containers``,
+``/run/containerd/s``), and processes that are not its children (runc shims,
+container processes).
+
+The contract:
+
+- ``NodeRecord`` is written *before* the change it describes (sysctl values as
+  they were, the host paths that did not exist yet), so that a launcher killed
+  at any moment leaves a record complete enough to undo everything.
+- ``restore(record)`` undoes it all and is idempotent: processes by pid and
+  executable (a recycled pid is never hit), mounts deepest first, cgroups
+  bottom-up, sysctls to their recorded values, created host paths removed.
+- ``sweep_nodes()`` restores what dead launchers left behind; a new node
+  calls it before it changes anything.
+- ``snapshot()`` captures the machine-visible state that ``restore`` must
+  bring back, so tests can compare before and after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from drakit.localcluster.leftovers import registry_dir
+
+#: Sysctls the kubelet sets at start (``setupKernelTunables``) when
+#: protectKernelDefaults is false; restored at teardown.
+KUBELET_SYSCTLS = (
+    "vm.overcommit_memory",
+    "vm.panic_on_oom",
+    "kernel.panic",
+    "kernel.panic_on_oops",
+    "kernel.keys.root_maxkeys",
+    "kernel.keys.root_maxbytes",
+)
+
+#: Host paths the kubelet, containerd, its shims or CNI use whatever their
+#: configuration says. One that did not exist before ``up`` is removed by
+#: ``down``; one that existed is left alone (another runtime may own it).
+HARD_CODED_HOST_PATHS = (
+    "/var/lib/kubelet",
+    "/var/log/containers",
+    "/var/log/pods",
+    "/run/containerd",
+    "/var/lib/cni",
+    "/run/netns",
+    "/etc/cni",
+    "/opt/cni",
+    "/run/nri",
+    "/var/lib/nri",
+    "/opt/containerd",
+    "/var/lib/containerd",
+    "/etc/containerd",
+)
+
+HOSTS_FILE = Path("/etc/hosts")
+_MNT_DETACH = 2
+
+
+@dataclass
+class NodeRecord:
+    """Everything one local node may have changed on the host."""
+
+    owner_pid: int
+    token: str
+    work_dir: str
+    owns_work_dir: bool
+    #: Top-level cgroup (in every hierarchy) that holds the node's pods.
+    cgroup_name: str
+    sysctls: dict[str, str] = field(default_factory=dict)
+    created_paths: list[str] = field(default_factory=list)
+    #: (pid, executable) of processes the launcher started itself.
+    processes: list[tuple[int, str]] = field(default_factory=list)
+    #: Shims are started by containerd and outlive it; they are found by
+    #: executable and by the containerd address on their command line.
+    shim_exe: str = ""
+    containerd_address: str = ""
+    #: Whether /etc/hosts got a line for the node name (removed by its marker).
+    hosts_entry: bool = False
+
+    @property
+    def hosts_marker(self) -> str:
+        return f"# drakit-node {self.token}"
+
+    @property
+    def path(self) -> Path:
+        return registry_dir() / "nodes" / f"{self.owner_pid}-{self.token}.json"
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self)))
+        tmp.replace(self.path)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    @classmethod
+    def load(cls, path: Path) -> NodeRecord:
+        data = json.loads(path.read_text())
+        data["processes"] = [(int(p), str(e)) for p, e in data.get("processes", [])]
+        return cls(**data)
+
+
+# -- recording (before the change) ----------------------------------------
+
+
+def read_sysctls(names: tuple[str, ...] = KUBELET_SYSCTLS) -> dict[str, str]:
+    """Current values of ``names`` (those this kernel has)."""
+    values: dict[str, str] = {}
+    for name in names:
+        with contextlib.suppress(OSError):
+            values[name] = _sysctl_path(name).read_text().strip()
+    return values
+
+
+def missing_host_paths() -> list[str]:
+    """The hard-coded host paths that do not exist now."""
+    return [p for p in HARD_CODED_HOST_PATHS if not os.path.lexists(p)]
+
+
+def create_cgroup_root(name: str) -> None:
+    """Make ``/<name>`` in every cgroup hierarchy (the kubelet's cgroupRoot must exist).
+
+    cpuset needs its cpus and mems filled before a task can join a child.
+    """
+    for hierarchy in cgroup_hierarchies():
+        path = hierarchy / name
+        path.mkdir(exist_ok=True)
+        for knob in ("cpuset.cpus", "cpuset.mems"):
+            parent_value = hierarchy / knob
+            if parent_value.exists() and not (path / knob).read_text().strip():
+                (path / knob).write_text(parent_value.read_text())
+
+
+def add_hosts_entry(record: NodeRecord, name: str) -> None:
+    """Resolve ``name`` to 127.0.0.1, so the apiserver reaches the kubelet on loopback.
+
+    The record is saved first: a launcher killed right after still gets the
+    line removed.
+    """
+    record.hosts_entry = True
+    record.save()
+    text = HOSTS_FILE.read_text()
+    if record.hosts_marker not in text:
+        sep = "" if text.endswith("\n") or not text else "\n"
+        _write_in_place(HOSTS_FILE, f"{text}{sep}127.0.0.1 {name} {record.hosts_marker}\n")
+
+
+def _remove_hosts_entry(record: NodeRecord) -> list[str]:
+    if not record.hosts_entry or not HOSTS_FILE.exists():
+        return []
+    lines = HOSTS_FILE.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if not line.rstrip().endswith(record.hosts_marker)]
+    if len(kept) == len(lines):
+        return []
+    _write_in_place(HOSTS_FILE, "".join(kept))
+    return ["removed the /etc/hosts entry"]
+
+
+def _write_in_place(path: Path, text: str) -> None:
+    # In place, not by rename: /etc/hosts is often a bind mount (containers),
+    # which cannot be replaced.
+    with path.open("r+") as f:
+        f.write(text)
+        f.truncate()
+
+
+def cgroup_hierarchies() -> list[Path]:
+    """Every mounted cgroup hierarchy (v1 controllers, named ones and cgroup2)."""
+    found: list[Path] = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        sep = fields.index("-")
+        if fields[sep + 1] in ("cgroup", "cgroup2"):
+            found.append(Path(fields[4]))
+    return found
+
+
+# -- restoring --------------------------------------------------------------
+
+
+def restore(record: NodeRecord) -> list[str]:
+    """Undo everything ``record`` describes; returns what was done. Idempotent."""
+    done: list[str] = []
+    done += _kill_recorded(record)
+    done += _kill_shims(record)
+    done += _kill_cgroup_members(record.cgroup_name)
+    roots = [record.work_dir, *record.created_paths]
+    done += _unmount_under(roots)
+    done += _remove_cgroups(record.cgroup_name)
+    done += _restore_sysctls(record.sysctls)
+    done += _remove_hosts_entry(record)
+    for path in record.created_paths:
+        if os.path.lexists(path):
+            _remove_tree(Path(path))
+            done.append(f"removed {path}")
+    if record.owns_work_dir and Path(record.work_dir).exists():
+        _remove_tree(Path(record.work_dir))
+        done.append(f"removed {record.work_dir}")
+    return done
+
+
+def sweep_nodes() -> list[str]:
+    """Restore the host for every node record whose launcher is gone."""
+    done: list[str] = []
+    folder = registry_dir() / "nodes"
+    if not folder.is_dir():
+        return done
+    for path in sorted(folder.glob("*.json")):
+        try:
+            record = NodeRecord.load(path)
+        except (OSError, ValueError, TypeError, KeyError):
+            path.unlink(missing_ok=True)
+            continue
+        if record.owner_pid != os.getpid() and _alive(record.owner_pid):
+            continue
+        if record.owner_pid == os.getpid():
+            continue  # this process's own node: its stop() restores it
+        done += restore(record)
+        path.unlink(missing_ok=True)
+    return done
+
+
+def _kill_recorded(record: NodeRecord) -> list[str]:
+    done = []
+    for pid, exe in record.processes:
+        if _exe(pid) == exe:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            done.append(f"killed {Path(exe).name} (pid {pid})")
+    return done
+
+
+def _kill_shims(record: NodeRecord) -> list[str]:
+    if not record.shim_exe:
+        return []
+    done = []
+    for pid in _pids():
+        if _exe(pid) != record.shim_exe:
+            continue
+        if record.containerd_address and record.containerd_address not in _cmdline(pid):
+            continue  # another containerd's shim
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        done.append(f"killed shim (pid {pid})")
+    return done
+
+
+def _kill_cgroup_members(name: str, attempts: int = 100) -> list[str]:
+    """SIGKILL every process in the node's cgroups until they are empty."""
+    killed: set[int] = set()
+    for _ in range(attempts):
+        _thaw(name)
+        pids = _cgroup_pids(name)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            killed.add(pid)
+        time.sleep(0.05)
+    return [f"killed {len(killed)} container processes"] if killed else []
+
+
+def _cgroup_pids(name: str) -> set[int]:
+    pids: set[int] = set()
+    for hierarchy in cgroup_hierarchies():
+        top = hierarchy / name
+        if not top.is_dir():
+            continue
+        for procs in top.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                pids.update(int(x) for x in procs.read_text().split())
+    return pids
+
+
+def _thaw(name: str) -> None:
+    """A frozen task cannot die: thaw the freezer hierarchy's cgroups first."""
+    for hierarchy in cgroup_hierarchies():
+        top = hierarchy / name
+        for state in top.rglob("freezer.state") if top.is_dir() else ():
+            with contextlib.suppress(OSError):
+                state.write_text("THAWED")
+
+
+def _remove_cgroups(name: str) -> list[str]:
+    done = []
+    for hierarchy in cgroup_hierarchies():
+        top = hierarchy / name
+        if not top.is_dir():
+            continue
+        # Deepest first: a cgroup with children cannot be removed.
+        dirs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+        for d in [*dirs, top]:
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)  # a task that was just killed may not have left yet
+        done.append(f"removed cgroup {top}")
+    return done
+
+
+def mounts() -> list[tuple[str, str]]:
+    """(mount point, file system type) of every mount in this mount namespace."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        sep = fields.index("-")
+        found.append((_unescape(fields[4]), fields[sep + 1]))
+    return found
+
+
+def _unescape(path: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as octal.
+    return path.encode().decode("unicode_escape") if "\\" in path else path
+
+
+def _unmount_under(roots: list[str]) -> list[str]:
+    done = []
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    prefixes = [os.path.realpath(r).rstrip("/") + "/" for r in roots]
+    for _ in range(10):  # a lazy unmount can uncover a mount below it
+        targets = sorted(
+            {m for m, _ in mounts() if any((m + "/").startswith(p) for p in prefixes)},
+            key=lambda m: -len(m),
+        )
+        if not targets:
+            break
+        for target in targets:
+            if libc.umount2(target.encode(), _MNT_DETACH) == 0:
+                done.append(f"unmounted {target}")
+    return done
+
+
+def _restore_sysctls(values: dict[str, str]) -> list[str]:
+    done = []
+    for name, value in values.items():
+        path = _sysctl_path(name)
+        with contextlib.suppress(OSError):
+            if path.read_text().strip() != value:
+                path.write_text(value)
+                done.append(f"restored {name}={value}")
+    return done
+
+
+def _sysctl_path(name: str) -> Path:
+    return Path("/proc/sys") / name.replace(".", "/")
+
+
+def _remove_tree(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def _exe(pid: int) -> str | None:
+    try:
+        return str(Path(f"/proc/{pid}/exe").readlink())
+    except OSError:
+        return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# -- comparing ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MachineSnapshot:
+    """The host state a node must leave as it found it."""
+
+    mounts: frozenset[tuple[str, str]]
+    top_cgroups: frozenset[str]
+    sysctls: tuple[tuple[str, str], ...]
+    host_paths: frozenset[str]
+    hosts_file: str
+    netns: frozenset[str]
+    processes: frozenset[tuple[int, str]]
+
+
+def snapshot(process_exe_prefix: str) -> MachineSnapshot:
+    """The machine as a node could change it.
+
+    ``process_exe_prefix``: processes whose executable lies under it (drakit's
+    binary cache) are listed, so a leftover kubelet, containerd or shim shows.
+    """
+    cgroups = frozenset(
+        str(d) for h in cgroup_hierarchies() if h.is_dir() for d in h.iterdir() if d.is_dir()
+    )
+    netns_dir = Path("/run/netns")
+    procs = frozenset(
+        (pid, exe) for pid in _pids() if (exe := _exe(pid)) and exe.startswith(process_exe_prefix)
+    )
+    return MachineSnapshot(
+        mounts=frozenset(mounts()),
+        top_cgroups=cgroups,
+        sysctls=tuple(sorted(read_sysctls().items())),
+        host_paths=frozenset(p for p in HARD_CODED_HOST_PATHS if os.path.lexists(p)),
+        hosts_file=Path("/etc/hosts").read_text(),
+        netns=frozenset(p.name for p in netns_dir.iterdir()) if netns_dir.is_dir() else frozenset(),
+        processes=procs,
+    )

@@ -1,0 +1,461 @@
+"""A real Kubernetes node on this machine: containerd, runc and the kubelet.
+
+    with LocalCluster(ClusterConfig(with_scheduler=True, with_controller_manager=True,
+                                    real_nodes=True)) as cluster:
+        with LocalNode(NodeConfig(kubeconfig=Path(cluster.kubeconfig))) as node:
+            node.import_image(Path("drakit.oci.tar"))
+            ...
+
+Needs root on Linux. ``start()`` registers the node with the control plane
+and returns once it is Ready (kube-controller-manager's node-lifecycle
+controller lifts the not-ready taint). ``stop()`` restores the machine as it
+was (see ``hoststate.py``): it is idempotent, and a launcher killed with
+SIGKILL is cleaned up by the next ``start()`` on this machine.
+
+Network: every listener is on 127.0.0.1 or a Unix socket. The node IP is the
+host's own address (the kubelet refuses a loopback one) and nothing connects
+to it: the apiserver reaches the kubelet (logs, exec) by the node's hostname,
+which a line in /etc/hosts (removed at teardown) resolves to 127.0.0.1. Pods
+meant to talk to the apiserver run on the host network.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from drakit.localcluster import assets, hoststate
+from drakit.localcluster.cluster import DEFAULT_FEATURE_GATES
+from drakit.localcluster.images import busybox_spec, pause_spec, write_oci_archive
+from drakit.localcluster.nodeconfig import (
+    KubeletPorts,
+    NodePaths,
+    cni_conflist,
+    containerd_toml,
+    kubelet_config,
+    parse_feature_gates,
+)
+from drakit.localcluster.process import ManagedProcess, StartError, free_port
+
+NODE_BINARIES = (
+    "kubelet",
+    "containerd",
+    "ctr",
+    "containerd-shim-runc-v2",
+    "runc",
+    "crictl",
+    "pause",
+)
+CNI_PLUGINS = ("loopback", "tap", "host-local")
+K8S_NAMESPACE = "k8s.io"  # containerd namespace of the CRI plugin
+
+
+class NodeError(StartError):
+    """The node could not be started (wrong machine, missing tool, not Ready)."""
+
+
+@dataclass
+class NodeConfig:
+    """How to run one local node."""
+
+    #: Admin kubeconfig of the control plane (``LocalCluster.kubeconfig``).
+    kubeconfig: Path
+    work_dir: Path | None = None
+    node_name: str = field(default_factory=lambda: f"drakit-node-{uuid.uuid4().hex[:6]}")
+    #: None: the host's first global IPv4 address.
+    node_ip: str | None = None
+    feature_gates: str = field(
+        default_factory=lambda: os.environ.get("DRAKIT_FEATURE_GATES", DEFAULT_FEATURE_GATES)
+    )
+    start_timeout: float = 120.0
+    build_missing: bool = True
+
+
+class LocalNode:
+    """One running (or stoppable) real node."""
+
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.name = config.node_name
+        self._owns_work_dir = config.work_dir is None
+        work = config.work_dir or Path(tempfile.mkdtemp(prefix="drakit-node-"))
+        work.mkdir(parents=True, exist_ok=True)
+        self.paths = NodePaths(work.resolve())
+        self.processes: list[ManagedProcess] = []
+        token = uuid.uuid4().hex[:8]
+        self._record = hoststate.NodeRecord(
+            owner_pid=os.getpid(),
+            token=token,
+            work_dir=str(self.paths.root),
+            owns_work_dir=self._owns_work_dir,
+            cgroup_name=f"drakit-{token}",
+            containerd_address=str(self.paths.containerd_socket),
+        )
+        self._api = _AdminAccess(config.kubeconfig, self.paths.root / "admin")
+        self.bins: dict[str, Path] = {}
+
+    @property
+    def kubelet_dir(self) -> Path:
+        """The kubelet's root folder (the chart's ``kubeletDir``)."""
+        return self.paths.kubelet_root
+
+    @property
+    def cdi_root(self) -> Path:
+        """Where containerd reads CDI specs (the chart's ``cdiRoot``)."""
+        return self.paths.cdi_root
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def __enter__(self) -> LocalNode:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start containerd and the kubelet; return once the node is Ready.
+
+        On failure everything is stopped and the machine restored before the
+        error propagates.
+        """
+        _check_machine()
+        hoststate.sweep_nodes()
+        self.bins = self._binaries()
+        self._record_host_state()
+        try:
+            self._start_containerd()
+            self._import_base_images()
+            self._start_kubelet()
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop everything and restore the machine. Idempotent."""
+        self._remove_pods()
+        for proc in reversed(self.processes):
+            proc.stop(timeout=15)
+        self.processes.clear()
+        hoststate.restore(self._record)
+        self._record.remove()
+        self._api.close()
+
+    # -- start-up steps ----------------------------------------------------
+
+    def _binaries(self) -> dict[str, Path]:
+        names = [*NODE_BINARIES, *(f"cni/{p}" for p in CNI_PLUGINS)]
+        if self.config.build_missing and any(assets.find_binary(n) is None for n in names):
+            assets.build_binaries(("node",))
+        return {n: assets.require_binary(n) for n in names}
+
+    def _record_host_state(self) -> None:
+        """Write down the host as it is, before anything changes it."""
+        rec = self._record
+        rec.sysctls = hoststate.read_sysctls()
+        rec.created_paths = hoststate.missing_host_paths()
+        rec.shim_exe = str(self.bins["containerd-shim-runc-v2"].resolve())
+        rec.save()
+        hoststate.create_cgroup_root(rec.cgroup_name)
+        hoststate.add_hosts_entry(rec, self.name)
+
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> ManagedProcess:
+        proc = ManagedProcess(name, argv, self.paths.logs / f"{name}.log")
+        proc.start(env=env)
+        self.processes.append(proc)
+        assert proc.pid is not None
+        self._record.processes.append((proc.pid, str(Path(argv[0]).resolve())))
+        self._record.save()
+        return proc
+
+    def _start_containerd(self) -> None:
+        p = self.paths
+        for d in (p.containerd_root, p.containerd_state, p.runc_root, p.cni_conf_dir, p.cdi_root):
+            d.mkdir(parents=True, exist_ok=True)
+        bin_dir = self.bins["containerd"].parent
+        p.containerd_config.write_text(
+            containerd_toml(p, bin_dir, self.bins["cni/loopback"].parent, _pause_image_name())
+        )
+        (p.cni_conf_dir / "10-drakit.conflist").write_text(cni_conflist(p))
+        # containerd finds its shim (and the shim runc) on PATH.
+        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+        proc = self._spawn(
+            "containerd", [str(self.bins["containerd"]), "--config", str(p.containerd_config)], env
+        )
+        proc.wait_ready(self._containerd_ready, self.config.start_timeout)
+
+    def _containerd_ready(self) -> bool:
+        if not self.paths.containerd_socket.exists():
+            return False
+        return self.ctr("version", check=False).returncode == 0
+
+    def ctr(
+        self, *args: str, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``ctr`` against this node's containerd (namespace k8s.io)."""
+        argv = [
+            str(self.bins["ctr"]),
+            "--address",
+            str(self.paths.containerd_socket),
+            "-n",
+            K8S_NAMESPACE,
+            *args,
+        ]
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise NodeError(f"ctr {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc
+
+    def crictl(
+        self, *args: str, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``crictl`` against this node's containerd."""
+        argv = [
+            str(self.bins["crictl"]),
+            "--runtime-endpoint",
+            f"unix://{self.paths.containerd_socket}",
+            "--image-endpoint",
+            f"unix://{self.paths.containerd_socket}",
+            *args,
+        ]
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise NodeError(f"crictl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc
+
+    def import_image(self, archive: Path, base_name: str | None = None) -> None:
+        """Import an OCI or Docker archive into the node's containerd (idempotent).
+
+        ``base_name`` (``localhost/drakit``) keeps the full image names an OCI
+        archive carries in its ``ref.name`` annotations (buildah's do).
+        """
+        args = ["images", "import"]
+        if base_name:
+            args += ["--base-name", base_name]
+        self.ctr(*args, str(archive), timeout=600)
+
+    def tag_image(self, source: str, target: str) -> None:
+        """Give an imported image another name (``ctr images tag --force``)."""
+        self.ctr("images", "tag", "--force", source, target)
+
+    def _import_base_images(self) -> None:
+        self.paths.images.mkdir(parents=True, exist_ok=True)
+        for spec in (busybox_spec(), pause_spec(self.bins["pause"])):
+            archive = self.paths.images / (spec.name.rsplit("/", 1)[-1].replace(":", "-") + ".tar")
+            write_oci_archive(spec, archive)
+            self.import_image(archive)
+        # The sandbox image is pinned so image GC would never touch it.
+        self.ctr("images", "label", _pause_image_name(), "io.cri-containerd.pinned=pinned")
+
+    def _start_kubelet(self) -> None:
+        p = self.paths
+        p.kubelet_root.mkdir(parents=True, exist_ok=True)
+        ports = KubeletPorts(server=free_port(), healthz=free_port())
+        self._healthz_port = ports.healthz
+        p.kubelet_config.write_text(
+            kubelet_config(
+                p,
+                ports,
+                self._record.cgroup_name,
+                self._api.ca_file,
+                parse_feature_gates(self.config.feature_gates),
+            )
+        )
+        node_ip = self.config.node_ip or host_ipv4()
+        proc = self._spawn(
+            "kubelet",
+            [
+                str(self.bins["kubelet"]),
+                f"--config={p.kubelet_config}",
+                f"--kubeconfig={self.config.kubeconfig}",
+                f"--root-dir={p.kubelet_root}",
+                f"--cert-dir={p.kubelet_root / 'pki'}",
+                f"--hostname-override={self.name}",
+                f"--node-ip={node_ip}",
+                "--v=2",
+            ],
+        )
+        proc.wait_ready(
+            lambda: _http_ok(f"http://127.0.0.1:{ports.healthz}/healthz"), self.config.start_timeout
+        )
+
+    def restart_kubelet(self) -> None:
+        """Stop the kubelet (SIGTERM) and start it again with the same arguments.
+
+        Running containers are untouched: they belong to containerd.
+        """
+        kubelet = next(p for p in self.processes if p.name == "kubelet")
+        kubelet.stop(timeout=15)
+        self.processes.remove(kubelet)
+        self._spawn("kubelet", kubelet.argv).wait_ready(
+            lambda: _http_ok(f"http://127.0.0.1:{self._healthz_port}/healthz"),
+            self.config.start_timeout,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.config.start_timeout
+        while time.monotonic() < deadline:
+            node = self.get_node()
+            if node and _is_ready(node) and not _has_not_ready_taint(node):
+                return
+            for proc in self.processes:
+                if not proc.running():
+                    raise NodeError(f"{proc.name} exited; last log lines:\n{proc.log_tail()}")
+            time.sleep(0.2)
+        raise NodeError(
+            f"node {self.name} did not become Ready (and untainted) within "
+            f"{self.config.start_timeout:.0f}s; is kube-controller-manager running with the "
+            f"node-lifecycle controller? kubelet log: {self.paths.logs / 'kubelet.log'}"
+        )
+
+    def get_node(self) -> dict[str, Any] | None:
+        """The Node object, or None while it is not registered."""
+        status, body = self._api.request(f"/api/v1/nodes/{self.name}")
+        return json.loads(body) if status == 200 else None
+
+    # -- teardown ----------------------------------------------------------
+
+    def _remove_pods(self) -> None:
+        """Stop and remove every pod sandbox while the runtime still runs.
+
+        The kubelet goes first so it does not start them again; containerd
+        then unmounts root filesystems and network namespaces itself, which
+        leaves less for ``hoststate.restore`` to force.
+        """
+        kubelet = next((p for p in self.processes if p.name == "kubelet"), None)
+        containerd = next((p for p in self.processes if p.name == "containerd"), None)
+        if kubelet is not None:
+            kubelet.stop(timeout=15)
+        if containerd is not None and containerd.running():
+            self.crictl("rmp", "--all", "--force", check=False, timeout=60)
+
+    def pod_log(self, namespace: str, pod: str, container: str) -> str:
+        """A container's output, read from the kubelet's pod log folder (no apiserver hop)."""
+        out = []
+        for folder in sorted(self.paths.pod_logs.glob(f"{namespace}_{pod}_*")):
+            for f in sorted((folder / container).glob("*.log")):
+                out.append(_cri_log_text(f.read_text(errors="replace")))
+        return "".join(out)
+
+
+def _cri_log_text(raw: str) -> str:
+    """The messages of a CRI log file (``<time> <stream> <P|F> <message>`` lines)."""
+    parts = []
+    for line in raw.splitlines():
+        fields = line.split(" ", 3)
+        if len(fields) == 4:
+            parts.append(fields[3] + ("\n" if fields[2] == "F" else ""))
+    return "".join(parts)
+
+
+def _check_machine() -> None:
+    if os.geteuid() != 0:
+        raise NodeError(
+            "a real node needs root (kubelet, containerd and runc manage cgroups and mounts)"
+        )
+    if not Path("/proc/self/mountinfo").exists() or not hoststate.cgroup_hierarchies():
+        raise NodeError("a real node needs Linux with cgroups mounted under /sys/fs/cgroup")
+
+
+def host_ipv4() -> str:
+    """The host's first global-scope IPv4 address (the kubelet refuses loopback)."""
+    out = subprocess.run(
+        ["ip", "-j", "-4", "addr", "show", "scope", "global"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    for link in json.loads(out or "[]"):
+        for addr in link.get("addr_info", []):
+            if addr.get("local"):
+                return str(addr["local"])
+    raise NodeError(
+        "the host has no global IPv4 address to use as the node IP (the kubelet refuses 127.0.0.1)"
+    )
+
+
+def _pause_image_name() -> str:
+    from drakit.localcluster.images import PAUSE_IMAGE  # noqa: PLC0415
+
+    return PAUSE_IMAGE
+
+
+def _is_ready(node: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in node.get("status", {}).get("conditions", [])
+    )
+
+
+def _has_not_ready_taint(node: dict[str, Any]) -> bool:
+    return any(
+        t.get("key") in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+        for t in node.get("spec", {}).get("taints", []) or []
+    )
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return int(resp.status) == 200
+    except urllib.error.HTTPError:
+        return False
+    except urllib.error.URLError as err:
+        raise OSError(str(err.reason)) from err
+
+
+class _AdminAccess:
+    """Admin requests to the apiserver named by a kubeconfig with embedded credentials."""
+
+    def __init__(self, kubeconfig: Path, folder: Path) -> None:
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        user = config["users"][0]["user"]
+        self.server: str = cluster["server"]
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.ca_file = folder / "ca.crt"
+        self.ca_file.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+        cert, key = folder / "admin.crt", folder / "admin.key"
+        cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+        key.touch(mode=0o600)
+        key.write_bytes(base64.b64decode(user["client-key-data"]))
+        self._ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        self._ctx.load_cert_chain(str(cert), str(key))
+        self._folder = folder
+
+    def request(self, path: str) -> tuple[int, bytes]:
+        req = urllib.request.Request(self.server + path)
+        try:
+            with urllib.request.urlopen(req, context=self._ctx, timeout=30) as resp:
+                return int(resp.status), bytes(resp.read())
+        except urllib.error.HTTPError as err:
+            return int(err.code), bytes(err.read())
+        except urllib.error.URLError:
+            return 0, b""
+
+    def close(self) -> None:
+        shutil.rmtree(self._folder, ignore_errors=True)
