@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv binaries tools manifests codegen verify lint format typecheck imports test unit integration e2e bench demo clean
+.PHONY: all venv binaries node-assets test-node tools manifests codegen verify lint format typecheck imports test unit integration e2e bench demo clean
 
 all: test
 
@@ -23,6 +23,14 @@ $(STAMP): pyproject.toml
 
 binaries:
 	@hack/build-binaries.sh kube etcd >/dev/null
+
+# The real-node tier's binaries (kubelet, containerd, runc, CNI, crictl) and
+# drakit's image from deploy/Dockerfile. Only as root (the tier skips
+# elsewhere); hack/install-node-deps.sh installs buildah and friends.
+node-assets: venv binaries
+	@if [ "$$(id -u)" = 0 ]; then \
+	  hack/install-node-deps.sh && hack/build-binaries.sh node helm >/dev/null && hack/build-image.sh >/dev/null; \
+	fi
 
 # grpcurl and helm for manual testing and the deploy checks.
 tools: binaries
@@ -52,18 +60,22 @@ typecheck: venv
 imports: venv
 	$(VENV)/bin/lint-imports
 
-# Everything: static checks, then unit, integration and e2e tests.
-test: verify binaries
+# Everything: static checks, then unit, integration, e2e and (as root) real-node tests.
+test: verify binaries node-assets
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 unit: venv
-	$(VENV)/bin/pytest -m "not integration and not e2e" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not integration and not e2e and not node" $(PYTEST_ARGS)
 
 integration: venv binaries
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
 
 e2e: venv binaries
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
+
+# The real-node tier alone (root): kubelet + containerd + runc, the chart, real containers.
+test-node: venv node-assets
+	$(VENV)/bin/pytest -m node $(PYTEST_ARGS)
 
 bench: venv binaries
 	hack/bench.sh

@@ -22,11 +22,17 @@ from typing import Any
 from controller.caches import Caches, CreatedClaims, DeletedPods
 from controller.claimgen import ClaimGenerator
 from controller.claimwrites import ClaimWriter
-from controller.config import ControllerConfig
+from controller.config import ClaimGeneration, ControllerConfig
 from controller.devicebook import DeviceBook
 from controller.lifecycle import ClaimLifecycle
 from controller.metrics import ControllerMetrics
-from controller.naming import claim_keys_of_pod, meta, pod_is_done
+from controller.naming import (
+    age_seconds,
+    claim_keys_of_pod,
+    has_pending_generated_claims,
+    meta,
+    pod_is_done,
+)
 from controller.scheduler import PodScheduler, needs_scheduling
 from controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
 from kubeapi.events import EventRecorder
@@ -133,20 +139,37 @@ class Controller:
             return None
         if kind == SCHEDULE:
             return self.scheduler.schedule(pod)
-        self._sync_pod(pod)
-        return None
+        return self._sync_pod(pod)
 
-    def _sync_pod(self, pod: KubeObject) -> None:
+    def _sync_pod(self, pod: KubeObject) -> float | None:
         scheduler = (pod.get("spec") or {}).get("schedulerName")
         if pod_is_done(pod):
             if self.config.manages_claims_of(scheduler):
                 for claim_key in claim_keys_of_pod(pod):
                     self.queue.add(f"{CLAIM}:{claim_key}")
-            return
+            return None
         if not self.config.generates_for(scheduler):
-            return
+            return None
+        wait = self._generation_grace_left(pod)
+        if wait is not None:
+            return wait
         self.generator.sync(pod)
         self.lifecycle.reserve_for_bound_pod(pod)
+        return None
+
+    def _generation_grace_left(self, pod: KubeObject) -> float | None:
+        """Seconds to leave ``pod``'s missing claims to kube-controller-manager (``scoped``).
+
+        None when drakit should generate now: another mode, nothing missing, or the grace
+        period is over (kube-controller-manager is not doing it).
+        """
+        if self.config.claim_generation is not ClaimGeneration.SCOPED:
+            return None
+        if not has_pending_generated_claims(pod):
+            return None
+        age = age_seconds(pod)
+        left = self.config.scoped_generation_grace - (age if age is not None else 0.0)
+        return left if left > 0 else None
 
     # -- event handlers ------------------------------------------------------------------------
 

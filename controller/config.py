@@ -15,7 +15,12 @@ class ClaimGeneration(enum.StrEnum):
 
     ``all``: every pod, like kube-controller-manager's resourceclaim controller; use it when
     kube-controller-manager runs without that controller. ``scoped``: only pods whose
-    ``spec.schedulerName`` is drakit's, so drakit can run beside kube-controller-manager.
+    ``spec.schedulerName`` is drakit's, so drakit can run beside kube-controller-manager. That
+    controller generates claims for *every* pod, drakit's included, so in ``scoped`` mode drakit
+    leaves a new pod to it for ``scoped_generation_grace`` seconds and only generates what is
+    still missing after that (two generators racing on one pod claim each create a claim and
+    overwrite the other's status entry: the pod can end up bound with a claim nobody
+    allocated, which a real node showed).
     ``off``: no claims are generated (kube-controller-manager does it for every pod).
     """
 
@@ -35,6 +40,9 @@ class ControllerConfig:
     resync_period: float = 300.0
     #: Seconds the allocator may search for one pod on one node.
     allocation_timeout: float = 10.0
+    #: Seconds a new pod's template claims are left to kube-controller-manager in ``scoped``
+    #: mode before drakit generates them itself.
+    scoped_generation_grace: float = 5.0
     #: Identity in Events and the leader Lease.
     identity: str = "drakit-controller"
 

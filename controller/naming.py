@@ -5,6 +5,7 @@ Everything here is pure: functions of plain API objects (decoded JSON dicts), no
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,12 +18,15 @@ __all__ = [
     "MAX_GENERATE_NAME_BASE",
     "POD_CLAIM_NAME_ANNOTATION",
     "ClaimName",
+    "age_seconds",
     "claim_keys_of_pod",
     "consumer_ref",
     "generate_name",
+    "has_pending_generated_claims",
     "is_for_pod",
     "is_reserved_for",
     "meta",
+    "parse_timestamp",
     "pod_claim_status_entries",
     "pod_is_done",
     "pod_is_terminal",
@@ -91,6 +95,30 @@ def resolve_claim_name(pod: KubeObject, pod_claim: dict[str, Any]) -> ClaimName:
         f"[{pod_claim.get('name')!r}]: neither resourceClaimName nor "
         "resourceClaimTemplateName is set"
     )
+
+
+def has_pending_generated_claims(pod: KubeObject) -> bool:
+    """True when a template-based pod claim has no ``resourceClaimStatuses`` entry yet."""
+    return any(
+        pc.get("resourceClaimTemplateName") and resolve_claim_name(pod, pc).pending
+        for pc in (pod.get("spec") or {}).get("resourceClaims") or ()
+    )
+
+
+def age_seconds(obj: KubeObject, now: dt.datetime | None = None) -> float | None:
+    """Seconds since ``metadata.creationTimestamp`` (None when it is missing or malformed)."""
+    created = parse_timestamp(meta(obj).get("creationTimestamp"))
+    if created is None:
+        return None
+    return ((now or dt.datetime.now(dt.UTC)) - created).total_seconds()
+
+
+def parse_timestamp(value: Any) -> dt.datetime | None:
+    """An RFC 3339 ``...Z`` timestamp as the API writes it, or None."""
+    try:
+        return dt.datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
 
 
 def pod_claim_status_entries(pod: KubeObject) -> list[dict[str, Any]]:

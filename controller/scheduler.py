@@ -38,6 +38,7 @@ from controller.explanation import summarise
 from controller.metrics import ControllerMetrics
 from controller.naming import (
     FIELD_MANAGER,
+    age_seconds,
     consumer_ref,
     is_for_pod,
     is_reserved_for,
@@ -348,11 +349,9 @@ class PodScheduler:
             return
         except NotFound:
             return  # deleted meanwhile: the lifecycle releases its claims
-        created = _parse_time(meta(pod).get("creationTimestamp"))
-        if created is not None:
-            self._metrics.pod_scheduling_latency.observe(
-                max(0.0, (dt.datetime.now(dt.UTC) - created).total_seconds())
-            )
+        age = age_seconds(pod)
+        if age is not None:
+            self._metrics.pod_scheduling_latency.observe(max(0.0, age))
         if self._events is not None:
             self._events.normal(
                 pod, "Scheduled", "Binding", f"Successfully assigned {namespace}/{name} to {node}"
@@ -424,13 +423,6 @@ def _matches_all(selectors: list[NodeSelector], node: KubeObject) -> bool:
         return all(node_selector_matches(s, name, labels) for s in selectors)
     except NodeSelectorError:
         return False
-
-
-def _parse_time(value: Any) -> dt.datetime | None:
-    try:
-        return dt.datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
-    except ValueError:
-        return None
 
 
 def _pod_key(pod: KubeObject) -> str:

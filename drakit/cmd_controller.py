@@ -33,7 +33,9 @@ their claims with drakit's structured-parameters allocator and binds them.
   all      every pod; use when kube-controller-manager does not run its
            resourceclaim-controller (drakit replaces it)
   scoped   only pods that name --scheduler-name; use beside kube-controller-manager
-           (the default: it never fights another controller)
+           (the default). That controller generates claims for every pod, so drakit
+           leaves a new pod's claims to it for --scoped-generation-grace seconds and
+           generates only what is still missing then: the two never race on a pod
   off      none; kube-controller-manager generates claims for every pod
 
 Run two or more replicas with --leader-elect: exactly one acts at a time, a standby takes
@@ -131,6 +133,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="keys synced in parallel (default: %(default)s)",
     )
     p.add_argument(
+        "--scoped-generation-grace",
+        metavar="SECONDS",
+        action=env,
+        env="SCOPED_GENERATION_GRACE",
+        default="5",
+        help="with --claim-generation scoped: seconds a new pod's claims are left to "
+        "kube-controller-manager before drakit generates them (default: %(default)s)",
+    )
+    p.add_argument(
         "--metrics-address",
         metavar="HOST:PORT",
         action=env,
@@ -219,6 +230,9 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             _choice("--claim-generation", args.claim_generation, CLAIM_GENERATION_MODES)
         ),
         "workers": _number("--workers", args.workers, int, 1),
+        "scoped_generation_grace": _number(
+            "--scoped-generation-grace", args.scoped_generation_grace, float, 0
+        ),
         "leader_elect": _bool(args.leader_elect),
         "lease_duration": lease,
         "metrics": _address("--metrics-address", args.metrics_address),
@@ -243,8 +257,6 @@ def run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     import logging  # noqa: PLC0415
 
-    from prometheus_client import start_http_server  # noqa: PLC0415
-
     from controller.app import Controller  # noqa: PLC0415
     from controller.config import ControllerConfig  # noqa: PLC0415
     from controller.leader import run_leader_elected  # noqa: PLC0415
@@ -255,6 +267,10 @@ def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     from kubeapi.events import EventRecorder  # noqa: PLC0415
     from kubeapi.leaderelection import LeaderElectionConfig, default_identity  # noqa: PLC0415
     from kubeapi.pool import widen_connection_pool  # noqa: PLC0415
+
+    # The retrying endpoint is the node plugin's: on the host network a new replica starts
+    # while the old one still holds the port (rolling update), and must not crash for it.
+    from node_plugin.metrics import MetricsEndpoint  # noqa: PLC0415
 
     configure_logging(settings["log_format"], settings["log_level"])
     log = logging.getLogger("drakit.controller")
@@ -274,16 +290,21 @@ def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         scheduler_name=settings["scheduler_name"],
         claim_generation=settings["claim_generation"],
         workers=settings["workers"],
+        scoped_generation_grace=settings["scoped_generation_grace"],
         identity=identity,
     )
     metrics = ControllerMetrics()
     if settings["metrics"] is not None:
         host, port = settings["metrics"]
         try:
-            start_http_server(port, addr=host, registry=metrics.registry)
+            endpoint = MetricsEndpoint(metrics.registry, host, port)
         except OSError as err:
             print(f"drakit controller: --metrics-address: {err}", file=sys.stderr)
             return EXIT_FAILED
+        if not endpoint.serving:
+            log.warning(
+                "Metrics port in use; serving metrics once it is free", extra={"port": port}
+            )
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

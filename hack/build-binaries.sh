@@ -56,10 +56,12 @@ stamp() { stamp_of "$2" >"$BIN/.${1//\//_}.stamp"; }
 go_build() {
   local dir="$1" out="$2" pkg="$3" ldflags="${4:-}" tags="${5:-}"
   log "building $out from $pkg (cached in $BIN)"
-  mkdir -p "$(dirname "$BIN/$out")"
+  local target="$BIN/$out"
+  local tmp; tmp="$(dirname "$target")/.$(basename "$target").tmp"
+  mkdir -p "$(dirname "$target")"
   (cd "$dir" && CGO_ENABLED="${CGO_ENABLED:-0}" go build -trimpath -tags "$tags" -ldflags "$ldflags" \
-    -o "$BIN/.$out.tmp" "$pkg")
-  mv -f "$BIN/.$out.tmp" "$BIN/$out"
+    -o "$tmp" "$pkg")
+  mv -f "$tmp" "$target"
 }
 
 # kube_ldflags: the version stamps every Kubernetes binary reports (without

@@ -84,6 +84,8 @@ build_drakit() {
   mv -f "$ARCHIVE.tmp" "$ARCHIVE"
   # Only the archive is needed from here on; the vfs copies are large.
   "${BUILDAH[@]}" rmi "$IMAGE" >/dev/null 2>&1 || true
+  # Keep the three newest archives: every source change makes a new one.
+  ls -1t "$IMAGES"/drakit-dev-*.oci.tar 2>/dev/null | tail -n +4 | xargs -r rm -f
 }
 
 build_base

@@ -79,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="wait for Ctrl-C before cleaning up, to look around with kubectl",
     )
+    parser.add_argument(
+        "--real-node",
+        action="store_true",
+        help="run the flow on a real node instead of the kubelet harness: containerd, runc "
+        "and the kubelet, drakit's image from deploy/Dockerfile and the Helm chart (root)",
+    )
     args = parser.parse_args(argv)
     # Ctrl-C and SIGTERM end the demo early; clean-up still runs. SIGINT is set explicitly
     # because a shell starts background jobs with it ignored.
@@ -87,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     demo = Demo(Printer(), stack.short_temp_root("dk-demo-"), args.hold)
     started = time.monotonic()
     demo.out.title("drakit demo: a GPU claim through Dynamic Resource Allocation, end to end")
+    if args.real_node:
+        return _real_node(demo, started)
     try:
         if not start_control_plane(demo):
             return 1
@@ -102,6 +110,19 @@ def main(argv: list[str] | None = None) -> int:
         demo.out.title(f"Done in {elapsed:.0f}s.")
     demo.out.line(f"Component logs: {demo.logs}")
     return 0
+
+
+def _real_node(demo: Demo, started: float) -> int:
+    from drakit.demo import real_node  # noqa: PLC0415
+
+    try:
+        ok = real_node.run(demo.out, demo.root, lambda: hold(demo) if demo.hold else None)
+    except KeyboardInterrupt:
+        demo.out.note("interrupted: cleaned up")
+        return 130
+    demo.out.title(f"Done in {time.monotonic() - started:.0f}s." if ok else "Failed (see above).")
+    demo.out.line(f"Files and logs: {demo.root}")
+    return 0 if ok else 1
 
 
 def _interrupt(signum: int, frame: object) -> None:

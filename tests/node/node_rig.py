@@ -281,12 +281,42 @@ class RealNodeStack:
             if not p["metadata"].get("deletionTimestamp")
         ]
 
+    def all_plugin_pods(self, release: str = "drakit") -> list[KubeObject]:
+        """Plugin pods of ``release``, terminating ones included."""
+        selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=node-plugin"
+        return list(self.pods.list(RELEASE_NAMESPACE, label_selector=selector).items)
+
     def running_plugin_pod(self, release: str = "drakit") -> KubeObject:
-        found: KubeObject = eventually(
+        found: KubeObject = self.eventually_or_logs(
             lambda: next((p for p in self.plugin_pods(release) if _ready(p)), None),
             f"a ready node plugin pod of release {release}",
+            release,
         )
         return found
+
+    def plugin_logs(self, release: str = "drakit", lines: int = 40) -> str:
+        """The last lines of every plugin container's output of ``release``."""
+        out = []
+        for pod in self.all_plugin_pods(release):
+            text = self.node.pod_log(RELEASE_NAMESPACE, pod["metadata"]["name"], "plugin")
+            states = [
+                (c["image"].rsplit(":", 1)[-1], c.get("restartCount"), list(c.get("state") or {}))
+                for c in (pod.get("status") or {}).get("containerStatuses") or []
+            ]
+            gone = " terminating" if pod["metadata"].get("deletionTimestamp") else ""
+            header = f"--- {pod['metadata']['name']}{gone} {states}"
+            out.append(header + "\n" + "\n".join(text.splitlines()[-lines:]))
+        return "\n".join(out) or "(no plugin pods)"
+
+    def eventually_or_logs(self, check: Callable[[], Any], what: str, release: str) -> Any:
+        """``eventually``, failing with the plugin's log lines (what a person would read next)."""
+        try:
+            return eventually(check, what)
+        except pytest.fail.Exception:
+            raise AssertionError(
+                f"timed out waiting for {what}; plugin logs:\n{self.plugin_logs(release)}\n"
+                f"events in {RELEASE_NAMESPACE}:\n{self.events(RELEASE_NAMESPACE)}"
+            ) from None
 
     def daemon_set(self, name: str) -> KubeObject:
         return self.resource(DAEMON_SETS).get(name, RELEASE_NAMESPACE)

@@ -255,7 +255,9 @@ def test_hostdev_backend_hands_a_real_device_node_to_a_container(
     stack.install("hostdev", values)
     try:
         stack.running_plugin_pod("hostdev")
-        eventually(lambda: stack.node_slices(driver), "the hostdev plugin's slices")
+        stack.eventually_or_logs(
+            lambda: stack.node_slices(driver), "the hostdev plugin's slices", "hostdev"
+        )
         template = {
             "metadata": {"name": "accel"},
             "spec": {
@@ -305,8 +307,9 @@ def test_rolling_update_to_a_new_image_tag_keeps_every_prepare_working(
     stop = threading.Event()
 
     def watch_overlap() -> None:
+        # Terminating pods count: their plugin still serves until it has stopped.
         while not stop.wait(0.2):
-            if sum(1 for p in stack.plugin_pods() if _running(p)) >= 2:
+            if sum(1 for p in stack.all_plugin_pods() if _serving(p)) >= 2:
                 seen_overlap.set()
 
     watcher = threading.Thread(target=watch_overlap, daemon=True)
@@ -328,7 +331,7 @@ def test_rolling_update_to_a_new_image_tag_keeps_every_prepare_working(
             stack.pods.create(template_pod(name, "one-gpu"), namespace)
         for name in names:
             stack.running_pod(name, namespace)
-        eventually(
+        stack.eventually_or_logs(
             lambda: (
                 [p for p in stack.plugin_pods() if _running(p)]
                 and all(
@@ -337,6 +340,7 @@ def test_rolling_update_to_a_new_image_tag_keeps_every_prepare_working(
                 )
             ),
             "the rollout to finish",
+            RELEASE,
         )
     finally:
         stop.set()
@@ -346,16 +350,10 @@ def test_rolling_update_to_a_new_image_tag_keeps_every_prepare_working(
     )
     failures = [line for line in stack.events(namespace).splitlines() if "FailedPrepare" in line]
     assert failures == []
-    plugins_dir = stack.node.kubelet_dir / "plugins" / DRIVER
-    eventually(
-        lambda: not any(old_uid in p.name for p in plugins_dir.iterdir()),
-        "the old pod's DRA socket to go",
-    )
-    registrar = stack.node.kubelet_dir / "plugins_registry"
-    eventually(
-        lambda: not any(old_uid in p.name for p in registrar.iterdir()),
-        "the old pod's registration socket to go",
-    )
+    # One plugin pod is left, and so one socket of each kind: the old pod's are gone.
+    eventually(lambda: len(_sockets(stack)[0]) == 1, "the old pod's DRA socket to go")
+    eventually(lambda: len(_sockets(stack)[1]) == 1, "the old pod's registration socket to go")
+    assert old_uid not in _sockets(stack)[0][0].name
     for name in names:
         stack.delete_pod(name, namespace)
 
@@ -442,12 +440,9 @@ def test_liveness_probe_restarts_a_plugin_whose_sockets_stop_answering(
     )
     plugin = stack.running_plugin_pod()
     restarts = plugin_restart_count(plugin)
-    sockets = [
-        p
-        for p in (stack.node.kubelet_dir / "plugins" / DRIVER).iterdir()
-        if p.name.endswith(".sock")
-    ]
-    assert len(sockets) == 1, sockets  # one plugin pod, one DRA socket
+    sockets = eventually(
+        lambda: len(_sockets(stack)[0]) == 1 and _sockets(stack)[0], "one DRA socket"
+    )
     sockets[0].unlink()  # the plugin process lives on, but nobody can reach it any more
 
     def restarted() -> bool:
@@ -470,6 +465,19 @@ def _claim_exists(stack: RealNodeStack, namespace: str, name: str) -> bool:
     except NotFound:
         return False
     return True
+
+
+def _sockets(stack: RealNodeStack) -> tuple[list[Path], list[Path]]:
+    """(DRA sockets, registration sockets) of the example driver on the node."""
+    dra = sorted((stack.node.kubelet_dir / "plugins" / DRIVER).glob("*.sock"))
+    registration = sorted((stack.node.kubelet_dir / "plugins_registry").glob(f"{DRIVER}*.sock"))
+    return dra, registration
+
+
+def _serving(pod: dict[str, Any]) -> bool:
+    """The plugin container is running (the pod may be terminating)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return any("running" in (s.get("state") or {}) for s in statuses)
 
 
 def _running(pod: dict[str, Any]) -> bool:

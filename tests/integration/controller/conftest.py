@@ -62,14 +62,18 @@ StartController = Callable[..., RunningController]
 @pytest.fixture
 def start_controller(api: Any) -> Iterator[StartController]:
     """``start_controller(**config_fields)``: run a controller (scoped by default) for the
-    test; it is stopped at the end."""
+    test; it is stopped at the end. No kube-controller-manager runs here, so scoped mode
+    generates at once (``scoped_generation_grace=0``) unless a test says otherwise."""
     running: list[RunningController] = []
 
     def start(
         api_client: Any = None, *, pods: Any = None, claims: Any = None, **fields: Any
     ) -> RunningController:
         config = replace(
-            ControllerConfig(claim_generation=ClaimGeneration.SCOPED, workers=8), **fields
+            ControllerConfig(
+                claim_generation=ClaimGeneration.SCOPED, workers=8, scoped_generation_grace=0.0
+            ),
+            **fields,
         )
         controller = Controller(api_client or api, config, pods=pods, claims=claims)
         instance = RunningController(controller).start()

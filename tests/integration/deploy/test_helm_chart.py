@@ -95,7 +95,7 @@ def test_hostdev_backend_runs_privileged_with_its_config_and_device_class(helm: 
     )
     pod = one(objects, "DaemonSet")["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert container["securityContext"] == {"privileged": True}
+    assert container["securityContext"] == {"runAsUser": 0, "privileged": True}
     assert _env(container)["BACKEND_CONFIG"] == "/etc/drakit/backend/config.yaml"
     config = one(objects, "ConfigMap")
     assert yaml.safe_load(config["data"]["config.yaml"]) == {"devices": [{"glob": "/dev/fuse"}]}
@@ -189,3 +189,55 @@ def test_install_onto_the_cluster_prints_where_to_look(installed: Installed) -> 
     assert "STATUS: deployed" in notes
     assert f"kubectl get resourceslices --field-selector spec.driver={installed.driver}" in notes
     assert f"deviceClassName: {installed.driver}" in notes
+
+
+def test_api_server_values_point_both_components_past_the_service_network(helm: Helm) -> None:
+    objects = helm.render(values={"apiServer.host": "127.0.0.1", "apiServer.port": "6443"})
+    for kind in ("DaemonSet", "Deployment"):
+        env = _env(one(objects, kind)["spec"]["template"]["spec"]["containers"][0])
+        assert env["KUBERNETES_SERVICE_HOST"] == "127.0.0.1"
+        assert env["KUBERNETES_SERVICE_PORT"] == "6443"
+    default = helm.render()
+    for kind in ("DaemonSet", "Deployment"):
+        assert "KUBERNETES_SERVICE_HOST" not in _env(
+            one(default, kind)["spec"]["template"]["spec"]["containers"][0]
+        )
+
+
+def test_api_server_host_without_port_is_refused_with_a_reason(helm: Helm) -> None:
+    proc = helm.template(values={"apiServer.host": "10.0.0.1"}, check=False)
+    assert proc.returncode != 0
+    assert "apiServer.host and apiServer.port must be set together" in proc.stderr
+
+
+def test_host_network_values_put_each_component_on_the_node_network(helm: Helm) -> None:
+    objects = helm.render(
+        values={"nodePlugin.hostNetwork": "true", "controller.hostNetwork": "true"}
+    )
+    for kind in ("DaemonSet", "Deployment"):
+        pod = one(objects, kind)["spec"]["template"]["spec"]
+        assert pod["hostNetwork"] is True
+        assert pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    for kind in ("DaemonSet", "Deployment"):
+        assert "hostNetwork" not in one(helm.render(), kind)["spec"]["template"]["spec"]
+
+
+def test_node_plugin_runs_as_root_with_every_backend(helm: Helm) -> None:
+    """The image's default user cannot create sockets in the kubelet's root-owned folders;
+    a real node showed the privileged hostdev plugin failing exactly there."""
+    for backend in ("example", "hostdev"):
+        ds = one(helm.render(values={"nodePlugin.backend": backend}), "DaemonSet")
+        context = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+        assert context["runAsUser"] == 0, backend
+
+
+def test_host_network_declares_no_ports_so_a_rolling_update_can_surge(helm: Helm) -> None:
+    """On the host network a declared port is a host port, and the scheduler refuses the
+    surge pod of a rolling update (seen on a real node: the rollout never finished)."""
+    objects = helm.render(
+        values={"nodePlugin.hostNetwork": "true", "controller.hostNetwork": "true"}
+    )
+    for kind in ("DaemonSet", "Deployment"):
+        assert "ports" not in one(objects, kind)["spec"]["template"]["spec"]["containers"][0]
+    for kind in ("DaemonSet", "Deployment"):
+        assert "ports" in one(helm.render(), kind)["spec"]["template"]["spec"]["containers"][0]
