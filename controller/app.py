@@ -100,6 +100,7 @@ class Controller:
         )
         self._register_handlers()
         self.metrics.watch_claims(self.caches.claims.list)
+        self.metrics.watch_pools(self.caches.slices.store.objects, self.caches.claims.list)
         self.started = threading.Event()
 
     # -- running -------------------------------------------------------------------------------
