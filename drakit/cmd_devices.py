@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import threading
 from typing import Any, TextIO
@@ -13,6 +14,8 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # the cluster could not be read
 EXIT_INVALID = 2  # bad flags
 SYNC_TIMEOUT = 60.0
+# A namespace ends up in a URL path: only a valid name (an RFC 1123 label) is used.
+NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 # Events often come in bursts (a claim's allocation, then its reservation): wait this long
 # after the first one so that one burst prints one table.
 WATCH_SETTLE_SECONDS = 0.1
@@ -124,6 +127,13 @@ def run(args: argparse.Namespace) -> int:
             name = "--class" if flag == "device_class" else f"--{flag}"
             print(f"drakit devices: {name}: must be 1 to 253 characters", file=sys.stderr)
             return EXIT_INVALID
+    if args.namespace is not None and not NAMESPACE_NAME.fullmatch(args.namespace):
+        print(
+            f"drakit devices: --namespace: {args.namespace!r} is not a namespace name "
+            "(lower-case letters, digits and '-', at most 63)",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
     return _run(args, sys.stdout)
 
 
@@ -137,6 +147,10 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     try:
         api = load_client(args.kubeconfig, context=args.context, user_agent="drakit-devices")
         fallback = args.namespace or context_namespace(args.kubeconfig, args.context)
+        if not NAMESPACE_NAME.fullmatch(fallback):
+            raise ConfigError(
+                f"the kubeconfig context's namespace {fallback!r} is not a valid name"
+            )
         reader = ClusterReader(api, fallback)
         scope = reader.probe_claim_scope()
         if args.watch:

@@ -192,3 +192,11 @@ def test_bad_output_format_is_refused_before_connecting(
     code, _, err = run_devices(capsys, "--kubeconfig", "/nonexistent", "-o", "xml")
     assert code == 2
     assert "--output: 'xml' is not one of table, wide, json, yaml" in err
+
+
+def test_namespace_that_is_not_a_name_is_refused_before_it_reaches_a_url(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run_devices(capsys, "--kubeconfig", "/nonexistent", "-n", "../../etc")
+    assert (code, out) == (2, "")
+    assert err.startswith("drakit devices: --namespace: '../../etc' is not a namespace name")

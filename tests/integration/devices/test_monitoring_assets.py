@@ -14,6 +14,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from drakit.localcluster import LocalCluster
 from drakit.localcluster.process import free_port
+from kubeapi.client import load_client
+from kubeapi.resources import NODES, RESOURCE_SLICES, Resource
 
 pytestmark = pytest.mark.integration
 
@@ -95,16 +98,33 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
+@dataclass
+class Running:
+    """A real node plugin and a real controller, and how to scrape them."""
+
+    driver: str
+    node: str
+    plugin: tuple[int, subprocess.Popen[bytes], Path]
+    controller: tuple[int, subprocess.Popen[bytes], Path]
+
+    def metrics(self) -> str:
+        return scrape(*self.plugin) + "\n" + scrape(*self.controller)
+
+
 @pytest.fixture
-def running_metrics(cluster: LocalCluster, tmp_path: Path) -> Iterator[str]:
-    """The /metrics text of a real node plugin and a real controller, concatenated."""
-    driver = f"mon-{uuid.uuid4().hex[:6]}.example.com"
+def running(cluster: LocalCluster, tmp_path: Path) -> Iterator[Running]:
+    """A real node plugin (example backend: 8 plain GPUs on a Node of its own) and a real
+    controller."""
+    suffix = uuid.uuid4().hex[:6]
+    driver, node = f"mon-{suffix}.example.com", f"node-mon-{suffix}"
+    nodes = Resource(load_client(cluster.kubeconfig, qps=0), NODES)
+    nodes.create({"metadata": {"name": node}})  # the plugin publishes only for a Node that exists
     for sub in ("registry", "plugins", "cdi"):
         (tmp_path / sub).mkdir()
     plugin_port, controller_port = free_port(), free_port()
     plugin = start(
         [
-            "node-plugin", "--driver-name", driver, "--node-name", "node-mon",
+            "node-plugin", "--driver-name", driver, "--node-name", node,
             "--kubeconfig", cluster.kubeconfig, "--backend", "example",
             "--kubelet-registrar-dir", str(tmp_path / "registry"),
             "--kubelet-plugins-dir", str(tmp_path / "plugins"),
@@ -122,21 +142,20 @@ def running_metrics(cluster: LocalCluster, tmp_path: Path) -> Iterator[str]:
         tmp_path / "controller.log",
     )  # fmt: skip
     try:
-        texts = [
-            scrape(plugin_port, plugin, tmp_path / "plugin.log"),
-            scrape(controller_port, controller, tmp_path / "controller.log"),
-        ]
-        yield "\n".join(texts)
+        yield Running(
+            driver,
+            node,
+            (plugin_port, plugin, tmp_path / "plugin.log"),
+            (controller_port, controller, tmp_path / "controller.log"),
+        )
     finally:
         stop(controller)
         stop(plugin)
         _delete_slices(cluster, driver)
+        nodes.delete(node)
 
 
 def _delete_slices(cluster: LocalCluster, driver: str) -> None:
-    from kubeapi.client import load_client  # noqa: PLC0415
-    from kubeapi.resources import RESOURCE_SLICES, Resource  # noqa: PLC0415
-
     slices = Resource(load_client(cluster.kubeconfig, qps=0), RESOURCE_SLICES)
     for s in slices.list().items:
         if s["spec"]["driver"] == driver:
@@ -156,7 +175,19 @@ def test_dashboard_and_alerts_load_and_query_drakit_metrics() -> None:
     assert queried_metrics(alert_expressions())
 
 
-def test_every_metric_the_dashboard_and_alerts_query_is_exported(running_metrics: str) -> None:
-    exported = exported_names(running_metrics)
+def test_every_metric_the_dashboard_and_alerts_query_is_exported(running: Running) -> None:
+    exported = exported_names(running.metrics())
     wanted = queried_metrics(dashboard_expressions() + alert_expressions())
     assert wanted - exported == set()
+
+
+def test_controller_counts_the_node_plugins_published_devices_as_free(running: Running) -> None:
+    labels = f'driver="{running.driver}",node="{running.node}",pool="{running.node}",state="free"'
+    free = f"drakit_pool_devices{{{labels}}}"
+    deadline = time.monotonic() + EVENTUALLY
+    while True:
+        lines = [line for line in scrape(*running.controller).splitlines() if line.startswith(free)]
+        if lines == [f"{free} 8.0"]:
+            return
+        assert time.monotonic() < deadline, f"controller exports {lines}"
+        time.sleep(0.2)
