@@ -33,6 +33,7 @@ from controller.naming import (
     meta,
     pod_is_done,
 )
+from controller.poolstatus import PoolStatusResponder
 from controller.scheduler import PodScheduler, needs_scheduling
 from controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
 from kubeapi.events import EventRecorder
@@ -106,6 +107,15 @@ class Controller:
         )
         self._register_handlers()
         self.metrics.watch_claims(self.caches.claims.list)
+        self.metrics.watch_pools(self.caches.slices.store.objects, self.caches.claims.list)
+        # Standing in for kube-controller-manager, drakit also answers its pool status API.
+        self.pool_status: PoolStatusResponder | None = None
+        if config.claim_generation is ClaimGeneration.ALL:
+            self.pool_status = PoolStatusResponder(
+                api,
+                list_slices=self.caches.slices.store.objects,
+                list_claims=self.caches.claims.list,
+            )
         self.started = threading.Event()
 
     # -- running -------------------------------------------------------------------------------
@@ -118,11 +128,15 @@ class Controller:
                 return
             logger.info("Caches synced, starting workers", extra={"workers": self.config.workers})
             self.queue.start(self.sync, workers=self.config.workers)
+            if self.pool_status is not None:
+                self.pool_status.start()
             self.started.set()
             while not stop.wait(1.0):
                 self.metrics.queue_depth.set(len(self.queue))
         finally:
             self.queue.shutdown(wait=True, timeout=30)
+            if self.pool_status is not None:
+                self.pool_status.stop()
             self.caches.stop()
             logger.info("Controller stopped")
 

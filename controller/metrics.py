@@ -5,6 +5,21 @@ Names follow Kubernetes where it has them:
 ``admin_access``) and ``dynamic_resource_allocation_resource_claims`` (gauge computed from the
 claim cache at scrape time, labels ``allocated``, ``admin_access``, ``source``). drakit adds
 scheduling attempts and latencies under ``drakit_controller_*``.
+
+Pool metrics (computed from the slice and claim caches at scrape time, counted by
+``allocator.usage`` exactly as ``drakit devices --summary`` counts them, for every driver):
+
+- ``drakit_pool_devices{driver,pool,node,state}``: devices by state (free, allocated, shared,
+  admin-access, tainted, unhealthy); every state is exported for every pool, 0 included;
+- ``drakit_pool_counter_consumed`` / ``drakit_pool_counter_total{driver,pool,node,counter}``:
+  shared counters (``counterSet/counter``) used by allocated partitionable devices vs total;
+- ``drakit_pool_capacity_consumed`` / ``drakit_pool_capacity_total{driver,pool,node,capacity}``:
+  consumable capacity of multi-allocatable devices, used vs total;
+- ``drakit_resource_claims{namespace,state}``: claims ``allocated`` or ``pending`` (no
+  allocation yet). Label cardinality is bounded: the ``top_namespaces`` namespaces with the
+  most claims keep their name, all others are summed under ``namespace="_other"`` (a name no
+  namespace can have: namespaces cannot contain ``_``). So the series count is at most
+  ``2 * (top_namespaces + 1)``, whatever the number of namespaces.
 """
 
 from __future__ import annotations
@@ -17,10 +32,23 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from allocator.model import ModelError, ResourceClaim, ResourceSlice
+from allocator.usage import STATES, build_usage
 from controller.naming import POD_CLAIM_NAME_ANNOTATION, meta
 from kubeapi.objects import KubeObject
 
-__all__ = ["ControllerMetrics", "claim_uses_admin_access"]
+__all__ = [
+    "DEFAULT_TOP_NAMESPACES",
+    "OTHER_NAMESPACES",
+    "ControllerMetrics",
+    "claim_uses_admin_access",
+]
+
+DEFAULT_TOP_NAMESPACES = 20
+OTHER_NAMESPACES = "_other"
+POOL_LABELS = ["driver", "pool", "node"]
+# "unknown" only exists for users who cannot see every claim; the controller sees them all.
+POOL_STATES = tuple(s for s in STATES if s != "unknown")
 
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 # 1 ms to ~65 s: allocation attempts are short, end-to-end latencies under load are long.
@@ -68,12 +96,103 @@ class _ClaimGauge(Collector):
         yield family
 
 
+def _decoded(model: Any, objects: Iterable[KubeObject]) -> list[Any]:
+    out = []
+    for obj in objects:
+        try:
+            out.append(model.from_dict(obj))
+        except ModelError:
+            continue  # the controller logs undecodable objects where it uses them
+    return out
+
+
+class _PoolCollector(Collector):
+    """Device, counter, capacity and claim gauges, counted from the caches when scraped."""
+
+    def __init__(self, top_namespaces: int) -> None:
+        self.top_namespaces = top_namespaces
+        self.list_slices: Callable[[], Iterable[KubeObject]] = list
+        self.list_claims: Callable[[], Iterable[KubeObject]] = list
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        claims = list(self.list_claims())
+        usage = build_usage(
+            _decoded(ResourceSlice, self.list_slices()), _decoded(ResourceClaim, claims)
+        )
+        devices = GaugeMetricFamily(
+            "drakit_pool_devices",
+            "Devices per pool and node by state (free, allocated, shared, admin-access, "
+            "tainted, unhealthy).",
+            labels=[*POOL_LABELS, "state"],
+        )
+        tally: Tally[tuple[str, str, str, str]] = Tally(
+            (u.driver, u.pool, u.node, u.state) for u in usage.devices
+        )
+        for p in usage.pools:
+            for state in POOL_STATES:
+                devices.add_metric(
+                    [p.driver, p.pool, p.node, state], tally[(p.driver, p.pool, p.node, state)]
+                )
+        yield devices
+        yield from self._uses(usage.pools, "counter", "shared counters (counterSet/counter)")
+        yield from self._uses(usage.pools, "capacity", "consumable capacity of shared devices")
+        yield self._claims(claims)
+
+    @staticmethod
+    def _uses(pools: Any, kind: str, what: str) -> Iterator[GaugeMetricFamily]:
+        consumed = GaugeMetricFamily(
+            f"drakit_pool_{kind}_consumed", f"Amount of {what} used by allocations.",
+            labels=[*POOL_LABELS, kind],
+        )  # fmt: skip
+        total = GaugeMetricFamily(
+            f"drakit_pool_{kind}_total", f"Amount of {what} the pool offers.",
+            labels=[*POOL_LABELS, kind],
+        )  # fmt: skip
+        for p in pools:
+            for use in p.counters if kind == "counter" else p.capacity:
+                labels = [p.driver, p.pool, p.node, use.name]
+                consumed.add_metric(labels, float(use.used.value))
+                total.add_metric(labels, float(use.total.value))
+        yield consumed
+        yield total
+
+    def _claims(self, claims: list[KubeObject]) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(
+            "drakit_resource_claims",
+            "ResourceClaims by namespace and state (allocated or pending); namespaces beyond "
+            "the largest --metrics-claim-namespaces are summed under namespace=_other.",
+            labels=["namespace", "state"],
+        )
+        tally: Tally[tuple[str, str]] = Tally()
+        for claim in claims:
+            state = "allocated" if (claim.get("status") or {}).get("allocation") else "pending"
+            tally[(str(meta(claim).get("namespace") or ""), state)] += 1
+        per_namespace: Tally[str] = Tally()
+        for (namespace, _), count in tally.items():
+            per_namespace[namespace] += count
+        ranked = sorted(per_namespace, key=lambda ns: (-per_namespace[ns], ns))
+        kept = set(ranked[: self.top_namespaces])
+        out: Tally[tuple[str, str]] = Tally()
+        for (namespace, state), count in tally.items():
+            out[(namespace if namespace in kept else OTHER_NAMESPACES, state)] += count
+        for labels, count in sorted(out.items()):
+            family.add_metric(list(labels), count)
+        return family
+
+
 class ControllerMetrics:
     """All metrics of one controller instance."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        top_namespaces: int = DEFAULT_TOP_NAMESPACES,
+    ) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        self._pools = _PoolCollector(top_namespaces)
+        r.register(self._pools)
         self.claim_creates = Counter(
             "dynamic_resource_allocation_resourceclaim_creates_total",
             "ResourceClaims the controller tried to create from templates, by outcome.",
@@ -122,3 +241,16 @@ class ControllerMetrics:
     def watch_claims(self, list_claims: Callable[[], Iterable[KubeObject]]) -> None:
         """Export the claim gauge computed from ``list_claims`` at scrape time."""
         self.registry.register(_ClaimGauge(list_claims))
+
+    def watch_pools(
+        self,
+        list_slices: Callable[[], Iterable[KubeObject]],
+        list_claims: Callable[[], Iterable[KubeObject]],
+    ) -> None:
+        """Export the pool and claim-by-namespace gauges from these caches at scrape time.
+
+        Replaces the previous sources, so a controller rebuilt after a new leader election
+        can call it again on the same registry.
+        """
+        self._pools.list_slices = list_slices
+        self._pools.list_claims = list_claims

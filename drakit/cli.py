@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, str] = {
     "node-plugin": "drakit.cmd_node_plugin",
     "controller": "drakit.cmd_controller",
     "allocate": "drakit.cmd_allocate",
+    "devices": "drakit.cmd_devices",
     "local-cluster": "drakit.cmd_local_cluster",
     "local-node": "drakit.cmd_local_node",
     "version": "drakit.cmd_version",
@@ -36,6 +37,7 @@ drakit is a Kubernetes Dynamic Resource Allocation (DRA) driver kit.
   node-plugin    run the kubelet plugin on a node (DaemonSet)
   controller     run the companion controller (Deployment)
   allocate       allocate claims offline from YAML/JSON files and explain refusals
+  devices        show devices, who holds them, and how full each pool is
   local-cluster  start or stop a local kube-apiserver + etcd for development
   local-node     start or stop a real kubelet + containerd node (root)
   version        print drakit's version and the Kubernetes APIs it speaks

@@ -148,6 +148,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         env="METRICS_ADDRESS",
         help="serve Prometheus metrics at HOST:PORT, e.g. :9401 (default: off)",
     )
+    p.add_argument(
+        "--metrics-claim-namespaces",
+        metavar="N",
+        action=env,
+        env="METRICS_CLAIM_NAMESPACES",
+        default="20",
+        help="drakit_resource_claims keeps a namespace label for the N namespaces with the "
+        "most claims and sums the rest under namespace=_other (default: %(default)s)",
+    )
     # The defaults are the sum of the two upstream components drakit stands in for:
     # kube-scheduler (50 QPS, burst 100) and kube-controller-manager (20, burst 30).
     p.add_argument(
@@ -236,6 +245,9 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "leader_elect": _bool(args.leader_elect),
         "lease_duration": lease,
         "metrics": _address("--metrics-address", args.metrics_address),
+        "metrics_claim_namespaces": _number(
+            "--metrics-claim-namespaces", args.metrics_claim_namespaces, int, 0
+        ),
         "qps": _number("--kube-api-qps", args.kube_api_qps, float, 0),
         "burst": _number("--kube-api-burst", args.kube_api_burst, int, 1),
         "log_format": _choice("--log-format", args.log_format, LOG_FORMATS),
@@ -293,7 +305,7 @@ def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         scoped_generation_grace=settings["scoped_generation_grace"],
         identity=identity,
     )
-    metrics = ControllerMetrics()
+    metrics = ControllerMetrics(top_namespaces=settings["metrics_claim_namespaces"])
     if settings["metrics"] is not None:
         host, port = settings["metrics"]
         try:

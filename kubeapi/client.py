@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_QPS",
     "DEFAULT_TIMEOUT",
     "RateLimitedApiClient",
+    "context_namespace",
     "load_client",
 ]
 
@@ -116,3 +117,24 @@ def _load_kubeconfig(configuration: Any, path: str, context: str | None) -> None
         )
     except (k8s_config.ConfigException, OSError, ValueError, KeyError, TypeError) as err:
         raise ConfigError(f"kubeconfig {path}: {err}") from err
+
+
+def context_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
+    """The namespace a kubeconfig context names (kubectl's default namespace), else "default".
+
+    Reads the same file ``load_client`` would; never fails (a missing or odd file: "default").
+    """
+    paths = [kubeconfig] if kubeconfig else _default_kubeconfig_paths()
+    for path in paths:
+        if not Path(path).is_file():
+            continue
+        try:
+            contexts, active = k8s_config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
+        except (k8s_config.ConfigException, OSError, ValueError, KeyError, TypeError):
+            return "default"
+        chosen = (
+            next((c for c in contexts if c.get("name") == context), None) if context else active
+        )
+        namespace = ((chosen or {}).get("context") or {}).get("namespace")
+        return str(namespace) if namespace else "default"
+    return "default"

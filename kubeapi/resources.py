@@ -37,6 +37,7 @@ __all__ = [
     "PODS",
     "RESOURCE_CLAIMS",
     "RESOURCE_CLAIM_TEMPLATES",
+    "RESOURCE_POOL_STATUS_REQUESTS",
     "RESOURCE_SLICES",
     "ObjectList",
     "PatchType",
@@ -99,6 +100,15 @@ RESOURCE_CLAIM_TEMPLATES = ResourceType(
 )
 DEVICE_CLASSES = ResourceType(
     "resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False
+)
+# Alpha (KEP-5677, feature gate DRAResourcePoolStatus, off by default in 1.37; the apiserver
+# serves it only with --runtime-config=resource.k8s.io/v1alpha3=true).
+RESOURCE_POOL_STATUS_REQUESTS = ResourceType(
+    "resource.k8s.io",
+    "v1alpha3",
+    "resourcepoolstatusrequests",
+    "ResourcePoolStatusRequest",
+    namespaced=False,
 )
 EVENTS = ResourceType("events.k8s.io", "v1", "events", "Event", namespaced=True)
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)

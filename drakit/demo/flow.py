@@ -139,7 +139,10 @@ def run_steps(demo: Demo) -> None:
     controller_ready = step(demo, "controller", start_controller)
     workload = False
     if plugin_ready and controller_ready:
+        step(demo, "devices before", lambda d: show_devices(d, "before the workload"))
         workload = step(demo, "workload", run_workload)
+        if workload:
+            step(demo, "devices after", lambda d: show_devices(d, "with the workload running"))
     else:
         demo.out.note("workload skipped: it needs the node plugin and the controller")
         demo.missing.append("workload")
@@ -362,6 +365,21 @@ def run_workload(demo: Demo) -> None:
     env = _spec_env(spec)
     if env:
         demo.out.kv("container env", " ".join(env))
+
+
+def show_devices(demo: Demo, when: str) -> None:
+    """What ``drakit devices --summary`` (and, with a workload, ``drakit devices``) print."""
+    from drakit.devices.render import render  # noqa: PLC0415
+    from drakit.devices.source import ClusterReader  # noqa: PLC0415
+    from drakit.devices.view import Filters, device_view  # noqa: PLC0415
+
+    reader = ClusterReader(demo.client, NAMESPACE)
+    view = device_view(reader.snapshot(reader.probe_claim_scope(), with_classes=False), Filters())
+    demo.out.step(f"Devices {when}: drakit devices --summary")
+    demo.out.block(render(view, summary=True, output="table").splitlines())
+    if demo.claim_name:
+        demo.out.line("drakit devices:")
+        demo.out.block(render(view, summary=False, output="table").splitlines())
 
 
 def _wait(demo: Demo, check: Callable[[], Any], what: str) -> Any:

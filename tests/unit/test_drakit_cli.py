@@ -17,7 +17,7 @@ def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None
         main(["--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    for name in ("node-plugin", "controller", "allocate", "version", "local-cluster"):
+    for name in ("node-plugin", "controller", "allocate", "devices", "version", "local-cluster"):
         assert name in out
     assert set(SUBCOMMANDS) >= {"node-plugin", "controller", "allocate", "version"}
 
@@ -57,3 +57,14 @@ def test_console_script_entry_point_runs_version() -> None:
     )
     assert proc.returncode == 0
     assert proc.stdout.startswith("drakit ")
+
+
+def test_devices_help_explains_states_filters_and_partial_views(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["devices", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for text in ("--summary", "--class", "--watch", "admin-access", "unknown", "hidden"):
+        assert text in out

@@ -31,3 +31,50 @@ def test_claim_gauge_counts_claims_by_allocation_admin_access_and_source():
         'dynamic_resource_allocation_resourceclaim_creates_total{admin_access="false",'
         'status="success"} 1.0' in text
     )
+
+
+def test_claims_by_namespace_keep_the_top_namespaces_and_sum_the_rest_as_other():
+    def claim(ns: str, allocated: bool) -> dict[str, object]:
+        status = {"allocation": {"devices": {}}} if allocated else {}
+        return {"metadata": {"namespace": ns, "name": "c"}, "spec": {}, "status": status}
+
+    claims = (
+        [claim("big", True)] * 3
+        + [claim("mid", False)] * 2
+        + [claim(f"small-{i}", i % 2 == 0) for i in range(50)]
+    )
+    metrics = ControllerMetrics(top_namespaces=2)
+    metrics.watch_pools(list, lambda: claims)
+    lines = [
+        line for line in generate_latest(metrics.registry).decode().splitlines()
+        if line.startswith("drakit_resource_claims{")
+    ]  # fmt: skip
+    assert sorted(lines) == [
+        'drakit_resource_claims{namespace="_other",state="allocated"} 25.0',
+        'drakit_resource_claims{namespace="_other",state="pending"} 25.0',
+        'drakit_resource_claims{namespace="big",state="allocated"} 3.0',
+        'drakit_resource_claims{namespace="mid",state="pending"} 2.0',
+    ]
+
+
+TAINT = {"key": "k", "effect": "NoSchedule"}
+
+
+def test_pool_gauges_export_every_state_of_every_pool():
+    slices = [
+        {
+            "metadata": {"name": "s"},
+            "spec": {
+                "driver": "d.example.com", "nodeName": "n",
+                "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "a"}, {"name": "b", "taints": [TAINT]}],
+            },
+        }
+    ]  # fmt: skip
+    metrics = ControllerMetrics()
+    metrics.watch_pools(lambda: slices, list)
+    text = generate_latest(metrics.registry).decode()
+    labels = 'driver="d.example.com",node="n",pool="p"'
+    assert f'drakit_pool_devices{{{labels},state="free"}} 1.0' in text
+    assert f'drakit_pool_devices{{{labels},state="tainted"}} 1.0' in text
+    assert f'drakit_pool_devices{{{labels},state="allocated"}} 0.0' in text

@@ -1,0 +1,213 @@
+"""``drakit devices``: which device is where, who holds it, and how full each pool is."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import threading
+from typing import Any, TextIO
+
+from drakit.envflags import EnvDefault
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # the cluster could not be read
+EXIT_INVALID = 2  # bad flags
+SYNC_TIMEOUT = 60.0
+# A namespace ends up in a URL path: only a valid name (an RFC 1123 label) is used.
+NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+# Events often come in bursts (a claim's allocation, then its reservation): wait this long
+# after the first one so that one burst prints one table.
+WATCH_SETTLE_SECONDS = 0.1
+
+DESCRIPTION = """\
+Show every device that DRA drivers publish in the cluster (any driver, not only drakit's),
+where it is, what state it is in and which claim and pods hold it.
+
+Device states (first match wins):
+  shared        a multi-allocatable device held by one or more claims; shows the
+                consumable capacity left, e.g. "shared (memory 12Gi/16Gi left)"
+  allocated     held by a claim
+  admin-access  only claims with adminAccess hold it (they do not consume it)
+  unhealthy     tainted NoSchedule/NoExecute with a key ending in /unhealthy
+                (drakit's node plugin sets <driver>/unhealthy for unhealthy devices)
+  tainted       another NoSchedule or NoExecute taint: no new allocations
+  free          none of the above
+  unknown       free as far as you can see, but some claims are hidden from you
+
+--summary prints one row per node and pool: devices in total, allocated, free (neither
+allocated nor tainted) and tainted; shared counters used by allocated devices of
+partitionable pools vs the counter sets' totals; consumable capacity used vs total over the
+multi-allocatable devices.
+
+Reading the cluster: ResourceSlices (and DeviceClasses for --class) are cluster-scoped and
+must be readable. ResourceClaims are read in all namespaces when you may; otherwise in
+--namespace (or your kubeconfig context's namespace) only, and the output says what is
+hidden and why.
+"""
+
+EPILOG = """\
+examples:
+  drakit devices                          # every device, one row each
+  drakit devices --summary                # how full each pool is, per node
+  drakit devices --node node-a -o wide    # with taints, counters and slice names
+  drakit devices --class gpu.example.com  # the devices a DeviceClass selects
+  drakit devices --namespace team-a       # devices held by claims in team-a
+  drakit devices --summary --watch        # print again whenever slices or claims change
+  drakit devices -o json | jq '.items[] | select(.state == "free")'
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "devices",
+        help="show devices, who holds them, and how full each pool is",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    env = EnvDefault
+    p.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        action=env,
+        env="KUBECONFIG",
+        help="kubeconfig file (default: in-cluster service account, then ~/.kube/config)",
+    )
+    p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
+    p.add_argument(
+        "--summary", action="store_true", help="one row per node and pool instead of per device"
+    )
+    p.add_argument("--node", metavar="NAME", help="only devices (and pools) of node NAME")
+    p.add_argument("--driver", metavar="NAME", help="only devices of DRA driver NAME")
+    p.add_argument(
+        "--class",
+        dest="device_class",
+        metavar="NAME",
+        help="only devices that DeviceClass NAME selects (its CEL selectors, evaluated by "
+        "drakit's allocator)",
+    )
+    p.add_argument(
+        "--namespace",
+        "-n",
+        metavar="NS",
+        help="only devices held by claims in NS; also the namespace whose claims are read "
+        "when you may not list claims in all namespaces (default: the context's namespace)",
+    )
+    p.add_argument(
+        "--output",
+        "-o",
+        metavar="FORMAT",
+        default="table",
+        help="table, wide, json or yaml (default: %(default)s)",
+    )
+    p.add_argument(
+        "--watch",
+        "-w",
+        action="store_true",
+        help="keep watching (list+watch informers, no polling) and print again after every "
+        "change; stop with Ctrl-C",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from drakit.devices.render import FORMATS  # noqa: PLC0415
+
+    if args.output not in FORMATS:
+        print(
+            f"drakit devices: --output: {args.output!r} is not one of {', '.join(FORMATS)}",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
+    for flag in ("node", "driver", "device_class", "namespace"):
+        value = getattr(args, flag)
+        if value is not None and (not value.strip() or len(value) > 253):
+            name = "--class" if flag == "device_class" else f"--{flag}"
+            print(f"drakit devices: {name}: must be 1 to 253 characters", file=sys.stderr)
+            return EXIT_INVALID
+    if args.namespace is not None and not NAMESPACE_NAME.fullmatch(args.namespace):
+        print(
+            f"drakit devices: --namespace: {args.namespace!r} is not a namespace name "
+            "(lower-case letters, digits and '-', at most 63)",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
+    return _run(args, sys.stdout)
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
+    from drakit.devices.source import ClusterReader  # noqa: PLC0415
+    from drakit.devices.view import FilterError, Filters  # noqa: PLC0415
+    from kubeapi.client import context_namespace, load_client  # noqa: PLC0415
+    from kubeapi.errors import ApiError, ConfigError, Forbidden  # noqa: PLC0415
+
+    filters = Filters(args.node, args.driver, args.device_class, args.namespace)
+    try:
+        api = load_client(args.kubeconfig, context=args.context, user_agent="drakit-devices")
+        fallback = args.namespace or context_namespace(args.kubeconfig, args.context)
+        if not NAMESPACE_NAME.fullmatch(fallback):
+            raise ConfigError(
+                f"the kubeconfig context's namespace {fallback!r} is not a valid name"
+            )
+        reader = ClusterReader(api, fallback)
+        scope = reader.probe_claim_scope()
+        if args.watch:
+            return _watch(reader, scope, filters, args, out)
+        snapshot = reader.snapshot(scope, with_classes=bool(args.device_class))
+        out.write(_text(snapshot, filters, args))
+    except ConfigError as err:
+        print(f"drakit devices: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    except Forbidden as err:
+        print(
+            f"drakit devices: {err}\nReading ResourceSlices (and DeviceClasses for --class) "
+            "needs get/list/watch on them cluster-wide; ask your cluster admin for a "
+            "ClusterRole that grants it.",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    except FilterError as err:
+        print(f"drakit devices: --class: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    except ApiError as err:
+        print(f"drakit devices: reading the cluster failed: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _text(snapshot: Any, filters: Any, args: argparse.Namespace) -> str:
+    from drakit.devices.render import render  # noqa: PLC0415
+    from drakit.devices.view import device_view  # noqa: PLC0415
+
+    return render(device_view(snapshot, filters), summary=args.summary, output=args.output)
+
+
+def _watch(reader: Any, scope: Any, filters: Any, args: argparse.Namespace, out: TextIO) -> int:
+    """Print the view, then again after each burst of changes, until interrupted."""
+    from drakit.devices.source import Watcher  # noqa: PLC0415
+
+    watcher = Watcher(reader, scope, with_classes=bool(args.device_class))
+    stop = threading.Event()
+    try:
+        if not watcher.start(SYNC_TIMEOUT):
+            print("drakit devices: --watch: the initial list did not finish", file=sys.stderr)
+            return EXIT_FAILED
+        last = ""
+        while not stop.is_set():
+            text = _text(watcher.snapshot(), filters, args)
+            if text != last:
+                if last and out.isatty():
+                    out.write("\033[H\033[2J")  # clear the screen between tables
+                elif last:
+                    out.write("\n")
+                out.write(text)
+                out.flush()
+                last = text
+            watcher.changed.wait()
+            stop.wait(WATCH_SETTLE_SECONDS)
+            watcher.changed.clear()
+    finally:
+        watcher.stop()
+    return EXIT_OK
