@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from allocator.allocated import AllocatedState
 from allocator.capacity import CapacityError, consumed_capacity, fits_capacity
-from allocator.cel import CELError, compile_selector
+from allocator.cel import CELCancelledError, CELError, compile_selector
 from allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
 from allocator.features import Features
 from allocator.inventory import NANO, DeviceEntry, Inventory, NodePools, Pool
@@ -487,14 +487,18 @@ class _Run:
                     return outcome
         return True
 
-    @staticmethod
-    def _match_one(expr: str, d: DeviceEntry, where: str, rd: _Request) -> bool | Exception:
+    def _match_one(self, expr: str, d: DeviceEntry, where: str, rd: _Request) -> bool | Exception:
         try:
             selector = compile_selector(expr)
         except CELError as exc:
             return AllocationError(f"{where}: CEL compile error: {exc}", request=rd.full_name)
         try:
-            return selector.matches(d.context)
+            return selector.matches(d.context, deadline=self.deadline, cancelled=self.cancelled)
+        except CELCancelledError as exc:
+            # not an answer about the device: raised, never cached
+            if exc.timed_out:
+                raise AllocationTimeoutError(str(exc)) from None
+            raise AllocationCancelledError(str(exc)) from None
         except CELError as exc:
             return AllocationError(
                 f"{where} on device {d.id}: CEL runtime error: {exc}", request=rd.full_name

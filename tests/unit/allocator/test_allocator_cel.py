@@ -241,7 +241,7 @@ def test_kubernetes_library_function(expr: str, ctx: Any) -> None:
         "[1, 2].slice(1, 5) == []",
         'ip("::ffff:1.2.3.4").family() == 6',
         'cidr("nope").prefixLength() == 1',
-        "lists.range(5000).size() > 0",
+        "lists.range(2000000).size() > 0",
         'quantity("1.5").asInteger() == 1',
         '"x".find("(") == ""',
         "lists.range(49).includes(1)",
@@ -292,11 +292,12 @@ def test_compile_errors_are_not_cached() -> None:
 # --------------------------------------------------------------------------- cost
 
 
-def test_cost_bound_rejects_deeply_nested_comprehensions() -> None:
+def test_deeply_nested_comprehensions_run_guarded_and_answer_like_kubernetes() -> None:
     expr = "[1].all(a, [1].all(b, [1].all(c, [1].all(d, true))))"
     assert estimate_cost(expr) > 1_000_000
-    with pytest.raises(CELCompileError, match="cost"):
-        compile_selector(expr)
+    selector = compile_selector(expr)
+    assert selector.risky
+    assert selector.matches(device_context("d", {}, {})) is True
 
 
 def test_cost_bound_accepts_ordinary_selectors() -> None:
