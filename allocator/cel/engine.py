@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import cel as _cel
 
-from allocator.cel import budget, sandbox
+from allocator.cel import budget, checker, sandbox
 from allocator.cel.library import FUNCTIONS, quantity_value, semver_value
 from allocator.cel.rewrite import CELSyntaxError, estimate_cost, is_risky, rewrite
 from allocator.model import DeviceAttribute, DeviceCapacity
@@ -233,6 +233,9 @@ def _compile(expression: str) -> Selector:
             f"compilation failed: the expression is longer than {MAX_EXPRESSION_LENGTH} bytes",
             expression,
         )
+    problem = checker.check(expression)
+    if problem is not None:
+        raise CELCompileError(f"compilation failed: {problem}", expression)
     try:
         cost = estimate_cost(expression)
         risky = is_risky(expression, MAX_COST)

@@ -849,6 +849,25 @@ def _dra_opt(container: Any, key: Any) -> Any:
     raise CELFunctionError("no such overload: optional selection on a non-container")
 
 
+def _dra_string(v: Any) -> str:
+    """CEL ``string(x)``, plus Kubernetes' ``string(ip)`` and ``string(cidr)``."""
+    if isinstance(v, dict) and IP_KEY in v:
+        return str(v[IP_KEY])
+    if isinstance(v, dict) and CIDR_KEY in v:
+        return str(v[CIDR_KEY])
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        # Go's strconv.FormatFloat(f, 'g', -1, 64)
+        text = repr(v)
+        return text[:-2] if text.endswith(".0") and abs(v) < 1e21 else text
+    if isinstance(v, bytes):
+        return v.decode("utf-8")
+    if isinstance(v, (int, str)):
+        return str(v)
+    raise CELFunctionError(f"no such overload: string({type(v).__name__})")
+
+
 def _dra_iter(target: Any) -> Any:
     """A comprehension's range, charged one cost unit per element (risky selectors only)."""
     if isinstance(target, (list, dict)):
@@ -970,6 +989,7 @@ FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
     "_dra_domain": _dra_domain,
     "_dra_opt": _dra_opt,
     "_dra_iter": _dra_iter,
+    "_dra_string": _dra_string,
     "_dra_keys": _dra_keys,
     "_dra_to_map": _dra_to_map,
     "_dra_merge_entries": _dra_merge_entries,

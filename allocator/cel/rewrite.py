@@ -223,8 +223,17 @@ def _rewrite_once(tokens: list[Token]) -> list[Token] | None:
 
 
 def _matches_call(tokens: list[Token], i: int) -> list[Token] | None:
-    """``s.matches(p)`` -> ``_dra_matches(s, p)``; ``matches(s, p)`` -> ``_dra_matches(s, p)``."""
+    """``s.matches(p)`` -> ``_dra_matches(s, p)``; ``matches(s, p)`` -> ``_dra_matches(s, p)``;
+    ``string(x)`` -> ``_dra_string(x)`` (the engine's own has no IP/CIDR overloads)."""
     t = tokens[i]
+    if (
+        t.kind == "ident"
+        and t.text == "string"
+        and i + 1 < len(tokens)
+        and tokens[i + 1].text == "("
+        and (i == 0 or tokens[i - 1].text != ".")
+    ):
+        return [*tokens[:i], Token("ident", "_dra_string", t.pos), *tokens[i + 1 :]]
     if t.kind != "ident" or t.text != "matches" or i + 1 >= len(tokens):
         return None
     if tokens[i + 1].text != "(":
