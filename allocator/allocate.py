@@ -491,7 +491,11 @@ class _Run:
         try:
             selector = compile_selector(expr)
         except CELError as exc:
-            return AllocationError(f"{where}: CEL compile error: {exc}", request=rd.full_name)
+            return AllocationError(
+                f"{where}: CEL compile error: {exc}",
+                claim=self.claims[rd.claim_index].key,
+                request=rd.full_name,
+            )
         try:
             return selector.matches(d.context, deadline=self.deadline, cancelled=self.cancelled)
         except CELCancelledError as exc:
@@ -501,7 +505,9 @@ class _Run:
             raise AllocationCancelledError(str(exc)) from None
         except CELError as exc:
             return AllocationError(
-                f"{where} on device {d.id}: CEL runtime error: {exc}", request=rd.full_name
+                f"{where} on device {d.id}: CEL runtime error: {exc}",
+                claim=self.claims[rd.claim_index].key,
+                request=rd.full_name,
             )
 
     # -- search -----------------------------------------------------------------------------
