@@ -875,6 +875,24 @@ def _dra_iter(target: Any) -> Any:
     return target
 
 
+def _first(v: Any) -> Any:
+    items = _need_list(v, "first")
+    return _cel.OptionalValue.of(items[0]) if items else _cel.OptionalValue.none()
+
+
+def _last(v: Any) -> Any:
+    items = _need_list(v, "last")
+    return _cel.OptionalValue.of(items[-1]) if items else _cel.OptionalValue.none()
+
+
+def _dra_sort_by(items: Any, keys: Any) -> list[Any]:
+    """``x.sortBy(v, key)``: ``x`` ordered by the keys computed for its elements (stable)."""
+    values, order = _need_list(items, "sortBy"), _need_list(keys, "sortBy")
+    _check_homogeneous(order, "sortBy")
+    ranked = sorted(range(len(values)), key=lambda i: _sort_key(order[i]))
+    return [values[i] for i in ranked]
+
+
 def _dra_keys(target: Any) -> list[Any]:
     """What a two-variable comprehension's first variable ranges over: indices or keys."""
     if isinstance(target, list):
@@ -991,6 +1009,9 @@ FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
     "_dra_iter": _dra_iter,
     "_dra_string": _dra_string,
     "_dra_keys": _dra_keys,
+    "_dra_sort_by": _dra_sort_by,
+    "first": _first,
+    "last": _last,
     "_dra_to_map": _dra_to_map,
     "_dra_merge_entries": _dra_merge_entries,
 }

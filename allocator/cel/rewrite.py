@@ -219,7 +219,32 @@ def _rewrite_once(tokens: list[Token]) -> list[Token] | None:
         two_var = _two_variable(tokens, i)
         if two_var is not None:
             return two_var
+        sort_by = _sort_by(tokens, i)
+        if sort_by is not None:
+            return sort_by
     return None
+
+
+def _sort_by(tokens: list[Token], i: int) -> list[Token] | None:
+    """``x.sortBy(v, key)`` -> ``_dra_sort_by(x, x.map(v, key))`` with ``x`` bound once."""
+    t = tokens[i]
+    if not (
+        t.text == "."
+        and i + 2 < len(tokens)
+        and tokens[i + 1].text == "sortBy"
+        and tokens[i + 1].kind == "ident"
+        and tokens[i + 2].text == "("
+    ):
+        return None
+    close = _match_close(tokens, i + 2)
+    args = _split_args(tokens, i + 2, close)
+    if len(args) != 2 or len(args[0]) != 1 or args[0][0].kind != "ident":
+        raise CELSyntaxError("sortBy needs (variable, key expression)", t.pos)
+    start = _operand_start(tokens, i - 1)
+    x = f"_dra_s{t.pos}"
+    parts: list[Part] = ["([", tokens[start:i], f"].map({x}, _dra_sort_by({x}, {x}.map(",
+                         args[0], ", ", args[1], ")))[0])"]  # fmt: skip
+    return [*tokens[:start], *_build(parts, t.pos), *tokens[close + 1 :]]
 
 
 def _matches_call(tokens: list[Token], i: int) -> list[Token] | None:
