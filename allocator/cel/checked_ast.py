@@ -116,6 +116,14 @@ class _Checked:
     line_offsets: list[int] = field(default_factory=list)
 
 
+def _packed(data: bytes) -> list[int]:
+    values, pos = [], 0
+    while pos < len(data):
+        value, pos = _varint(data, pos)
+        values.append(value)
+    return values
+
+
 def _checked(serialized: bytes) -> tuple[_Checked, bytes]:
     any_value = _fields(serialized)
     checked = _fields(_bytes(any_value, 2))
@@ -130,13 +138,7 @@ def _checked(serialized: bytes) -> tuple[_Checked, bytes]:
             e = _fields(entry)
             info.positions[_int(e, 1)] = _int(e, 2)
     for offsets in source.get(3, []):
-        if isinstance(offsets, bytes):  # packed
-            pos = 0
-            while pos < len(offsets):
-                value, pos = _varint(offsets, pos)
-                info.line_offsets.append(value)
-        else:
-            info.line_offsets.append(offsets)
+        info.line_offsets.extend(_packed(offsets) if isinstance(offsets, bytes) else [offsets])
     return info, _bytes(checked, 4)
 
 
@@ -207,7 +209,9 @@ def _homogeneous(node: _Node, info: _Checked) -> tuple[int, str] | None:
     if node.in_format:
         return None
     if node.kind == 7:
-        optional = {i for i in node.body.get(2, []) if isinstance(i, int)}
+        optional: set[int] = set()
+        for value in node.body.get(2, []):  # repeated int32, packed or not
+            optional.update(_packed(value) if isinstance(value, bytes) else [value])
         elements = [e for e in node.body.get(1, []) if isinstance(e, bytes)]
         return _mismatch([(_expr_id(e), i in optional) for i, e in enumerate(elements)], info)
     if node.kind == 8 and not _bytes(node.body, 1):  # a map literal (no message name)

@@ -875,6 +875,20 @@ def _dra_iter(target: Any) -> Any:
     return target
 
 
+def _present(items: Any) -> list[Any]:
+    """A list literal with optional entries: the values of the optionals that have one."""
+    return [x.value() for x in _need_list(items, "list literal") if x.has_value()]
+
+
+def _present_map(entries: Any) -> dict[Any, Any]:
+    """A map literal with optional entries: ``[key, optional]`` pairs that have a value."""
+    out: dict[Any, Any] = {}
+    for key, value in _need_list(entries, "map literal"):
+        if value.has_value():
+            out[key] = value.value()
+    return out
+
+
 def _first(v: Any) -> Any:
     items = _need_list(v, "first")
     return _cel.OptionalValue.of(items[0]) if items else _cel.OptionalValue.none()
@@ -1010,6 +1024,8 @@ FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
     "_dra_string": _dra_string,
     "_dra_keys": _dra_keys,
     "_dra_sort_by": _dra_sort_by,
+    "_dra_present": _present,
+    "_dra_present_map": _present_map,
     "first": _first,
     "last": _last,
     "_dra_to_map": _dra_to_map,

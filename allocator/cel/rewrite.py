@@ -171,6 +171,9 @@ def _rewrite_once(tokens: list[Token]) -> list[Token] | None:
             key = _synthetic("str", '"' + tokens[i + 1].text + '"', tokens[i + 1].pos)
             call = _call("_dra_opt", [tokens[start:i], [key]], t.pos)
             return tokens[:start] + call + tokens[i + 2 :]
+        literal = _optional_literal(tokens, i)
+        if literal is not None:
+            return literal
         if t.kind == "optidx":
             close = _match_close(tokens, i)
             start = _operand_start(tokens, i - 1)
@@ -223,6 +226,40 @@ def _rewrite_once(tokens: list[Token]) -> list[Token] | None:
         if sort_by is not None:
             return sort_by
     return None
+
+
+def _optional_literal(tokens: list[Token], i: int) -> list[Token] | None:
+    """``[?a, b]`` -> ``_dra_present([a, optional.of(b)])`` and ``{?k: a, l: b}`` ->
+    ``_dra_present_map([[k, a], [l, optional.of(b)]])``: optional entries of aggregate
+    literals (included only when the optional has a value)."""
+    t = tokens[i]
+    if t.text not in ("[?", "[", "{") or (i > 0 and _is_operand_end(tokens[i - 1])):
+        return None
+    close = _match_close(tokens, i)
+    args = _split_args(tokens, i, close)
+    if t.text == "[?" and args:
+        args[0] = [Token("punct", "?", t.pos), *args[0]]
+    if not any(a and a[0].text == "?" for a in args):
+        return None
+    parts: list[Part] = []
+    for k, arg in enumerate(args):
+        if k:
+            parts.append(", ")
+        optional = arg[0].text == "?"
+        body = arg[1:] if optional else arg
+        if t.text == "{":
+            colon = next(j for j, x in enumerate(body) if x.text == ":")
+            key, value = body[:colon], body[colon + 1 :]
+            parts += ["[", key, ", ", *_maybe_wrap(value, optional), "]"]
+        else:
+            parts += _maybe_wrap(body, optional)
+    helper = "_dra_present_map" if t.text == "{" else "_dra_present"
+    built = _build([f"{helper}([", *parts, "])"], t.pos)
+    return [*tokens[:i], *built, *tokens[close + 1 :]]
+
+
+def _maybe_wrap(expr: list[Token], optional: bool) -> list[Part]:
+    return [expr] if optional else ["optional.of(", expr, ")"]
 
 
 def _sort_by(tokens: list[Token], i: int) -> list[Token] | None:

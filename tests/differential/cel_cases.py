@@ -170,6 +170,9 @@ OPTIONAL_AND_BIND = [
     "optional.of(1).value() == 1 && optional.none().hasValue() == false",
     "[?optional.of(1), ?optional.none()] == [1]",
     '{?"a": optional.none(), "b": 2} == {"b": 2}',
+    "[?optional.of(1), 2 > 1 ? 3 : 4] == [1, 3]",
+    '[?optional.of(1), "a"].size() == 2',
+    "[1, 2][?5].orValue(0) == 0",
     "cel.bind(x, 2, x * x == 4)",
     "cel.bind(x, [1, 2], cel.bind(y, x.size(), y == 2))",
 ]
