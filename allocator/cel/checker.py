@@ -275,7 +275,7 @@ def check(expression: str) -> str | None:
             compiled = env.compile(source)
         except RuntimeError as exc:
             return _issues(expression, str(exc))
-    problem = checked_ast.validate(compiled.serialize(), source)
+    problem = checked_ast.validate(compiled.serialize(), source) if _has_literals(source) else None
     if problem is not None:
         line, column, message = problem
         return _format(expression, [(line, column, message)])
@@ -283,6 +283,22 @@ def check(expression: str) -> str | None:
     if result not in ("bool", "dyn"):
         return f"must evaluate to bool or the unknown type, not {result}"
     return None
+
+
+def _has_literals(source: str) -> bool:
+    """Whether the checked-AST validators have anything to look at: a list or map literal,
+    or a regex function (most selectors have neither, and skip decoding the AST)."""
+    tokens = tokenize(source)
+    for i, t in enumerate(tokens):
+        if t.text == "{" or (t.kind == "ident" and t.text in ("matches", "find", "findAll")):
+            return True
+        if t.text in ("[", "[?") and (i == 0 or not _is_operand_end(tokens[i - 1])):
+            return True
+    return False
+
+
+def _is_operand_end(t: Token) -> bool:
+    return t.kind in ("ident", "str", "num") or t.text in (")", "]", "}")
 
 
 def _typed_device_fields(expression: str) -> str:
