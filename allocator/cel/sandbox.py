@@ -24,6 +24,7 @@ writes to a pipe; it takes no lock that another parent thread could hold at fork
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import resource
@@ -130,7 +131,9 @@ def _child(evaluate: Callable[[], tuple[bool, str]], write_end: int) -> None:
 
 
 def _limit_self() -> None:
-    # The engine prints a backtrace when an allocation fails: not for the user's terminal.
+    # The engine prints a backtrace when an allocation fails, and faulthandler (if the
+    # parent enabled it) a Python one on SIGABRT: neither is for the user's terminal.
+    faulthandler.disable()
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
