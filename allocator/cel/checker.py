@@ -6,11 +6,12 @@ what does not type-check: ``1 == 1.0``, ``[attr, 2]`` with ``attr`` of type ``dy
 engine (Rust) has no checker, so this module runs Google's C++ checker (``cel-expr-python``)
 over the expression with the Kubernetes environment declared:
 
-* the ``device`` variable and its typed fields (``driver`` string, ``attributes``
-  map(string, map(string, dyn)), ``capacity`` map(string, map(string, Quantity)),
-  ``allowMultipleAllocations`` bool). The C++ binding cannot declare object types without
-  protobuf descriptors, so ``device.attributes`` is checked as a variable
-  ``device_attributes`` (same length: error columns stay right);
+* the ``device`` variable (opaque ``kubernetes.DRADevice``) and its typed fields
+  (``driver`` string, ``attributes`` map(string, map(string, dyn)), ``capacity``
+  map(string, map(string, Quantity)), ``allowMultipleAllocations`` bool). The C++ binding
+  cannot declare object types without protobuf descriptors, so ``device.attributes`` is
+  checked as a variable ``device_attributes`` (padded to the same length: error columns
+  stay right) and another field is "undefined field" from this module;
 * ext strings v2, ext lists, ext sets, optional types, ``cel.bind``, two-variable
   comprehensions (the C++ extensions), and the Kubernetes libraries with their overload
   signatures (quantity, semver, lists, regex, URLs, IP, CIDR, named formats);
@@ -241,7 +242,7 @@ def _strings_v2(add: Callable[..., None]) -> None:
 def _variables() -> dict[str, Any]:
     attributes = T.Map(T.STRING, T.Map(T.STRING, T.DYN))
     return {
-        "device": T.Map(T.STRING, T.DYN),
+        "device": T.AbstractType("kubernetes.DRADevice"),
         "device_driver": T.STRING,
         "device_attributes": attributes,
         "device_capacity": T.Map(T.STRING, T.Map(T.STRING, QUANTITY)),
@@ -268,7 +269,12 @@ _DEVICE_VARIABLE: Final = re.compile(
 
 def check(expression: str) -> str | None:
     """None when ``expression`` type-checks as Kubernetes would; else the compile error."""
-    source = _typed_device_fields(expression)
+    try:
+        source = _typed_device_fields(expression)
+    except _UndefinedFieldError as exc:
+        line = expression.count("\n", 0, exc.position) + 1
+        column = exc.position - (expression.rfind("\n", 0, exc.position) + 1) + 1
+        return _format(expression, [(line, column, str(exc))])
     with _env_lock:  # the binding's thread safety is not documented
         env = _environment()
         try:
@@ -301,29 +307,43 @@ def _is_operand_end(t: Token) -> bool:
     return t.kind in ("ident", "str", "num") or t.text in (")", "]", "}")
 
 
+class _UndefinedFieldError(ValueError):
+    def __init__(self, name: str, position: int) -> None:
+        super().__init__(f"undefined field '{name}'")
+        self.position = position
+
+
 def _typed_device_fields(expression: str) -> str:
-    """``device.attributes`` -> ``device_attributes`` (same length) where it is written
-    without spaces and is not the argument of ``has()``."""
+    """The text the checker sees: ``device.F`` -> ``device_F`` padded with spaces to the
+    same length (columns stay right), ``has(device.F)`` -> ``true`` padded, for the four
+    fields of Kubernetes' device type; raises :class:`_UndefinedFieldError` for another field.
+    Any other use of ``device`` meets its opaque type, as in Kubernetes."""
     chars = list(expression)
     tokens = tokenize(expression)
-    for i, t in enumerate(tokens[:-2]):
-        if _is_device_field(tokens, i) and not _inside_has(tokens, i):
-            chars[t.pos + len("device")] = "_"
+    for i in range(len(tokens) - 2):
+        t, dot, field = tokens[i], tokens[i + 1], tokens[i + 2]
+        if not (
+            t.kind == "ident"
+            and t.text == "device"
+            and (i == 0 or tokens[i - 1].text != ".")
+            and dot.text == "."
+            and field.kind == "ident"
+        ):
+            continue
+        if i + 3 < len(tokens) and tokens[i + 3].text == "(":
+            continue  # a method call on device: the checker reports it
+        inside_has = _inside_has(tokens, i)
+        if field.text not in _DEVICE_FIELDS:
+            # cel-go reports has()'s missing field at the macro's parenthesis
+            raise _UndefinedFieldError(field.text, tokens[i - 1].pos if inside_has else dot.pos)
+        if inside_has:
+            start, end = tokens[i - 2].pos, tokens[i + 3].pos + 1
+            replacement = "true"
+        else:
+            start, end = t.pos, field.pos + len(field.text)
+            replacement = f"device_{field.text}"
+        chars[start:end] = list(replacement.ljust(end - start))
     return "".join(chars)
-
-
-def _is_device_field(tokens: list[Token], i: int) -> bool:
-    t, dot, field = tokens[i], tokens[i + 1], tokens[i + 2]
-    return (
-        t.kind == "ident"
-        and t.text == "device"
-        and (i == 0 or tokens[i - 1].text != ".")
-        and dot.text == "."
-        and dot.pos == t.pos + len("device")
-        and field.text in _DEVICE_FIELDS
-        and field.pos == dot.pos + 1
-        and not (i + 3 < len(tokens) and tokens[i + 3].text == "(")
-    )
 
 
 def _inside_has(tokens: list[Token], i: int) -> bool:

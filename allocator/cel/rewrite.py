@@ -400,7 +400,8 @@ def _domain_access(tokens: list[Token], i: int) -> list[Token] | None:
             return tokens[:i] + _guarded_lookup(base, key[0], p) + tokens[close + 1 :]
         call = _call("_dra_domain", [base, key], p)
         return tokens[:i] + call + tokens[close + 1 :]
-    if nxt.text == "." and i + 4 < len(tokens) and tokens[i + 4].kind == "ident":
+    is_method = i + 5 < len(tokens) and tokens[i + 5].text == "("  # device.attributes.size()
+    if nxt.text == "." and i + 4 < len(tokens) and tokens[i + 4].kind == "ident" and not is_method:
         # has(device.attributes.dom) tests the domain itself: leave it to the engine
         inside_has = (
             i >= 2

@@ -199,6 +199,10 @@ CORE = [
     "type(1) == int && dyn(1) == 1",
     f'{A}.tags.exists(t, t == "b") && {A}.healthy',
     f"{A}.index in [1, 2, 3]",
+    'device . driver == "gpu.example.com"',
+    "has(device.driver) && has(device.attributes)",
+    "device.attributes.size() == 1 && device.capacity.size() == 1",
+    "device == device",
 ]
 TYPE_ERRORS = [
     "1 == 1.0",
@@ -217,6 +221,10 @@ TYPE_ERRORS = [
     '[semver("1.0.0")].max() == semver("1.0.0")',
     "device.attributes[",
     "device.driver ==",
+    "device.nosuch == 1",
+    "has(device.nosuch)",
+    'device["driver"] == "gpu.example.com"',
+    "device.size() == 4",
 ]
 RUNTIME_ERRORS = [
     f"{A}.nope == 1",
