@@ -166,7 +166,7 @@ def _collect(
             if not chunk:
                 break
             chunks.append(chunk)
-    except SandboxError:
+    except BaseException:  # time is up, cancelled, or the caller is interrupted: no orphans
         _kill(pid)
         raise
     status = os.waitpid(pid, 0)[1]
