@@ -6,11 +6,13 @@ The same answers are checked against the Go allocator in tests/differential
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 from allocator.cel import (
+    CELCancelledError,
     CELCompileError,
     CELCostError,
     CELRuntimeError,
@@ -144,3 +146,23 @@ def test_expensive_selectors_fail_with_cost_limit_exceeded(expression: str, ctx:
 
 def test_simple_selectors_are_evaluated_in_process() -> None:
     assert not compile_selector(f'{A}.model == "a100" && {A}.numas.exists(n, n == 1)').risky
+
+
+SLOW = (
+    '"abcdefghijklmnopqrstuvwxyz0123456789".split("").all(a, '
+    '"abcdefghijklmnopqrstuvwxyz0123456789".split("").all(b, a + b != ""))'
+)
+
+
+def test_guarded_evaluation_stops_when_the_caller_cancels(ctx: Any) -> None:
+    selector = compile_selector(SLOW)
+    assert selector.risky
+    with pytest.raises(CELCancelledError) as info:
+        selector.matches(ctx, cancelled=lambda: True)
+    assert not info.value.timed_out
+
+
+def test_guarded_evaluation_past_the_deadline_is_a_time_out_not_an_answer(ctx: Any) -> None:
+    with pytest.raises(CELCancelledError, match="time limit exceeded") as info:
+        compile_selector(SLOW).matches(ctx, deadline=time.monotonic())
+    assert info.value.timed_out
