@@ -31,6 +31,7 @@ from typing import Any
 from allocator.allocate import (
     AllocationCancelledError,
     AllocationError,
+    AllocationTimeoutError,
     Allocator,
     NodeUnsuitableError,
 )
@@ -152,6 +153,7 @@ class PodScheduler:
         result = "error"
         try:
             claims = self._claims_of(pod)
+            self._evaluate_guarded_selectors(claims)
             decision = self._decide(pod, claims)
             self._execute(pod, decision)
             result = "scheduled"
@@ -210,6 +212,27 @@ class PodScheduler:
         return list(found.values())
 
     # -- decision ------------------------------------------------------------------------------
+
+    def _evaluate_guarded_selectors(self, claims: list[KubeObject]) -> None:
+        """Evaluate the expensive (guarded) selectors of the unallocated claims outside the
+        decision lock: one claim's costly selectors then never hold up other pods'
+        decisions, which find their answers cached."""
+        models = [
+            m
+            for c in claims
+            if not (c.get("status") or {}).get("allocation") and (m := claim_model(c)) is not None
+        ]
+        if not models:
+            return
+        allocator = Allocator(self._book.inventory(), self._book.classes(), self._book.state)
+        try:
+            allocator.evaluate_guarded_selectors(
+                models, timeout=self._config.allocation_timeout, cancelled=self.cancelled
+            )
+        except AllocationTimeoutError:
+            return  # the decision runs into the same limit and reports it
+        except AllocationCancelledError:
+            raise _WaitError({CAPACITY}, "controller stopping", None) from None
 
     def _decide(self, pod: KubeObject, claims: list[KubeObject]) -> _Decision:
         uid = str(meta(pod).get("uid"))
