@@ -935,7 +935,45 @@ def _dra_merge_entries(entries: Any) -> dict[Any, Any]:
     return merged
 
 
-FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
+def _charged_string_arg(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Charge a traversal of the first (string) argument: Kubernetes' CallCost for the
+    parsers (quantity, semver, url, ip, cidr and their is* forms)."""
+
+    def charged(*args: Any) -> Any:
+        if args and isinstance(args[0], str):
+            budget.charge_string(len(args[0]))
+        return fn(*args)
+
+    return charged
+
+
+def _charged_list_arg(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Charge one traversal of the list receiver (Kubernetes' lists library CallCost)."""
+
+    def charged(*args: Any) -> Any:
+        if args and isinstance(args[0], list):
+            budget.charge(len(args[0]))
+        return fn(*args)
+
+    return charged
+
+
+_CHARGED_PARSERS: Final = ("quantity", "isQuantity", "semver", "isSemver", "url", "isURL", "ip",
+                           "isIP", "ip.isCanonical", "cidr", "isCIDR")  # fmt: skip
+_CHARGED_TRAVERSALS: Final = ("isSorted", "sum", "min", "max", "indexOf", "lastIndexOf",
+                              "includes")  # fmt: skip
+
+
+def _with_costs(functions: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    out = dict(functions)
+    for name in _CHARGED_PARSERS:
+        out[name] = _charged_string_arg(out[name])
+    for name in _CHARGED_TRAVERSALS:
+        out[name] = _charged_list_arg(out[name])
+    return out
+
+
+_FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
     # quantity
     "quantity": _quantity,
     "isQuantity": _is_quantity,
@@ -1031,3 +1069,4 @@ FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
     "_dra_to_map": _dra_to_map,
     "_dra_merge_entries": _dra_merge_entries,
 }
+FUNCTIONS: Final = _with_costs(_FUNCTIONS)
