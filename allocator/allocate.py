@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from allocator.allocated import AllocatedState
 from allocator.capacity import CapacityError, consumed_capacity, fits_capacity
-from allocator.cel import CELError, compile_selector
+from allocator.cel import CELCancelledError, CELError, compile_selector
 from allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
 from allocator.features import Features
 from allocator.inventory import NANO, DeviceEntry, Inventory, NodePools, Pool
@@ -181,6 +181,27 @@ class Allocator:
             raise AllocationError(f"gather pool information: {exc}") from None
         run = _Run(self, node, claims, node_pools, timeout=timeout, cancelled=cancelled)
         return run.execute()
+
+    def evaluate_guarded_selectors(
+        self,
+        claims: Sequence[ResourceClaim],
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> None:
+        """Fill every device's cached answers for the claims' *guarded* selectors.
+
+        Guarded selectors (see :mod:`allocator.cel.engine`) are the expensive ones: each
+        evaluation runs in a child process with CPU and memory limits. A caller that makes
+        allocation decisions under a lock calls this first, outside the lock, so that one
+        claim's expensive selectors never hold up other claims' decisions; :meth:`allocate`
+        then finds the answers (or the errors) cached. Claims that are invalid are left for
+        :meth:`allocate` to report. Raises AllocationTimeoutError or
+        AllocationCancelledError like :meth:`allocate`.
+        """
+        run = _Run(self, Node.named(""), claims, NodePools([]), timeout=timeout,
+                   cancelled=cancelled)  # fmt: skip
+        run.evaluate_guarded_selectors()
 
     # -- shared per-allocator caches --------------------------------------------------------
     def available_counters(self, pool: Pool) -> dict[str, dict[str, int]]:
@@ -449,6 +470,26 @@ class _Run:
             ) from None
 
     # -- selection --------------------------------------------------------------------------
+    def evaluate_guarded_selectors(self) -> None:
+        """See :meth:`Allocator.evaluate_guarded_selectors`."""
+        try:
+            for ci, claim in enumerate(self.claims):
+                self._prepare_claim(ci, claim)
+        except AllocationError:
+            return  # allocate() reports it, with the same message
+        requests = [rd for slots in self.slots for slot in slots for rd in slot.alternatives]
+        guarded = [rd for rd in requests if _is_guarded(rd.selector_key)]
+        for rd in guarded:
+            for s in self.a.inventory.slices:
+                for d in s.devices:
+                    if rd.selector_key in d.selector_cache:
+                        continue
+                    self._check_time()
+                    result = self._evaluate(rd, d)
+                    d.selector_cache[rd.selector_key] = result
+                    if result is not True and result is not False:
+                        break  # one error fails the claim: allocate() reports it
+
     def _selectable(self, rd: _Request, d: DeviceEntry) -> bool:
         if d.binding_conditions and not self.features.device_binding_conditions:
             return False
@@ -487,17 +528,27 @@ class _Run:
                     return outcome
         return True
 
-    @staticmethod
-    def _match_one(expr: str, d: DeviceEntry, where: str, rd: _Request) -> bool | Exception:
+    def _match_one(self, expr: str, d: DeviceEntry, where: str, rd: _Request) -> bool | Exception:
         try:
             selector = compile_selector(expr)
         except CELError as exc:
-            return AllocationError(f"{where}: CEL compile error: {exc}", request=rd.full_name)
+            return AllocationError(
+                f"{where}: CEL compile error: {exc}",
+                claim=self.claims[rd.claim_index].key,
+                request=rd.full_name,
+            )
         try:
-            return selector.matches(d.context)
+            return selector.matches(d.context, deadline=self.deadline, cancelled=self.cancelled)
+        except CELCancelledError as exc:
+            # not an answer about the device: raised, never cached
+            if exc.timed_out:
+                raise AllocationTimeoutError(str(exc)) from None
+            raise AllocationCancelledError(str(exc)) from None
         except CELError as exc:
             return AllocationError(
-                f"{where} on device {d.id}: CEL runtime error: {exc}", request=rd.full_name
+                f"{where} on device {d.id}: CEL runtime error: {exc}",
+                claim=self.claims[rd.claim_index].key,
+                request=rd.full_name,
             )
 
     # -- search -----------------------------------------------------------------------------
@@ -874,6 +925,18 @@ class _Run:
                 )
             )
         return None
+
+
+def _is_guarded(selector_key: tuple[tuple[str, ...], tuple[str, ...]]) -> bool:
+    """Whether any of the expressions is evaluated in a guarded child (compile errors are
+    not: allocate() reports them)."""
+    for expr in (*selector_key[0], *selector_key[1]):
+        try:
+            if compile_selector(expr).risky:
+                return True
+        except CELError:
+            continue
+    return False
 
 
 def _merge(source: Sequence[NodeSelectorRequirement], into: list[NodeSelectorRequirement]) -> None:

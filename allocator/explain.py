@@ -276,12 +276,20 @@ def _first_rejection(
     features = allocator.features
     if d.binding_conditions and not features.device_binding_conditions:
         return "binding_conditions"
-    for expr in class_exprs:
-        if not compile_selector(expr).matches(d.context):
-            return "class_selector"
-    for expr in request_exprs:
-        if not compile_selector(expr).matches(d.context):
-            return "request_selector"
+    # The allocator's cached answer for this device (class and request selectors together)
+    # spares evaluating again, which matters for guarded selectors (a child process each).
+    cached = d.selector_cache.get((tuple(class_exprs), tuple(request_exprs)))
+    if isinstance(cached, Exception):
+        raise cached
+    if cached is not True:
+        for expr in class_exprs:
+            if not compile_selector(expr).matches(d.context):
+                return "class_selector"
+        if cached is False:
+            return "request_selector"  # the class accepts it, so the request rejected it
+        for expr in request_exprs:
+            if not compile_selector(expr).matches(d.context):
+                return "request_selector"
     if d.slice.per_device and not allocator.inventory.device_matches_node(d, node):
         return "node"
     if not admin and allocator.state.is_dedicated(d.id):

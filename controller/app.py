@@ -122,6 +122,7 @@ class Controller:
 
     def run(self, stop: threading.Event) -> None:
         """Sync until ``stop`` is set; returns after the workers finished their current key."""
+        self.scheduler.cancelled = stop.is_set
         self.caches.start()
         try:
             if not self.caches.wait_for_sync(stop):

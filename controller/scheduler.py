@@ -24,10 +24,17 @@ import datetime as dt
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from allocator.allocate import AllocationError, Allocator, NodeUnsuitableError
+from allocator.allocate import (
+    AllocationCancelledError,
+    AllocationError,
+    AllocationTimeoutError,
+    Allocator,
+    NodeUnsuitableError,
+)
 from allocator.model import Node, NodeSelector, ResourceClaim
 from allocator.nodeselector import NodeSelectorError, node_selector_matches
 from controller.caches import Caches
@@ -88,10 +95,16 @@ class _WaitError(Exception):
 
 
 class _UnschedulableError(_WaitError):
-    """No node fits: reported on the pod as PodScheduled=False."""
+    """No node fits: reported on the pod as PodScheduled=False.
 
-    def __init__(self, reasons: set[str], message: str) -> None:
+    ``failed_claim`` ("namespace/name") names the claim whose own content failed the
+    allocation (a selector that does not compile, errs or exceeds its budget): it also
+    gets a Warning Event.
+    """
+
+    def __init__(self, reasons: set[str], message: str, failed_claim: str = "") -> None:
         super().__init__(reasons, message, UNSCHEDULABLE_RETRY)
+        self.failed_claim = failed_claim
 
 
 @dataclass
@@ -125,6 +138,9 @@ class PodScheduler:
         self._waiting = waiting
         self._config = config
         self._cursor = 0
+        # Set by the controller to its stop event's is_set: an allocation in progress
+        # (a long selector evaluation included) ends when the controller stops.
+        self.cancelled: Callable[[], bool] = lambda: False
 
     def schedule(self, pod: KubeObject) -> float | None:
         """One attempt; returns seconds after which to try again (None: wait for events).
@@ -138,6 +154,7 @@ class PodScheduler:
         result = "error"
         try:
             claims = self._claims_of(pod)
+            self._evaluate_guarded_selectors(claims)
             decision = self._decide(pod, claims)
             self._execute(pod, decision)
             result = "scheduled"
@@ -147,6 +164,7 @@ class PodScheduler:
             result = "unschedulable"
             self._waiting.park(_pod_key(pod), unschedulable.reasons)
             self._report_unschedulable(pod, str(unschedulable))
+            self._report_failed_claim(unschedulable.failed_claim, str(unschedulable))
             return unschedulable.retry_after
         except _WaitError as wait:
             result = "waiting"
@@ -195,6 +213,27 @@ class PodScheduler:
         return list(found.values())
 
     # -- decision ------------------------------------------------------------------------------
+
+    def _evaluate_guarded_selectors(self, claims: list[KubeObject]) -> None:
+        """Evaluate the expensive (guarded) selectors of the unallocated claims outside the
+        decision lock: one claim's costly selectors then never hold up other pods'
+        decisions, which find their answers cached."""
+        models = [
+            m
+            for c in claims
+            if not (c.get("status") or {}).get("allocation") and (m := claim_model(c)) is not None
+        ]
+        if not models:
+            return
+        allocator = Allocator(self._book.inventory(), self._book.classes(), self._book.state)
+        try:
+            allocator.evaluate_guarded_selectors(
+                models, timeout=self._config.allocation_timeout, cancelled=self.cancelled
+            )
+        except AllocationTimeoutError:
+            return  # the decision runs into the same limit and reports it
+        except AllocationCancelledError:
+            raise _WaitError({CAPACITY}, "controller stopping", None) from None
 
     def _decide(self, pod: KubeObject, claims: list[KubeObject]) -> _Decision:
         uid = str(meta(pod).get("uid"))
@@ -279,12 +318,19 @@ class PodScheduler:
                 model_node = Node.named(name, meta(node).get("labels") or {})
                 try:
                     results = allocator.allocate(
-                        model_node, models, timeout=self._config.allocation_timeout
+                        model_node,
+                        models,
+                        timeout=self._config.allocation_timeout,
+                        cancelled=self.cancelled,
                     )
                 except NodeUnsuitableError:
                     reason = REASON_INVALID_POOLS
+                except AllocationCancelledError:
+                    raise _WaitError({CAPACITY}, "controller stopping", None) from None
                 except AllocationError as err:
-                    raise _UnschedulableError({CAPACITY}, f"cannot allocate: {err}") from None
+                    raise _UnschedulableError(
+                        {CAPACITY}, f"cannot allocate: {err}", failed_claim=err.claim
+                    ) from None
                 else:
                     if results is None:
                         reason = REASON_NO_DEVICES
@@ -366,6 +412,16 @@ class PodScheduler:
     def _assume(self, claim: KubeObject) -> None:
         with contextlib.suppress(AssumeCacheError):  # the informer has something newer
             self._caches.claims.assume(claim)
+
+    def _report_failed_claim(self, key: str, message: str) -> None:
+        """A Warning Event on the claim whose selector failed (once per distinct message:
+        the recorder counts repeats)."""
+        if not key or self._events is None:
+            return
+        namespace, _, name = key.partition("/")
+        claim = self._caches.claim(namespace, name)
+        if claim is not None:
+            self._events.warning(claim, "AllocationFailed", "Allocate", message)
 
     def _report_unschedulable(self, pod: KubeObject, message: str) -> None:
         for condition in (pod.get("status") or {}).get("conditions") or ():

@@ -22,6 +22,10 @@ allocated state, like --allocated.
 Nodes: --node NAME (repeatable) and/or --nodes FILE with Node objects (their labels
 matter for node selectors); without either, every node named by a slice's nodeName.
 
+CEL selectors are type-checked as the API server does and evaluated within Kubernetes'
+cost limit; expensive ones run in a child process limited to 2 s of CPU and 256 MiB, so
+--timeout holds whatever the files contain ("cost limit exceeded" is a CEL error).
+
 Exit status: 0 when the claims fit on at least one node, 1 when they fit nowhere,
 2 for bad input or a fatal allocation error (e.g. a CEL error or an unknown class)."""
 

@@ -2,7 +2,9 @@
 
 from allocator.cel.engine import (
     MAX_COST,
+    CELCancelledError,
     CELCompileError,
+    CELCostError,
     CELError,
     CELRuntimeError,
     Selector,
@@ -13,7 +15,9 @@ from allocator.cel.engine import (
 
 __all__ = [
     "MAX_COST",
+    "CELCancelledError",
     "CELCompileError",
+    "CELCostError",
     "CELError",
     "CELRuntimeError",
     "Selector",

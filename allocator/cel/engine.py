@@ -9,9 +9,14 @@
   :class:`CELRuntimeError` (unknown attribute with a hint, non-bool result, library
   function errors). Errors are fatal for an allocation, as in Kubernetes.
 
-Cost: the engine has no runtime cost limit, so every expression's worst case is bounded
-statically at compile time (:func:`allocator.cel.rewrite.estimate_cost`) and expressions
-whose bound exceeds :data:`MAX_COST` are rejected.
+Cost and time: Kubernetes stops an evaluation whose actual cost passes
+:data:`MAX_COST` ("cost limit exceeded"). Here library functions charge the same units
+while they run (:mod:`allocator.cel.budget`), and expressions whose work is not bounded by
+their length and the device data (:func:`allocator.cel.rewrite.is_risky`: ``cel.bind``,
+``lists.range``, ``split``, ``map``, deep nesting, ...) are evaluated in a forked child with
+CPU, memory and wall-clock limits (:mod:`allocator.cel.sandbox`). Either bound produces a
+:class:`CELCostError` (a :class:`CELRuntimeError`) whose message says "cost limit exceeded";
+cancellation yields :class:`CELCancelledError`.
 """
 
 from __future__ import annotations
@@ -20,18 +25,21 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import cel as _cel
 
+from allocator.cel import budget, checker, sandbox
 from allocator.cel.library import FUNCTIONS, quantity_value, semver_value
-from allocator.cel.rewrite import CELSyntaxError, estimate_cost, rewrite
+from allocator.cel.rewrite import CELSyntaxError, estimate_cost, is_risky, rewrite
 from allocator.model import DeviceAttribute, DeviceCapacity
 
 __all__ = [
     "MAX_COST",
+    "CELCancelledError",
     "CELCompileError",
+    "CELCostError",
     "CELError",
     "CELRuntimeError",
     "Selector",
@@ -44,7 +52,7 @@ __all__ = [
 # caller anyway (as a CEL runtime error), so the log line is only noise.
 logging.getLogger("cel").setLevel(logging.ERROR)
 
-MAX_COST: Final = 1_000_000
+MAX_COST: Final = budget.COST_LIMIT
 MAX_EXPRESSION_LENGTH: Final = 10 * 1024
 CACHE_SIZE: Final = 4096
 
@@ -70,6 +78,19 @@ class CELRuntimeError(CELError):
     """Evaluating the expression failed for a device."""
 
 
+class CELCostError(CELRuntimeError):
+    """The evaluation passed its cost, CPU, memory or time budget."""
+
+
+class CELCancelledError(CELRuntimeError):
+    """The caller asked to stop (or its deadline passed: ``timed_out``) while a guarded
+    evaluation ran. Not an answer about the device: do not cache it."""
+
+    def __init__(self, message: str, expression: str, timed_out: bool) -> None:
+        super().__init__(message, expression)
+        self.timed_out = timed_out
+
+
 def _caret(expression: str, position: int) -> str:
     line_start = expression.rfind("\n", 0, position) + 1
     line_end = expression.find("\n", position)
@@ -83,17 +104,57 @@ _ENGINE_POSITION = re.compile(r"<input>:(\d+):(\d+):\s*(.*?)\n", re.DOTALL)
 
 
 class Selector:
-    """A compiled selector. Thread-safe; evaluate with :meth:`matches`."""
+    """A compiled selector. Thread-safe; evaluate with :meth:`matches`.
 
-    __slots__ = ("cost", "expression", "program")
+    ``risky`` selectors are evaluated in a guarded child process (see the module doc).
+    """
 
-    def __init__(self, expression: str, program: Any, cost: int) -> None:
+    __slots__ = ("cost", "expression", "program", "risky")
+
+    def __init__(self, expression: str, program: Any, cost: int, risky: bool = False) -> None:
         self.expression = expression
         self.program = program
         self.cost = cost
+        self.risky = risky
 
-    def matches(self, context: Any) -> bool:
-        """Evaluate for the device whose :func:`device_context` is ``context``."""
+    def matches(
+        self,
+        context: Any,
+        *,
+        deadline: float | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> bool:
+        """Evaluate for the device whose :func:`device_context` is ``context``.
+
+        ``deadline`` (``time.monotonic()``) and ``cancelled`` bound a guarded evaluation;
+        raises :class:`CELRuntimeError` (or its :class:`CELCostError` and
+        :class:`CELCancelledError` subclasses).
+        """
+        if not self.risky:
+            return self._evaluate(context)
+        try:
+            ok, text = sandbox.run_guarded(
+                lambda: self._answer(context), deadline=deadline, cancelled=cancelled
+            )
+        except sandbox.SandboxCancelledError as exc:
+            timed_out = isinstance(exc, sandbox.SandboxDeadlineError)
+            raise CELCancelledError(str(exc), self.expression, timed_out) from None
+        except sandbox.SandboxLimitError as exc:
+            raise CELCostError(f"{budget.LIMIT_EXCEEDED}: {exc}", self.expression) from None
+        if not ok:
+            error = CELCostError if budget.LIMIT_EXCEEDED in text else CELRuntimeError
+            raise error(text, self.expression)
+        return text == "true"
+
+    def _answer(self, context: Any) -> tuple[bool, str]:
+        """The child's side of a guarded evaluation: never raises."""
+        try:
+            return True, "true" if self._evaluate(context, _stop_child_at_limit) else "false"
+        except CELError as exc:
+            return False, str(exc)
+
+    def _evaluate(self, context: Any, on_limit: Callable[[], None] | None = None) -> bool:
+        budget.start(on_limit)
         try:
             result = self.program.execute(context)
         except KeyError as exc:
@@ -101,8 +162,12 @@ class Selector:
             raise CELRuntimeError(
                 f"no such key: {key} ({MISSING_KEY_HINT})", self.expression
             ) from None
+        except MemoryError:
+            raise CELCostError(f"{budget.LIMIT_EXCEEDED}: out of memory", self.expression) from None
         except Exception as exc:  # the engine raises several builtin types
-            raise CELRuntimeError(_runtime_message(exc), self.expression) from None
+            message = _runtime_message(exc)
+            error = CELCostError if budget.LIMIT_EXCEEDED in message else CELRuntimeError
+            raise error(message, self.expression) from None
         if result is True or result is False:
             return result
         raise CELRuntimeError(
@@ -113,9 +178,16 @@ class Selector:
         return f"Selector({self.expression!r})"
 
 
+def _stop_child_at_limit() -> None:
+    sandbox.finish_early(False, budget.LIMIT_EXCEEDED)
+
+
+_ENGINE_NOISE: Final = re.compile(r"Python function call failed: \w+: |Function '[\w.]+' error: ")
+
+
 def _runtime_message(exc: Exception) -> str:
     text = str(exc).split(". Check ", 1)[0]
-    return text.replace("Python function call failed: CELFunctionError: ", "")
+    return _ENGINE_NOISE.sub("", text).replace("_dra_", "")
 
 
 def _cel_type_name(v: Any) -> str:
@@ -161,26 +233,24 @@ def _compile(expression: str) -> Selector:
             f"compilation failed: the expression is longer than {MAX_EXPRESSION_LENGTH} bytes",
             expression,
         )
+    problem = checker.check(expression)
+    if problem is not None:
+        raise CELCompileError(f"compilation failed: {problem}", expression)
     try:
-        core = rewrite(expression)
         cost = estimate_cost(expression)
+        risky = is_risky(expression, MAX_COST)
+        core = rewrite(expression, count_iterations=risky)
     except CELSyntaxError as exc:
         raise CELCompileError(
             f"compilation failed: {exc} at {_caret(expression, exc.position)}\n"
             f"in expression: {expression}",
             expression,
         ) from None
-    if cost > MAX_COST:
-        raise CELCompileError(
-            f"compilation failed: estimated worst-case cost {cost} exceeds the limit of "
-            f"{MAX_COST} (too many nested comprehensions)\nin expression: {expression}",
-            expression,
-        )
     try:
         program = _cel.compile(core)
     except Exception as exc:
         raise CELCompileError(_compile_message(expression, core, str(exc)), expression) from None
-    return Selector(expression, program, cost)
+    return Selector(expression, program, cost, risky)
 
 
 def _compile_message(expression: str, core: str, engine_message: str) -> str:

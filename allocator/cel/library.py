@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import cel as _cel
 
+from allocator.cel import budget, regex
 from allocator.quantity import Quantity, QuantityError
 from allocator.semver import is_semver
 
@@ -41,7 +42,6 @@ IP_KEY: Final = "__k8s_ip__"
 CIDR_KEY: Final = "__k8s_cidr__"
 URL_KEY: Final = "__k8s_url__"
 MAX_INCLUDES_LIST: Final = 48
-MAX_RANGE: Final = 1000
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 
@@ -360,29 +360,42 @@ def _includes(v: Any, x: Any) -> bool:
 # --------------------------------------------------------------------------- regex
 
 
-def _regex(pattern: Any) -> re.Pattern[str]:
-    if not isinstance(pattern, str):
-        raise CELFunctionError("regex must be a string")
+# RE2 (linear time, Go's syntax and errors): see allocator.cel.regex.
+
+
+def _regex_args(s: Any, pattern: Any, fn: str) -> tuple[str, str]:
+    if not isinstance(s, str) or not isinstance(pattern, str):
+        raise CELFunctionError(f"no such overload: {fn}")
+    budget.charge_regex(len(s), len(pattern))
+    return s, pattern
+
+
+def _illegal(exc: regex.RegexError) -> CELFunctionError:
+    return CELFunctionError(f"Illegal regex: {exc}")
+
+
+def _matches(s: Any, pattern: Any) -> bool:
+    s, pattern = _regex_args(s, pattern, "matches")
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise CELFunctionError(f"invalid regex {pattern!r}: {exc}") from None
+        return regex.matches(s, pattern)
+    except regex.RegexError as exc:
+        raise _illegal(exc) from None
 
 
 def _find(s: Any, pattern: Any) -> str:
-    if not isinstance(s, str):
-        raise CELFunctionError("no such overload: find")
-    m = _regex(pattern).search(s)
-    return m.group(0) if m else ""
+    s, pattern = _regex_args(s, pattern, "find")
+    try:
+        return regex.find(s, pattern)
+    except regex.RegexError as exc:
+        raise _illegal(exc) from None
 
 
 def _find_all(s: Any, pattern: Any, limit: int = -1) -> list[str]:
-    if not isinstance(s, str):
-        raise CELFunctionError("no such overload: findAll")
-    if limit == 0:
-        return []
-    found = [m.group(0) for m in _regex(pattern).finditer(s)]
-    return found if limit < 0 else found[:limit]
+    s, pattern = _regex_args(s, pattern, "findAll")
+    try:
+        return regex.find_all(s, pattern, limit)
+    except regex.RegexError as exc:
+        raise _illegal(exc) from None
 
 
 # --------------------------------------------------------------------------- strings
@@ -394,6 +407,13 @@ def _need_str(v: Any, fn: str) -> str:
     return v
 
 
+def _traversed(s: Any, fn: str, factor: float = 1.0) -> str:
+    """``s`` as a string, charged as one traversal (Kubernetes' CallCost for ``fn``)."""
+    text = _need_str(s, fn)
+    budget.charge_string(len(text), factor)
+    return text
+
+
 def _char_at(s: Any, i: int) -> str:
     s = _need_str(s, "charAt")
     if i < 0 or i > len(s):
@@ -402,7 +422,7 @@ def _char_at(s: Any, i: int) -> str:
 
 
 def _substring(s: Any, start: int, end: int | None = None) -> str:
-    text = _need_str(s, "substring")
+    text = _traversed(s, "substring")
     stop = len(text) if end is None else end
     if start < 0 or start > len(text) or stop < start or stop > len(text):
         raise CELFunctionError(f"substring index out of range: [{start}, {stop})")
@@ -410,12 +430,12 @@ def _substring(s: Any, start: int, end: int | None = None) -> str:
 
 
 def _replace(s: Any, old: Any, new: Any, n: int = -1) -> str:
-    text = _need_str(s, "replace")
+    text = _traversed(s, "replace", 2)
     return text.replace(str(old), str(new), n if n >= 0 else -1)
 
 
 def _split(s: Any, sep: Any, n: int = -1) -> list[str]:
-    text = _need_str(s, "split")
+    text = _traversed(s, "split", 2)
     separator = _need_str(sep, "split")
     if n == 0:
         return []
@@ -431,7 +451,9 @@ def _join(items: Any, sep: str = "") -> str:
     items = _need_list(items, "join")
     if not all(isinstance(x, str) for x in items):
         raise CELFunctionError("join needs a list of strings")
-    return str(sep).join(items)
+    joined = str(sep).join(items)
+    budget.charge_string(len(joined), 2)
+    return joined
 
 
 def _reverse(v: Any) -> Any:
@@ -531,8 +553,7 @@ def _flatten(v: Any, depth: int = 1) -> list[Any]:
 
 
 def _range(n: int) -> list[int]:
-    if n > MAX_RANGE:
-        raise CELFunctionError(f"lists.range is limited to {MAX_RANGE} in selectors")
+    budget.charge(max(n, 0))  # one unit per element, charged before the list exists
     return list(range(n))
 
 
@@ -701,22 +722,22 @@ def _get_query(v: Any) -> dict[str, list[str]]:
 # --------------------------------------------------------------------------- format
 
 FORMAT_KEY: Final = "__k8s_format__"
-_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_SUBDOMAIN_RE: Final = re.compile(
+_LABEL_RE: Final = regex.compile_text(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SUBDOMAIN_RE: Final = regex.compile_text(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
-_DNS1035_RE: Final = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_QUALIFIED_NAME_RE: Final = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE_RE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_UUID_RE: Final = re.compile(
+_DNS1035_RE: Final = regex.compile_text(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_QUALIFIED_NAME_RE: Final = regex.compile_text(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE_RE: Final = regex.compile_text(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_UUID_RE: Final = regex.compile_text(
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 )
-_DATETIME_RE: Final = re.compile(
+_DATETIME_RE: Final = regex.compile_text(
     r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
 )
 
 
-def _regex_check(pattern: re.Pattern[str], limit: int, what: str) -> Callable[[str], list[str]]:
+def _regex_check(pattern: Any, limit: int, what: str) -> Callable[[str], list[str]]:
     def check(v: str) -> list[str]:
         errors = []
         if len(v) > limit:
@@ -828,7 +849,131 @@ def _dra_opt(container: Any, key: Any) -> Any:
     raise CELFunctionError("no such overload: optional selection on a non-container")
 
 
-FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
+def _dra_string(v: Any) -> str:
+    """CEL ``string(x)``, plus Kubernetes' ``string(ip)`` and ``string(cidr)``."""
+    if isinstance(v, dict) and IP_KEY in v:
+        return str(v[IP_KEY])
+    if isinstance(v, dict) and CIDR_KEY in v:
+        return str(v[CIDR_KEY])
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        # Go's strconv.FormatFloat(f, 'g', -1, 64)
+        text = repr(v)
+        return text[:-2] if text.endswith(".0") and abs(v) < 1e21 else text
+    if isinstance(v, bytes):
+        return v.decode("utf-8")
+    if isinstance(v, (int, str)):
+        return str(v)
+    raise CELFunctionError(f"no such overload: string({type(v).__name__})")
+
+
+def _dra_iter(target: Any) -> Any:
+    """A comprehension's range, charged one cost unit per element (risky selectors only)."""
+    if isinstance(target, (list, dict)):
+        budget.charge(len(target))
+    return target
+
+
+def _present(items: Any) -> list[Any]:
+    """A list literal with optional entries: the values of the optionals that have one."""
+    return [x.value() for x in _need_list(items, "list literal") if x.has_value()]
+
+
+def _present_map(entries: Any) -> dict[Any, Any]:
+    """A map literal with optional entries: ``[key, optional]`` pairs that have a value."""
+    out: dict[Any, Any] = {}
+    for key, value in _need_list(entries, "map literal"):
+        if value.has_value():
+            out[key] = value.value()
+    return out
+
+
+def _first(v: Any) -> Any:
+    items = _need_list(v, "first")
+    return _cel.OptionalValue.of(items[0]) if items else _cel.OptionalValue.none()
+
+
+def _last(v: Any) -> Any:
+    items = _need_list(v, "last")
+    return _cel.OptionalValue.of(items[-1]) if items else _cel.OptionalValue.none()
+
+
+def _dra_sort_by(items: Any, keys: Any) -> list[Any]:
+    """``x.sortBy(v, key)``: ``x`` ordered by the keys computed for its elements (stable)."""
+    values, order = _need_list(items, "sortBy"), _need_list(keys, "sortBy")
+    _check_homogeneous(order, "sortBy")
+    ranked = sorted(range(len(values)), key=lambda i: _sort_key(order[i]))
+    return [values[i] for i in ranked]
+
+
+def _dra_keys(target: Any) -> list[Any]:
+    """What a two-variable comprehension's first variable ranges over: indices or keys."""
+    if isinstance(target, list):
+        return list(range(len(target)))
+    if isinstance(target, dict):
+        return list(target)
+    raise CELFunctionError("no such overload: comprehension over a non-list, non-map value")
+
+
+def _dra_to_map(keys: Any, values: Any) -> dict[Any, Any]:
+    """``transformMap``'s result: the i-th key maps to the i-th value."""
+    return dict(zip(_need_list(keys, "transformMap"), _need_list(values, "transformMap"),
+                    strict=True))  # fmt: skip
+
+
+def _dra_merge_entries(entries: Any) -> dict[Any, Any]:
+    """``transformMapEntry``'s result: the union of one-entry maps; a repeated key is an error."""
+    merged: dict[Any, Any] = {}
+    for entry in _need_list(entries, "transformMapEntry"):
+        if not isinstance(entry, dict):
+            raise CELFunctionError("transformMapEntry: the expression must produce a map")
+        for key, value in entry.items():
+            if key in merged:
+                raise CELFunctionError(f"insert failed: key {key!r} already exists")
+            merged[key] = value
+    return merged
+
+
+def _charged_string_arg(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Charge a traversal of the first (string) argument: Kubernetes' CallCost for the
+    parsers (quantity, semver, url, ip, cidr and their is* forms)."""
+
+    def charged(*args: Any) -> Any:
+        if args and isinstance(args[0], str):
+            budget.charge_string(len(args[0]))
+        return fn(*args)
+
+    return charged
+
+
+def _charged_list_arg(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Charge one traversal of the list receiver (Kubernetes' lists library CallCost)."""
+
+    def charged(*args: Any) -> Any:
+        if args and isinstance(args[0], list):
+            budget.charge(len(args[0]))
+        return fn(*args)
+
+    return charged
+
+
+_CHARGED_PARSERS: Final = ("quantity", "isQuantity", "semver", "isSemver", "url", "isURL", "ip",
+                           "isIP", "ip.isCanonical", "cidr", "isCIDR")  # fmt: skip
+_CHARGED_TRAVERSALS: Final = ("isSorted", "sum", "min", "max", "indexOf", "lastIndexOf",
+                              "includes")  # fmt: skip
+
+
+def _with_costs(functions: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    out = dict(functions)
+    for name in _CHARGED_PARSERS:
+        out[name] = _charged_string_arg(out[name])
+    for name in _CHARGED_TRAVERSALS:
+        out[name] = _charged_list_arg(out[name])
+    return out
+
+
+_FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
     # quantity
     "quantity": _quantity,
     "isQuantity": _is_quantity,
@@ -856,16 +1001,17 @@ FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
     "lastIndexOf": _last_index_of,
     "includes": _includes,
     # regex
+    "_dra_matches": _matches,
     "find": _find,
     "findAll": _find_all,
     # ext strings
     "charAt": _char_at,
-    "lowerAscii": lambda s: _need_str(s, "lowerAscii").lower(),
-    "upperAscii": lambda s: _need_str(s, "upperAscii").upper(),
+    "lowerAscii": lambda s: _traversed(s, "lowerAscii").lower(),
+    "upperAscii": lambda s: _traversed(s, "upperAscii").upper(),
     "replace": _replace,
     "split": _split,
     "substring": _substring,
-    "trim": lambda s: _need_str(s, "trim").strip(),
+    "trim": lambda s: _traversed(s, "trim").strip(),
     "join": _join,
     "format": _format,
     "strings.quote": _quote,
@@ -912,4 +1058,15 @@ FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
     # DRA rewrite helpers (see allocator.cel.rewrite)
     "_dra_domain": _dra_domain,
     "_dra_opt": _dra_opt,
+    "_dra_iter": _dra_iter,
+    "_dra_string": _dra_string,
+    "_dra_keys": _dra_keys,
+    "_dra_sort_by": _dra_sort_by,
+    "_dra_present": _present,
+    "_dra_present_map": _present_map,
+    "first": _first,
+    "last": _last,
+    "_dra_to_map": _dra_to_map,
+    "_dra_merge_entries": _dra_merge_entries,
 }
+FUNCTIONS: Final = _with_costs(_FUNCTIONS)

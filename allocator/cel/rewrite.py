@@ -10,7 +10,14 @@ equivalent core CEL plus helper functions registered by :mod:`allocator.cel.libr
   bound in ``body``: the same meaning);
 * ``device.attributes[d]`` / ``device.attributes.d`` (and ``capacity``) ->
   ``_dra_domain(device.attributes, d)``, so that an unknown domain is an empty map, as in
-  Kubernetes, while an unknown attribute id inside a domain stays a "no such key" error.
+  Kubernetes, while an unknown attribute id inside a domain stays a "no such key" error;
+* ``s.matches(p)`` / ``matches(s, p)`` -> ``_dra_matches(s, p)`` (RE2, as Kubernetes; the
+  engine's own ``matches`` uses another regex dialect);
+* two-variable comprehensions (``x.all(i, v, p)``, ``exists``, ``existsOne``,
+  ``transformList``, ``transformMap``, ``transformMapEntry``, with optional filter) ->
+  one-variable comprehensions over ``_dra_keys(x)`` (list indices or map keys) with ``v``
+  bound to ``x[i]``; ``transformMap``/``transformMapEntry`` build the map with
+  ``_dra_to_map``/``_dra_merge_entries``.
 
 It also computes a static worst-case cost (see :func:`estimate_cost`) so that no expression
 can run unbounded: the Rust engine has no runtime cost limit or interrupt.
@@ -24,7 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["CELSyntaxError", "Token", "estimate_cost", "rewrite", "tokenize"]
+__all__ = ["CELSyntaxError", "Token", "estimate_cost", "is_risky", "rewrite", "tokenize"]
 
 # Largest iteration count any selector input can have: attribute lists hold <= 48 values,
 # maps <= 32 entries, strings <= 64 characters (so split() yields <= 65 parts).
@@ -125,7 +132,7 @@ def _operand_start(tokens: list[Token], end: int) -> int:
                 i -= 1
                 continue
             return i
-        if t.kind in ("ident", "str", "num"):
+        if t.kind in ("ident", "str", "num", "gen"):
             if (i > 0 and tokens[i - 1].text == ".") or (i > 0 and tokens[i - 1].kind == "optsel"):
                 i -= 2
                 continue
@@ -135,7 +142,7 @@ def _operand_start(tokens: list[Token], end: int) -> int:
 
 
 def _is_operand_end(t: Token) -> bool:
-    return t.kind in ("ident", "str", "num") or t.text in (")", "]", "}")
+    return t.kind in ("ident", "str", "num", "gen") or t.text in (")", "]", "}")
 
 
 def _join(tokens: list[Token]) -> str:
@@ -164,6 +171,9 @@ def _rewrite_once(tokens: list[Token]) -> list[Token] | None:
             key = _synthetic("str", '"' + tokens[i + 1].text + '"', tokens[i + 1].pos)
             call = _call("_dra_opt", [tokens[start:i], [key]], t.pos)
             return tokens[:start] + call + tokens[i + 2 :]
+        literal = _optional_literal(tokens, i)
+        if literal is not None:
+            return literal
         if t.kind == "optidx":
             close = _match_close(tokens, i)
             start = _operand_start(tokens, i - 1)
@@ -206,7 +216,166 @@ def _rewrite_once(tokens: list[Token]) -> list[Token] | None:
         domain = _domain_access(tokens, i)
         if domain is not None:
             return domain
+        regex = _matches_call(tokens, i)
+        if regex is not None:
+            return regex
+        two_var = _two_variable(tokens, i)
+        if two_var is not None:
+            return two_var
+        sort_by = _sort_by(tokens, i)
+        if sort_by is not None:
+            return sort_by
     return None
+
+
+def _optional_literal(tokens: list[Token], i: int) -> list[Token] | None:
+    """``[?a, b]`` -> ``_dra_present([a, optional.of(b)])`` and ``{?k: a, l: b}`` ->
+    ``_dra_present_map([[k, a], [l, optional.of(b)]])``: optional entries of aggregate
+    literals (included only when the optional has a value)."""
+    t = tokens[i]
+    if t.text not in ("[?", "[", "{") or (i > 0 and _is_operand_end(tokens[i - 1])):
+        return None
+    close = _match_close(tokens, i)
+    args = _split_args(tokens, i, close)
+    if t.text == "[?" and args:
+        args[0] = [Token("punct", "?", t.pos), *args[0]]
+    if not any(a and a[0].text == "?" for a in args):
+        return None
+    parts: list[Part] = []
+    for k, arg in enumerate(args):
+        if k:
+            parts.append(", ")
+        optional = arg[0].text == "?"
+        body = arg[1:] if optional else arg
+        if t.text == "{":
+            colon = next(j for j, x in enumerate(body) if x.text == ":")
+            key, value = body[:colon], body[colon + 1 :]
+            parts += ["[", key, ", ", *_maybe_wrap(value, optional), "]"]
+        else:
+            parts += _maybe_wrap(body, optional)
+    helper = "_dra_present_map" if t.text == "{" else "_dra_present"
+    built = _build([f"{helper}([", *parts, "])"], t.pos)
+    return [*tokens[:i], *built, *tokens[close + 1 :]]
+
+
+def _maybe_wrap(expr: list[Token], optional: bool) -> list[Part]:
+    return [expr] if optional else ["optional.of(", expr, ")"]
+
+
+def _sort_by(tokens: list[Token], i: int) -> list[Token] | None:
+    """``x.sortBy(v, key)`` -> ``_dra_sort_by(x, x.map(v, key))`` with ``x`` bound once."""
+    t = tokens[i]
+    if not (
+        t.text == "."
+        and i + 2 < len(tokens)
+        and tokens[i + 1].text == "sortBy"
+        and tokens[i + 1].kind == "ident"
+        and tokens[i + 2].text == "("
+    ):
+        return None
+    close = _match_close(tokens, i + 2)
+    args = _split_args(tokens, i + 2, close)
+    if len(args) != 2 or len(args[0]) != 1 or args[0][0].kind != "ident":
+        raise CELSyntaxError("sortBy needs (variable, key expression)", t.pos)
+    start = _operand_start(tokens, i - 1)
+    x = f"_dra_s{t.pos}"
+    parts: list[Part] = ["([", tokens[start:i], f"].map({x}, _dra_sort_by({x}, {x}.map(",
+                         args[0], ", ", args[1], ")))[0])"]  # fmt: skip
+    return [*tokens[:start], *_build(parts, t.pos), *tokens[close + 1 :]]
+
+
+def _matches_call(tokens: list[Token], i: int) -> list[Token] | None:
+    """``s.matches(p)`` -> ``_dra_matches(s, p)``; ``matches(s, p)`` -> ``_dra_matches(s, p)``;
+    ``string(x)`` -> ``_dra_string(x)`` (the engine's own has no IP/CIDR overloads)."""
+    t = tokens[i]
+    if (
+        t.kind == "ident"
+        and t.text == "string"
+        and i + 1 < len(tokens)
+        and tokens[i + 1].text == "("
+        and (i == 0 or tokens[i - 1].text != ".")
+    ):
+        return [*tokens[:i], Token("ident", "_dra_string", t.pos), *tokens[i + 1 :]]
+    if t.kind != "ident" or t.text != "matches" or i + 1 >= len(tokens):
+        return None
+    if tokens[i + 1].text != "(":
+        return None
+    name = Token("ident", "_dra_matches", t.pos)
+    if i >= 1 and tokens[i - 1].text == ".":
+        close = _match_close(tokens, i + 1)
+        start = _operand_start(tokens, i - 2)
+        call = _call("_dra_matches", [tokens[start : i - 1], tokens[i + 2 : close]], t.pos)
+        return tokens[:start] + call + tokens[close + 1 :]
+    return [*tokens[:i], name, *tokens[i + 1 :]]
+
+
+TWO_VARIABLE_MACROS: Final = frozenset(
+    {"all", "exists", "existsOne", "exists_one", "transformList", "transformMap",
+     "transformMapEntry"}
+)  # fmt: skip
+
+
+def _two_variable(tokens: list[Token], i: int) -> list[Token] | None:
+    """Rewrite ``x.m(i, v, ...)`` for a two-variable macro ``m`` (see the module doc)."""
+    t = tokens[i]
+    if not (
+        t.text == "."
+        and i + 2 < len(tokens)
+        and tokens[i + 1].text in TWO_VARIABLE_MACROS
+        and tokens[i + 2].text == "("
+    ):
+        return None
+    macro = tokens[i + 1].text
+    close = _match_close(tokens, i + 2)
+    args = _split_args(tokens, i + 2, close)
+    is_transform = macro.startswith("transform")
+    if len(args) not in ((3, 4) if is_transform else (3,)):
+        return None
+    if not all(len(a) == 1 and a[0].kind == "ident" for a in args[:2]):
+        raise CELSyntaxError(f"{macro}: the first two arguments must be identifiers", t.pos)
+    start = _operand_start(tokens, i - 1)
+    p = t.pos
+    x = f"_dra_x{p}"
+    body = _two_variable_body(macro, x, args, p)
+    # bind the receiver once: ([x].map(target, body)[0])
+    bound = _build(["([", tokens[start:i], f"].map({x}, ", *body, ")[0])"], p)
+    return [*tokens[:start], *bound, *tokens[close + 1 :]]
+
+
+Part = str | list[Token]
+
+
+def _two_variable_body(macro: str, x: str, args: list[list[Token]], p: int) -> list[Part]:
+    index, value = args[0][0].text, args[1][0].text
+
+    def with_value(expr: list[Token]) -> list[Part]:
+        return [f"[{x}[{index}]].map({value}, ", expr, ")[0]"]
+
+    keys: list[Part] = [f"_dra_keys({x})"]
+    if macro in ("all", "exists", "existsOne", "exists_one"):
+        name = "exists_one" if macro == "existsOne" else macro
+        return [*keys, f".{name}({index}, ", *with_value(args[2]), ")"]
+    if len(args) == 4:
+        keys = [*keys, f".filter({index}, ", *with_value(args[2]), ")"]
+    result = with_value(args[-1])
+    if macro == "transformList":
+        return [*keys, f".map({index}, ", *result, ")"]
+    if macro == "transformMap":
+        ks = f"_dra_k{p}"
+        return ["[", *keys, f"].map({ks}, _dra_to_map({ks}, {ks}.map({index}, ", *result,
+                ")))[0]"]  # fmt: skip
+    return ["_dra_merge_entries(", *keys, f".map({index}, ", *result, "))"]
+
+
+def _build(parts: list[Part], pos: int) -> list[Token]:
+    """Generated text (tokenized, placed at ``pos``) around kept user tokens."""
+    out: list[Token] = []
+    for part in parts:
+        if isinstance(part, str):
+            out.extend(Token(t.kind, t.text, pos) for t in tokenize(part))
+        else:
+            out.extend(part)
+    return out
 
 
 def _domain_access(tokens: list[Token], i: int) -> list[Token] | None:
@@ -231,7 +400,8 @@ def _domain_access(tokens: list[Token], i: int) -> list[Token] | None:
             return tokens[:i] + _guarded_lookup(base, key[0], p) + tokens[close + 1 :]
         call = _call("_dra_domain", [base, key], p)
         return tokens[:i] + call + tokens[close + 1 :]
-    if nxt.text == "." and i + 4 < len(tokens) and tokens[i + 4].kind == "ident":
+    is_method = i + 5 < len(tokens) and tokens[i + 5].text == "("  # device.attributes.size()
+    if nxt.text == "." and i + 4 < len(tokens) and tokens[i + 4].kind == "ident" and not is_method:
         # has(device.attributes.dom) tests the domain itself: leave it to the engine
         inside_has = (
             i >= 2
@@ -296,16 +466,68 @@ def _split_args(tokens: list[Token], open_index: int, close: int) -> list[list[T
     return args
 
 
-def rewrite(src: str) -> str:
-    """Core-CEL text equivalent to ``src`` (see the module docstring)."""
+def rewrite(src: str, *, count_iterations: bool = False) -> str:
+    """Core-CEL text equivalent to ``src`` (see the module docstring).
+
+    With ``count_iterations``, every comprehension's range goes through ``_dra_iter``, which
+    charges one cost unit per element (:mod:`allocator.cel.budget`) before the loop runs.
+    """
     tokens = tokenize(src)
     # Bound the number of passes: each pass removes one construct.
     for _ in range(len(tokens) + 1):
         out = _rewrite_once(tokens)
         if out is None:
-            return _join(tokens)
+            break
         tokens = out
-    raise CELSyntaxError("expression too complex to rewrite", 0)
+    else:
+        raise CELSyntaxError("expression too complex to rewrite", 0)
+    if count_iterations:
+        tokens = _count_iterations(tokens)
+    return _join(tokens)
+
+
+def _count_iterations(tokens: list[Token]) -> list[Token]:
+    """``x.all(v, p)`` -> ``_dra_iter(x).all(v, p)`` for every comprehension."""
+    while True:
+        for i in range(1, len(tokens) - 1):
+            name = tokens[i]
+            if (
+                name.kind == "ident"
+                and name.text in COMPREHENSIONS
+                and tokens[i - 1].text == "."
+                and tokens[i + 1].text == "("
+            ):
+                start = _operand_start(tokens, i - 2)
+                done = Token("gen", name.text, name.pos)  # never wrapped twice
+                wrapped = _call("_dra_iter", [tokens[start : i - 1]], name.pos)
+                tokens = [*tokens[:start], *wrapped, tokens[i - 1], done, *tokens[i + 1 :]]
+                break
+        else:
+            return tokens
+
+
+# Functions and macros whose result can be much larger than their input, or that create
+# values from nothing: with them an expression's work is no longer bounded by its length
+# times the size of the device data.
+GROWTH: Final = frozenset(
+    {"bind", "range", "split", "join", "replace", "format", "quote", "flatten", "findAll",
+     "sort", "distinct", "map", "filter", "transformList", "transformMap",
+     "transformMapEntry", "sortBy"}
+)  # fmt: skip
+
+
+def is_risky(src: str, limit: int) -> bool:
+    """Whether evaluating ``src`` needs the guarded child (:mod:`allocator.cel.sandbox`).
+
+    Safe (evaluated in-process): expressions that use no :data:`GROWTH` function or macro and
+    whose :func:`estimate_cost` is within ``limit``. Their work is bounded by the expression's
+    length times the device data's size per comprehension level; string ``+`` without
+    variables only adds up lengths written in the expression or read from the device.
+    """
+    tokens = tokenize(src)
+    if any(t.kind == "ident" and t.text in GROWTH for t in tokens):
+        return True
+    return _cost(tokens) > limit
 
 
 def estimate_cost(src: str) -> int:
@@ -316,7 +538,10 @@ def estimate_cost(src: str) -> int:
     overestimates the Kubernetes runtime cost, so an expression accepted here cannot
     exceed the Kubernetes per-evaluation limit by more than the same factor.
     """
-    tokens = tokenize(src)
+    return _cost(tokenize(src))
+
+
+def _cost(tokens: list[Token]) -> int:
     depth = 0
     max_depth = 0
     stack: list[bool] = []  # per open bracket: is it a comprehension call
@@ -334,4 +559,5 @@ def estimate_cost(src: str) -> int:
                 max_depth = max(max_depth, depth)
         elif t.text in (")", "]", "}") and stack and stack.pop():
             depth -= 1
-    return int(len(tokens) * MAX_ITERABLE**max_depth)
+    # literal lists in the expression can be longer than any device list
+    return int(len(tokens) * max(MAX_ITERABLE, len(tokens)) ** max_depth)

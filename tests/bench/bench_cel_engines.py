@@ -4,8 +4,13 @@ Compares, in one process:
 
 * ``rust``: the Rust-backed ``common-expression-language`` package (import ``cel``), raw;
 * ``celpy``: the pure-Python ``cel-python`` package (import ``celpy``), raw;
-* ``drakit``: ``allocator.cel`` (the Rust engine plus drakit's rewrite and Kubernetes
-  libraries), which is what the allocator uses.
+* ``cel-expr-python``: Google's CEL on cel-cpp (import ``cel_expr_python``), with its C++
+  extensions (strings, lists, sets, optional, bindings, two-variable comprehensions) and
+  the device declared as ``map(string, dyn)``; no Kubernetes libraries (the binding cannot
+  hold Kubernetes' opaque values from Python);
+* ``drakit``: ``allocator.cel`` (the C++ checker with Kubernetes' declarations, then the
+  Rust engine plus drakit's rewrite, Kubernetes libraries and cost guard), which is what
+  the allocator uses.
 
 Fidelity: each probe is an expression Kubernetes 1.37 evaluates to ``true`` for the sample
 device (or rejects, for the "must fail" probes); an engine passes when it agrees.
@@ -55,6 +60,14 @@ PROBES: list[tuple[str, str, bool]] = [
     ("ext sets", "sets.contains([1, 2], [1])", True),
     ("DRA includes", 'device.attributes["gpu.example.com"].numas.includes(1)', True),
     ("int == double rejected", "1 == 1.0", False),
+    ("mixed list literal rejected", '[device.attributes["gpu.example.com"].model, 2] == []', False),
+    ("q.sign() rejected", 'quantity("1").sign() == 1', False),
+    ("non-bool result rejected", "device.driver", False),
+    ("two-variable all", "[1, 2].all(i, v, v > i)", True),
+    ("transformList", "[1, 2].transformList(i, v, v * 2) == [2, 4]", True),
+    ("RE2 \\d is ASCII", '"\\u0661".matches("\\\\d") == false', True),
+    ("invalid regex literal rejected", '"a".matches("(") == false', False),
+    ("cost limit: lists.range", "lists.range(2000000).size() > 0", False),
 ]
 
 SPEED_EXPRESSIONS = [
@@ -115,6 +128,39 @@ class CelpyEngine(Engine):
 
     def evaluate(self, program: Any, context: Any) -> Any:
         return program.evaluate(context)
+
+
+class CelExprEngine(Engine):
+    name = "cel-expr-python 0.1.3 (cel-cpp, C++ extensions)"
+
+    YAML = """
+name: probes
+extensions:
+  - {name: strings, version: 2}
+  - {name: lists, version: 2}
+  - {name: sets}
+  - {name: optional}
+  - {name: bindings}
+  - {name: two-var-comprehensions}
+"""
+
+    def __init__(self) -> None:
+        from cel_expr_python import cel  # noqa: PLC0415
+
+        self.cel = cel
+        device_type = cel.Type.Map(cel.Type.STRING, cel.Type.DYN)
+        self.env = cel.NewEnv(
+            config=cel.NewEnvConfigFromYaml(self.YAML), variables={"device": device_type}
+        )
+
+    def compile(self, expr: str) -> Any:
+        return self.env.compile(expr)
+
+    def context(self) -> Any:
+        return self.env.Activation({"device": DEVICE})
+
+    def evaluate(self, program: Any, context: Any) -> Any:
+        return program.eval(context).value()
 
 
 class DrakitEngine(Engine):
@@ -188,7 +234,7 @@ def main() -> int:
     parser.add_argument("--evals", type=int, default=20000, help="evaluations per expression")
     parser.add_argument("--json", help="also write the report to this file")
     args = parser.parse_args()
-    engines: list[Engine] = [RustEngine(), CelpyEngine(), DrakitEngine()]
+    engines: list[Engine] = [RustEngine(), CelpyEngine(), CelExprEngine(), DrakitEngine()]
     report = []
     for engine in engines:
         fid = fidelity(engine)

@@ -283,3 +283,30 @@ def test_explanation_blames_constraints() -> None:
         f"matchAttribute {DRIVER}/numa: at most 1 suitable device(s) share a value, 2 needed"
     ]
     assert "constraint: matchAttribute" in render(explain(a, NODE, claims))
+
+
+def test_guarded_selectors_evaluated_ahead_are_answered_from_the_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from allocator.cel import sandbox  # noqa: PLC0415
+
+    a = _allocator([rslice("n1", gpus(3), node="node-1")])
+    selector = f'cel.bind(i, device.attributes["{DRIVER}"].index, i == 2)'
+    claims = _claims(claim("c", req("r", "gpu", selector)))
+    a.evaluate_guarded_selectors(claims)
+
+    def no_more_children(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a guarded selector was evaluated again")
+
+    monkeypatch.setattr(sandbox, "run_guarded", no_more_children)
+    results = a.allocate(NODE, claims)
+    assert results is not None
+    assert [r.device for r in results[0].devices.results] == ["gpu-2"]
+
+
+def test_ahead_evaluation_leaves_invalid_claims_to_allocate() -> None:
+    a = _allocator([rslice("n1", gpus(1), node="node-1")])
+    claims = _claims(claim("c", req("r", "missing-class", "cel.bind(x, 1, x == 1)")))
+    a.evaluate_guarded_selectors(claims)  # no error here
+    with pytest.raises(AllocationError, match="missing-class"):
+        a.allocate(NODE, claims)

@@ -85,9 +85,11 @@ def test_invalid_version_attribute_fails_when_read(ctx: Any) -> None:
         ev('device.attributes["gpu.example.com"].broken.major() == 1', ctx)
 
 
-def test_non_bool_result_is_an_error(ctx: Any) -> None:
-    with pytest.raises(CELRuntimeError, match="must evaluate to a bool"):
-        ev("device.driver", ctx)
+def test_non_bool_result_is_a_compile_error_as_in_kubernetes() -> None:
+    with pytest.raises(
+        CELCompileError, match="must evaluate to bool or the unknown type, not string"
+    ):
+        compile_selector("device.driver")
 
 
 def test_error_absorbing_logic(ctx: Any) -> None:
@@ -134,7 +136,7 @@ LIBRARY_CASES = {
         "[1, 2, 1].lastIndexOf(1) == 2",
         "[1, 2].includes(2)",
         '"a".includes("a")',
-        '[semver("1.0.0"), semver("2.0.0")].max() == semver("2.0.0")',
+        '["1.0.0", "2.0.0"].max() == "2.0.0"',
     ],
     "regex": [
         '"abc123".find("[0-9]+") == "123"',
@@ -162,7 +164,7 @@ LIBRARY_CASES = {
         "sets.intersects([1], [1, 5])",
     ],
     "ext lists": [
-        "[1, [2, [3]]].flatten(2) == [1, 2, 3]",
+        "[[[1]], [[2, 3]]].flatten(2) == [1, 2, 3]",
         "lists.range(2) == [0, 1]",
         "[2, 1].sort() == [1, 2]",
         "[1, 2, 3].slice(0, 2) == [1, 2]",
@@ -241,9 +243,9 @@ def test_kubernetes_library_function(expr: str, ctx: Any) -> None:
         "[1, 2].slice(1, 5) == []",
         'ip("::ffff:1.2.3.4").family() == 6',
         'cidr("nope").prefixLength() == 1',
-        "lists.range(5000).size() > 0",
+        "lists.range(2000000).size() > 0",
         'quantity("1.5").asInteger() == 1',
-        '"x".find("(") == ""',
+        '"x".find(device.driver.substring(0, 0) + "(") == ""',
         "lists.range(49).includes(1)",
     ],
 )
@@ -259,13 +261,12 @@ def test_compile_error_quotes_expression_and_position() -> None:
     with pytest.raises(CELCompileError) as info:
         compile_selector('device.driver == "x" &&')
     text = str(info.value)
-    assert "line 1, column" in text
-    assert 'device.driver == "x" &&' in text
-    assert "^" in text
+    assert "ERROR: <input>:1:24: Syntax error: mismatched input '<EOF>'" in text
+    assert ' | device.driver == "x" &&\n | .......................^' in text
 
 
 def test_compile_error_position_on_second_line() -> None:
-    with pytest.raises(CELCompileError, match="line 2"):
+    with pytest.raises(CELCompileError, match="<input>:2:7:"):
         compile_selector('device.driver == "x" &&\n  (1 +)')
 
 
@@ -292,11 +293,12 @@ def test_compile_errors_are_not_cached() -> None:
 # --------------------------------------------------------------------------- cost
 
 
-def test_cost_bound_rejects_deeply_nested_comprehensions() -> None:
+def test_deeply_nested_comprehensions_run_guarded_and_answer_like_kubernetes() -> None:
     expr = "[1].all(a, [1].all(b, [1].all(c, [1].all(d, true))))"
     assert estimate_cost(expr) > 1_000_000
-    with pytest.raises(CELCompileError, match="cost"):
-        compile_selector(expr)
+    selector = compile_selector(expr)
+    assert selector.risky
+    assert selector.matches(device_context("d", {}, {})) is True
 
 
 def test_cost_bound_accepts_ordinary_selectors() -> None:
