@@ -29,6 +29,7 @@ from typing import Any
 
 from node_plugin.atomic import atomic_write, fsync_dir
 from node_plugin.backends.base import ContainerEdits
+from node_plugin.claimcheck import is_claim_uid, shown
 
 CDI_CLASS = "claim"
 SPEC_SUFFIX = ".json"
@@ -116,6 +117,13 @@ class CDISpecs:
         return f"{self.kind}={device_name}"
 
     def spec_path(self, claim_uid: str) -> Path:
+        """The spec file of ``claim_uid``; ValueError unless the UID is UUID-shaped.
+
+        The UID comes from whoever reached the DRA socket: only a UUID is sure to
+        make one short file name inside ``cdi_root``.
+        """
+        if not is_claim_uid(claim_uid):
+            raise ValueError(f"claim uid {shown(claim_uid)} is not a UUID")
         return self.cdi_root / f"{self.vendor}-{CDI_CLASS}_{claim_uid}{SPEC_SUFFIX}"
 
     def render(
