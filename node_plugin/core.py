@@ -14,7 +14,13 @@ One call of :meth:`PrepareCore.prepare`:
    redoing work. Otherwise the double-use guard checks it, ``PrepareStarted``
    is recorded (one checkpoint write for the whole batch), the backend
    prepares, the CDI spec is written, and ``PrepareCompleted`` is recorded
-   (again one write for the batch).
+   with a checkpoint write of that claim's own, so each claim's outcome is
+   separate from the others'.
+
+Before any of this, every claim reference from the socket is checked
+(:mod:`node_plugin.claimcheck`): no request or path is built from a bad
+namespace, name or UID. Once the caller has gone (deadline passed, hung up),
+no further claim of its call is started.
 
 Per-claim failures become the claim's error, an Event on the ResourceClaim,
 and a structured log line with the request id. Unprepare needs no API call:
