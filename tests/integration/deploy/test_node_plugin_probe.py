@@ -105,8 +105,10 @@ def test_liveness_probe_fails_when_no_plugin_ever_ran(
 
 
 # Inside a private mount namespace: the whole file system read-only (as the
-# chart's readOnlyRootFilesystem, and stricter: /tmp too), except the folder
-# holding the plugin's host folders, as the chart's hostPath mounts.
+# chart's readOnlyRootFilesystem), except the folder holding the plugin's host
+# folders (the chart's hostPath mounts) and TMPDIR in it (the chart's /tmp
+# emptyDir: the Python client writes a kubeconfig's embedded certificates to
+# temporary files; in a pod, the in-cluster configuration needs none).
 READ_ONLY_ROOT = """
 set -e
 mount --make-rprivate /
@@ -146,7 +148,12 @@ def test_node_plugin_prepares_with_a_read_only_root_filesystem(
     from node_plugin.sockets import socket_paths  # noqa: PLC0415
 
     container = _container(helm, short_root)
-    env = {**_environment(container, cluster), "WRITABLE": str(short_root)}
+    (short_root / "tmp").mkdir()
+    env = {
+        **_environment(container, cluster),
+        "WRITABLE": str(short_root),
+        "TMPDIR": str(short_root / "tmp"),
+    }
     claim = _allocated_claim(cluster, namespace)
     process = subprocess.Popen(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", READ_ONLY_ROOT, "sh",
