@@ -117,13 +117,16 @@ def test_hostdev_backend_sees_the_host_dev_read_only_with_its_config_and_device_
     pod = one(objects, "DaemonSet")["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert container["securityContext"] == UNPRIVILEGED
-    (dev,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/dev"]
+    (dev,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/host/dev"]
     assert dev["readOnly"] is True
     volume = next(v for v in pod["volumes"] if v["name"] == dev["name"])
     assert volume["hostPath"] == {"path": "/dev", "type": "Directory"}
     assert _env(container)["BACKEND_CONFIG"] == "/etc/drakit/backend/config.yaml"
     config = one(objects, "ConfigMap")
-    assert yaml.safe_load(config["data"]["config.yaml"]) == {"devices": [{"glob": "/dev/fuse"}]}
+    assert yaml.safe_load(config["data"]["config.yaml"]) == {
+        "devices": [{"glob": "/dev/fuse"}],
+        "hostRoot": "/host",
+    }
     device_class = one(objects, "DeviceClass")
     assert device_class["metadata"]["name"] == "hostdev.drakit.dev"
     assert device_class["spec"]["selectors"] == [
