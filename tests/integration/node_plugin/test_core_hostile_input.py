@@ -241,3 +241,63 @@ def test_work_stops_for_a_caller_whose_deadline_passed_or_who_hung_up(
     assert second.uid not in p.checkpoint_claims()
     assert not any(second.uid in name for name in p.cdi_files())
     assert p.events.events == []
+
+
+class GatedClaims:
+    """The real claims API; GETs of names starting with ``a-`` wait for a permit."""
+
+    def __init__(self, real: Resource) -> None:
+        self.real = real
+        self.permits = threading.Semaphore(0)
+        self.started: list[str] = []
+        self.cond = threading.Condition()
+
+    def get(self, name: str, namespace: str | None = None) -> Any:
+        with self.cond:
+            self.started.append(name)
+            self.cond.notify_all()
+        if name.startswith("a-"):
+            assert self.permits.acquire(timeout=60), "the test never released this GET"
+        return self.real.get(name, namespace)
+
+    def wait_started(self, count: int) -> None:
+        with self.cond:
+            assert self.cond.wait_for(lambda: len(self.started) >= count, timeout=30)
+
+
+def test_a_big_call_does_not_starve_the_next_callers_claim_reads(
+    api: RateLimitedApiClient, short_root: Path, claims: Resource, namespace: str
+) -> None:
+    gated = GatedClaims(claims)
+    config = make_config(short_root, health_resend_seconds=30)
+    backend = load_backend("example", driver_name=DRIVER, node_name=NODE, config=EXAMPLE_CONFIG)
+    metrics = PluginMetrics()
+    core = PrepareCore(config, metrics, backend, gated, boot_id=lambda: "boot-1")  # type: ignore[arg-type]
+    node_plugin = NodePlugin(config, core=core, metrics=metrics)
+    node_plugin.start()
+    try:
+        with grpc.insecure_channel(f"unix:{node_plugin.sockets.dra}") as channel:
+            dra = v1_grpc.DRAPluginStub(channel)
+            big = [ClaimRef(namespace, str(uuid.uuid4()), f"a-{i}") for i in range(100)]
+            first = dra.NodePrepareResources.future(
+                v1.NodePrepareResourcesRequest(claims=[_claim(r) for r in big]), timeout=120
+            )
+            gated.wait_started(16)  # the big call holds every worker of the fetch pool
+            good = create_claim(claims, namespace, [result("gpu", "gpu-0")])
+            second = dra.NodePrepareResources.future(
+                v1.NodePrepareResourcesRequest(claims=[_claim(good)]), timeout=120
+            )
+            while core._pool._pool._work_queue.qsize() == 0:  # the second call's GET queued
+                threading.Event().wait(0.01)
+            while not second.done():
+                gated.permits.release()  # one GET of the big call finishes at a time
+                gated.wait_started(len(gated.started) + 1)
+            assert second.result().claims[good.uid].error == ""
+            # The second caller's GET ran as soon as one worker was free, not after the
+            # 84 GETs the big call had still to do.
+            assert gated.started.index(good.name) == 16
+            for _ in range(100):
+                gated.permits.release()
+            assert len(first.result().claims) == 100
+    finally:
+        node_plugin.stop(grace=1)
