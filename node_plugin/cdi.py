@@ -167,6 +167,8 @@ class CDISpecs:
             return
         for path in sorted(self.cdi_root.glob(f"{prefix}*{SPEC_SUFFIX}")):
             uid = path.name[len(prefix) : -len(SPEC_SUFFIX)]
+            if not is_claim_uid(uid):
+                continue  # not a spec drakit wrote: drakit names specs after UUIDs only
             try:
                 spec = json.loads(path.read_text())
             except (OSError, ValueError):
