@@ -301,3 +301,37 @@ def test_a_big_call_does_not_starve_the_next_callers_claim_reads(
             assert len(first.result().claims) == 100
     finally:
         node_plugin.stop(grace=1)
+
+
+class FailOneBackend(ExampleBackend):
+    """The example backend, failing the prepare of ``failing_uid`` (a TypeError: a bug)."""
+
+    failing_uid: ClassVar[str] = ""
+
+    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+        if claim.uid == type(self).failing_uid:
+            raise TypeError("backend bug")
+        return super().prepare(claim)
+
+
+def test_one_claims_failure_in_a_batch_leaves_the_others_prepared_and_saved(
+    plugin: Any, claims: Resource, namespace: str
+) -> None:
+    backend = load_backend(
+        f"{__name__}:FailOneBackend", driver_name=DRIVER, node_name=NODE, config=EXAMPLE_CONFIG
+    )
+    p = plugin(backend)
+    before = create_claim(claims, namespace, [result("gpu", "gpu-0")])
+    failing = create_claim(claims, namespace, [result("gpu", "gpu-1")])
+    after = create_claim(claims, namespace, [result("gpu", "gpu-2")])
+    FailOneBackend.failing_uid = failing.uid
+    response = p.prepare(before, failing, after)
+    assert response.claims[before.uid].error == ""
+    assert response.claims[after.uid].error == ""
+    assert "backend example: backend bug" in response.claims[failing.uid].error
+    saved = p.checkpoint_claims()
+    assert {uid: e["state"] for uid, e in saved.items()} == {
+        before.uid: "PrepareCompleted",
+        after.uid: "PrepareCompleted",
+    }
+    assert len(p.cdi_files()) == 2
