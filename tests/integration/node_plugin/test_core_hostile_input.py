@@ -289,10 +289,8 @@ def test_a_big_call_does_not_starve_the_next_callers_claim_reads(
             )
             while core._pool._pool._work_queue.qsize() == 0:  # the second call's GET queued
                 threading.Event().wait(0.01)
-            while not second.done():
-                gated.permits.release()  # one GET of the big call finishes at a time
-                gated.wait_started(len(gated.started) + 1)
-            assert second.result().claims[good.uid].error == ""
+            gated.permits.release()  # one GET of the big call finishes, no more
+            assert second.result(timeout=60).claims[good.uid].error == ""
             # The second caller's GET ran as soon as one worker was free, not after the
             # 84 GETs the big call had still to do.
             assert gated.started.index(good.name) == 16
