@@ -55,14 +55,22 @@ def generate_name(pod_name: str, pod_claim_name: str) -> str:
     ``<pod>-<claim>-``; above 57 characters both parts are cut in proportion to their length
     (integer arithmetic on the untruncated length, as the Kubernetes controller does), joined by
     one dash and without a trailing dash, so the pod claim's name stays recognisable.
+
+    Unlike upstream, ``.`` and ``-`` are trimmed where a part was cut: a pod name cut
+    after a dot would give ``pod.-claim``, which no apiserver accepts (a DNS label must
+    end alphanumeric), and the claim would be retried forever. A pod part cut to
+    nothing is left out with its dash, so the name never starts with ``-``.
     """
     base = f"{pod_name}-{pod_claim_name}-"
     if len(base) <= MAX_GENERATE_NAME_BASE:
         return base
     total = len(base)
-    pod_part = pod_name[: len(pod_name) * MAX_GENERATE_NAME_BASE // total]
+    pod_part = pod_name[: len(pod_name) * MAX_GENERATE_NAME_BASE // total].rstrip(".-")
     claim_part = pod_claim_name[: len(pod_claim_name) * MAX_GENERATE_NAME_BASE // total]
-    return f"{pod_part}-{claim_part}"
+    claim_part = claim_part.rstrip(".-")
+    if not pod_part:
+        return f"{claim_part}-"
+    return f"{pod_part}-{claim_part}" if claim_part else f"{pod_part}-"
 
 
 @dataclass(frozen=True)

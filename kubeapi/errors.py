@@ -16,6 +16,9 @@ Callers branch on the exception type, never on HTTP status codes. The apiserver'
     ├── TooManyRequests        429
     └── ServerError            5xx
 
+``InvalidPathSegment`` (also a ``ValueError``) is raised before any request: a
+namespace, name or subresource that cannot be one URL path segment.
+
 ``ConfigError`` is separate: no usable kubeconfig or in-cluster environment.
 """
 
@@ -36,6 +39,7 @@ __all__ = [
     "Forbidden",
     "Gone",
     "Invalid",
+    "InvalidPathSegment",
     "NotFound",
     "ServerError",
     "TooManyRequests",
@@ -46,6 +50,10 @@ __all__ = [
 
 class ConfigError(Exception):
     """No way to reach an API server: no usable kubeconfig and not running in a pod."""
+
+
+class InvalidPathSegment(ValueError):
+    """A namespace, name or subresource that would not stay one URL path segment."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import json
 import logging
 import random
 import socket
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from kubeapi.errors import ApiError, ApiUnavailable, error_from_status
+from kubeapi.errors import ApiError, ApiUnavailable, InvalidPathSegment, error_from_status
 from kubeapi.objects import KubeObject
 
 __all__ = [
@@ -73,17 +74,32 @@ class ResourceType:
     def path(
         self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
     ) -> str:
-        """The URL path; ``namespace=None`` on a namespaced type means all namespaces."""
+        """The URL path; ``namespace=None`` on a namespaced type means all namespaces.
+
+        Namespace, name and subresource are single path segments: one that could
+        leave its place (``..``, ``/``, ``%``) raises :class:`InvalidPathSegment`
+        (as client-go's ``IsValidPathSegmentName``), and the rest are percent-quoted,
+        so ``?`` or ``#`` can never start a query or fragment.
+        """
         root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         parts = [root]
         if self.namespaced and namespace:
-            parts.append(f"namespaces/{namespace}")
+            parts.append(f"namespaces/{path_segment(self.kind, 'namespace', namespace)}")
         parts.append(self.plural)
         if name:
-            parts.append(name)
+            parts.append(path_segment(self.kind, "name", name))
             if subresource:
-                parts.append(subresource)
+                parts.append(path_segment(self.kind, "subresource", subresource))
         return "/".join(parts)
+
+
+def path_segment(kind: str, field: str, value: str) -> str:
+    """``value`` quoted as one URL path segment; InvalidPathSegment if it cannot be one."""
+    if value in (".", "..") or "/" in value or "%" in value:
+        raise InvalidPathSegment(
+            f"{kind} {field} {value[:80]!r} may not be '.' or '..' or contain '/' or '%'"
+        )
+    return urllib.parse.quote(value, safe="")
 
 
 PODS = ResourceType("", "v1", "pods", "Pod", namespaced=True)

@@ -29,6 +29,7 @@ from typing import Any
 
 from node_plugin.atomic import atomic_write, fsync_dir
 from node_plugin.backends.base import ContainerEdits
+from node_plugin.claimcheck import is_claim_uid, shown
 
 CDI_CLASS = "claim"
 SPEC_SUFFIX = ".json"
@@ -116,6 +117,13 @@ class CDISpecs:
         return f"{self.kind}={device_name}"
 
     def spec_path(self, claim_uid: str) -> Path:
+        """The spec file of ``claim_uid``; ValueError unless the UID is UUID-shaped.
+
+        The UID comes from whoever reached the DRA socket: only a UUID is sure to
+        make one short file name inside ``cdi_root``.
+        """
+        if not is_claim_uid(claim_uid):
+            raise ValueError(f"claim uid {shown(claim_uid)} is not a UUID")
         return self.cdi_root / f"{self.vendor}-{CDI_CLASS}_{claim_uid}{SPEC_SUFFIX}"
 
     def render(
@@ -159,6 +167,8 @@ class CDISpecs:
             return
         for path in sorted(self.cdi_root.glob(f"{prefix}*{SPEC_SUFFIX}")):
             uid = path.name[len(prefix) : -len(SPEC_SUFFIX)]
+            if not is_claim_uid(uid):
+                continue  # not a spec drakit wrote: drakit names specs after UUIDs only
             try:
                 spec = json.loads(path.read_text())
             except (OSError, ValueError):

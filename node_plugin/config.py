@@ -14,10 +14,16 @@ a later entry wins field by field at the top level of ``parameters`` (a claim
 can override one setting of its class). The merged parameters are validated
 with the backend's pydantic model; an invalid config is a per-claim error
 naming the request, the field and the reason.
+
+Validation is strict, as Go's strict JSON decoding of a driver's config type:
+field names exactly as the model's JSON names (its aliases; no Python
+snake_case twins), values of exactly the JSON type (``"5"``, ``5.0`` and
+``true`` are not the integer 5), no unknown fields (the model forbids extras).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -102,7 +108,11 @@ def resolve_config(
     if params is None:
         return None
     try:
-        return model.model_validate(params)
+        # Through JSON on purpose: JSON-mode strict validation takes a string for an
+        # enum or Literal, as Go does, and rejects every other type mismatch.
+        return model.model_validate_json(
+            json.dumps(params), strict=True, by_alias=True, by_name=False
+        )
     except pydantic.ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '<parameters>'}: {err['msg']}"

@@ -14,7 +14,14 @@ One call of :meth:`PrepareCore.prepare`:
    redoing work. Otherwise the double-use guard checks it, ``PrepareStarted``
    is recorded (one checkpoint write for the whole batch), the backend
    prepares, the CDI spec is written, and ``PrepareCompleted`` is recorded
-   (again one write for the batch).
+   (again one write for the batch). Each claim's outcome is its own: one
+   claim's failure is its error only and never keeps the others' outcome
+   from being answered and saved.
+
+Before any of this, every claim reference from the socket is checked
+(:mod:`node_plugin.claimcheck`): no request or path is built from a bad
+namespace, name or UID. Once the caller has gone (deadline passed, hung up),
+no further claim of its call is started.
 
 Per-claim failures become the claim's error, an Event on the ResourceClaim,
 and a structured log line with the request id. Unprepare needs no API call:
@@ -23,7 +30,6 @@ everything it needs is in the checkpoint.
 
 from __future__ import annotations
 
-import concurrent.futures
 import importlib
 import json
 import os
@@ -57,6 +63,7 @@ from node_plugin.checkpoint import (
     ClaimEntry,
     read_boot_id,
 )
+from node_plugin.claimcheck import claim_ref_problem
 from node_plugin.config import ConfigError, base_request, resolve_config
 from node_plugin.driver import (
     CallContext,
@@ -68,6 +75,7 @@ from node_plugin.driver import (
     PreparedDevice,
     PrepareResult,
 )
+from node_plugin.fairpool import FairPool
 from node_plugin.guard import Inventory, claim_from_results, find_conflicts
 from node_plugin.health_feed import HealthFeed
 from node_plugin.logging import StructuredLogger, get_logger
@@ -125,6 +133,19 @@ def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+# Failures that say nothing about the claim itself: logged and answered, no Event.
+_NO_EVENT_REASONS = frozenset({"CallAbandoned"})
+
+
+def _abandoned(ref: ClaimRef) -> ClaimError:
+    """The error of a claim not worked on because its caller had gone."""
+    return ClaimError(
+        "CallAbandoned",
+        f"ResourceClaim {ref.namespace}/{ref.name}: not processed, the caller's deadline "
+        "passed or it disconnected first",
+    )
+
+
 class PrepareCore:
     """The real :class:`node_plugin.driver.DriverCore`; thread-safe."""
 
@@ -167,8 +188,8 @@ class PrepareCore:
             rebuild=self._rebuild_from_cdi_specs,
         )
         self.services = list(services)
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=MAX_PARALLEL_GETS, thread_name_prefix="claim-get"
+        self._pool: FairPool[ClaimRef, FetchedClaim | ClaimError] = FairPool(
+            MAX_PARALLEL_GETS, self._fetch, thread_name_prefix="claim-get"
         )
         self._local = threading.Lock()  # in-process guard around checkpoint/backend use
         self._feed = HealthFeed()
@@ -200,7 +221,7 @@ class PrepareCore:
                 _log.exception("Background service failed to stop", service=type(service).__name__)
         self._feed.close()
         self.backend.close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
         stop_events = getattr(self.events, "stop", None)
         if callable(stop_events):
             stop_events(timeout=5)
@@ -210,8 +231,11 @@ class PrepareCore:
     def prepare(self, claims: Sequence[ClaimRef], call: CallContext) -> Mapping[str, PrepareResult]:
         log = _log.bind(request_id=call.request_id)
         results: dict[str, PrepareResult] = {}
+        usable, rejected = self._usable(claims, "prepare", log)
+        results.update((uid, PrepareResult(error=error)) for uid, error in rejected.items())
         fetched: list[FetchedClaim] = []
-        for ref, outcome in zip(claims, self._pool.map(self._fetch, claims), strict=True):
+        outcomes = self._pool.map(usable, is_active=call.is_active, skipped=_abandoned)
+        for ref, outcome in zip(usable, outcomes, strict=True):
             if isinstance(outcome, ClaimError):
                 results[ref.uid] = self._fail(ref, outcome.obj, outcome, "Prepare", log)
             else:
@@ -220,7 +244,7 @@ class PrepareCore:
             with call.serialize, self._local:
                 self.checkpoint.refresh()
                 by_uid = {f.ref.uid: f for f in fetched}
-                for uid, done in self._prepare_locked(fetched, log).items():
+                for uid, done in self._prepare_locked(fetched, call, log).items():
                     if isinstance(done, ClaimError):
                         claim = by_uid[uid]
                         results[uid] = self._fail(claim.ref, claim.obj, done, "Prepare", log)
@@ -228,6 +252,26 @@ class PrepareCore:
                         results[uid] = done
                 self.metrics.prepared_claims.set(self._prepared_count())
         return results
+
+    def _usable(
+        self, claims: Sequence[ClaimRef], operation: str, log: StructuredLogger
+    ) -> tuple[list[ClaimRef], dict[str, str]]:
+        """(claims with valid references, claim UID -> error for the others).
+
+        Runs before any request or path is built. A rejected reference gets no
+        Event: it cannot name a claim safely.
+        """
+        usable: list[ClaimRef] = []
+        rejected: dict[str, str] = {}
+        for ref in claims:
+            problem = claim_ref_problem(ref)
+            if problem:
+                log.warning("Claim reference rejected", error=problem)
+                self.claim_errors.labels(operation, "InvalidClaimReference").inc()
+                rejected[ref.uid] = f"invalid claim reference: {problem}"
+            else:
+                usable.append(ref)
+        return usable, rejected
 
     def _fetch(self, ref: ClaimRef) -> FetchedClaim | ClaimError:
         """GET and check one claim; never raises (runs in the thread pool)."""
@@ -287,13 +331,25 @@ class PrepareCore:
         return FetchedClaim(ref, obj, ours, to_prepare)
 
     def _prepare_locked(
-        self, fetched: Sequence[FetchedClaim], log: StructuredLogger
+        self, fetched: Sequence[FetchedClaim], call: CallContext, log: StructuredLogger
     ) -> dict[str, PrepareResult | ClaimError]:
-        """Prepare under the lock: checkpoint hits, guard, two-phase record, backend, CDI."""
+        """Prepare under the lock: checkpoint hits, guard, two-phase record, backend, CDI.
+
+        Every claim's outcome is its own: each claim is prepared, recorded
+        (PrepareCompleted) or rolled back by itself, and no claim's failure can skip
+        the save that persists the others. One save per phase, not one per claim:
+        the two phases already make a crash mid-batch recoverable (a claim left
+        PrepareStarted is completed or rolled back on the next call), and a save
+        (fsync of file and folder) per claim made a 32-claim call 1.8x slower.
+        """
         out: dict[str, PrepareResult | ClaimError] = {}
         todo: list[FetchedClaim] = []
+        fresh: set[str] = set()  # claims without a checkpoint entry before this call
         inventory = Inventory(self.driver, self.backend.discover())
         for claim in fetched:
+            if not call.is_active():
+                out[claim.ref.uid] = _abandoned(claim.ref)
+                continue
             entry = self.checkpoint.get(claim.ref.uid)
             if entry is not None and entry.completed:
                 if not entry.devices or self.cdi.spec_path(claim.ref.uid).exists():
@@ -311,33 +367,75 @@ class PrepareCore:
             )
             conflicts = find_conflicts(self.driver, as_claim, others, inventory)
             if conflicts:
+                # The holders are named in the log only: the Event goes on this claim,
+                # whose owner must not learn which other claims exist.
+                log.warning(
+                    "Devices of a claim are in use by other claims",
+                    claim_uid=claim.ref.uid,
+                    conflicts=[c.detail for c in conflicts],
+                )
                 out[claim.ref.uid] = ClaimError(
                     "DeviceAlreadyInUse",
                     f"ResourceClaim {claim.ref.namespace}/{claim.ref.name}: "
-                    + "; ".join(conflicts),
+                    + "; ".join(c.public for c in conflicts),
                 )
                 continue
-            if entry is not None:
+            if entry is None:
+                fresh.add(claim.ref.uid)
+            else:
                 log.info("Completing a prepare interrupted earlier", claim_uid=claim.ref.uid)
             self.checkpoint.put(self._entry(claim, STARTED))
             todo.append(claim)
         if not todo:
             return out
-        self.checkpoint.save()  # phase 1: every claim of the batch is PrepareStarted
-        completed = []
+        try:
+            self.checkpoint.save()  # phase 1: every claim of the batch is PrepareStarted
+        except OSError as exc:
+            self.checkpoint.remove(*fresh)
+            for claim in todo:
+                out[claim.ref.uid] = ClaimError(
+                    "CheckpointWriteFailed", f"cannot record the prepare in the checkpoint: {exc}"
+                )
+            return out
         for claim in todo:
-            try:
-                entry = self._prepare_one(claim)
-            except ClaimError as exc:
-                out[claim.ref.uid] = exc
-                self._roll_back(claim.ref.uid, {}, log)
-                continue
-            completed.append(entry)
-            out[claim.ref.uid] = PrepareResult(devices=entry.devices)
-            log.info("Prepared claim", claim_uid=claim.ref.uid, devices=len(entry.devices))
-        self.checkpoint.put(*completed)
-        self.checkpoint.save()  # phase 2: PrepareCompleted (or rolled back)
+            out[claim.ref.uid] = self._prepare_recorded(claim, call, claim.ref.uid in fresh, log)
+        try:
+            self.checkpoint.save()  # phase 2: each claim PrepareCompleted or rolled back
+        except OSError as exc:
+            for claim in todo:
+                if isinstance(out[claim.ref.uid], PrepareResult):
+                    entry = self.checkpoint.get(claim.ref.uid)
+                    self._roll_back(claim.ref.uid, entry.backend_state if entry else {}, log)
+                    out[claim.ref.uid] = ClaimError(
+                        "CheckpointWriteFailed",
+                        f"cannot record the prepare in the checkpoint: {exc}",
+                    )
         return out
+
+    def _prepare_recorded(
+        self, claim: FetchedClaim, call: CallContext, fresh: bool, log: StructuredLogger
+    ) -> PrepareResult | ClaimError:
+        """Phase 2 for one claim recorded as started: prepare, then update its entry.
+
+        Never raises: any failure is this claim's error (the caller saves).
+        """
+        uid = claim.ref.uid
+        if not call.is_active():
+            if fresh:  # nothing was done for it: forget it again
+                self.checkpoint.remove(uid)
+            return _abandoned(claim.ref)
+        try:
+            entry = self._prepare_one(claim)
+        except ClaimError as exc:
+            self._roll_back(uid, {}, log)
+            return exc
+        except Exception as exc:  # a bug must not cost the other claims their answer
+            log.exception("Prepare of a claim failed unexpectedly", claim_uid=uid)
+            self._roll_back(uid, {}, log)
+            return ClaimError("PrepareFailed", f"prepare failed: {_describe(exc)}")
+        self.checkpoint.put(entry)
+        log.info("Prepared claim", claim_uid=uid, devices=len(entry.devices))
+        return PrepareResult(devices=entry.devices)
 
     def _entry(
         self,
@@ -411,27 +509,58 @@ class PrepareCore:
 
     def unprepare(self, claims: Sequence[ClaimRef], call: CallContext) -> Mapping[str, str]:
         log = _log.bind(request_id=call.request_id)
-        results: dict[str, str] = {}
+        usable, results = self._usable(claims, "unprepare", log)
+        if not usable:
+            return results
         with call.serialize, self._local:
             self.checkpoint.refresh()
-            for ref in claims:
-                entry = self.checkpoint.get(ref.uid)
-                if entry is None:
-                    self.cdi.remove(ref.uid)  # a stray spec of a lost checkpoint entry
-                    results[ref.uid] = ""
+            removed = []
+            for ref in usable:
+                if not call.is_active():
+                    results[ref.uid] = str(_abandoned(ref))
                     continue
-                if entry.state == STARTED:
-                    log.info("Rolling back a prepare interrupted earlier", claim_uid=ref.uid)
-                error = self._roll_back(ref.uid, entry.backend_state, log)
-                if error:
-                    error = f"ResourceClaim {ref.namespace}/{ref.name}: {error}"
-                    self._fail(ref, None, ClaimError("UnprepareFailed", error), "Unprepare", log)
-                else:
-                    log.info("Unprepared claim", claim_uid=ref.uid)
-                results[ref.uid] = error
-            self.checkpoint.save()
+                had_entry = self.checkpoint.get(ref.uid) is not None
+                results[ref.uid] = self._unprepare_one(ref, log)
+                if had_entry and not results[ref.uid]:
+                    removed.append(ref)
+            self._save_unprepared(removed, results, log)
             self.metrics.prepared_claims.set(self._prepared_count())
         return results
+
+    def _save_unprepared(
+        self, removed: Sequence[ClaimRef], results: dict[str, str], log: StructuredLogger
+    ) -> None:
+        """Persist every claim's own outcome; if that fails, the removed claims say so."""
+        try:
+            self.checkpoint.save()
+        except OSError as exc:
+            for ref in removed:  # undone on the node, but not recorded: the kubelet retries
+                error = f"ResourceClaim {ref.namespace}/{ref.name}: cannot save checkpoint: {exc}"
+                results[ref.uid] = error
+                self._fail(ref, None, ClaimError("UnprepareFailed", error), "Unprepare", log)
+
+    def _unprepare_one(self, ref: ClaimRef, log: StructuredLogger) -> str:
+        """Undo one claim and drop its entry (the caller saves); "" or the claim's error.
+
+        Never raises: one claim's failure is that claim's error only.
+        """
+        try:
+            entry = self.checkpoint.get(ref.uid)
+            if entry is None:
+                self.cdi.remove(ref.uid)  # a stray spec of a lost checkpoint entry
+                return ""
+            if entry.state == STARTED:
+                log.info("Rolling back a prepare interrupted earlier", claim_uid=ref.uid)
+            error = self._roll_back(ref.uid, entry.backend_state, log)
+        except Exception as exc:
+            log.exception("Unprepare of a claim failed", claim_uid=ref.uid)
+            error = f"cannot update the node's state: {_describe(exc)}"
+        if error:
+            error = f"ResourceClaim {ref.namespace}/{ref.name}: {error}"
+            self._fail(ref, None, ClaimError("UnprepareFailed", error), "Unprepare", log)
+        else:
+            log.info("Unprepared claim", claim_uid=ref.uid)
+        return error
 
     # -- failures, recovery --------------------------------------------------------------
 
@@ -451,7 +580,7 @@ class PrepareCore:
             error=str(error),
         )
         self.claim_errors.labels(action.lower(), error.reason).inc()
-        if self.events is not None:
+        if self.events is not None and error.reason not in _NO_EVENT_REASONS:
             regarding = (
                 dict(obj)
                 if obj

@@ -25,7 +25,7 @@ Rules every :class:`DriverCore` implementation must follow:
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,6 +123,10 @@ class HealthSubscription(Protocol):
         ...
 
 
+def _always_active() -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class CallContext:
     """What the servicer hands the core with every prepare/unprepare call.
@@ -130,10 +134,13 @@ class CallContext:
     ``serialize`` is a reusable lock (a context manager) the core must hold
     while it touches local state, and must not hold while it waits on the API
     server. ``request_id`` ties the core's log lines to the servicer's.
+    ``is_active`` turns False once the caller is gone (its deadline passed or
+    it hung up): the core stops starting new work for the call then.
     """
 
     request_id: str
     serialize: AbstractContextManager[object]
+    is_active: Callable[[], bool] = _always_active
 
 
 @dataclass(frozen=True)

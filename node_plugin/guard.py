@@ -17,11 +17,16 @@ claims this node has prepared (or started preparing):
 
 A device the backend does not describe is refused too: preparing it would fail
 anyway, and the guard could not check it.
+
+Each refusal has two texts: ``public`` for the claim's error and Event (its
+owner sees it, so it never names another claim) and ``detail`` for the
+plugin's log (it names the holders, for the node's operator).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from allocator.allocated import AllocatedState
@@ -66,17 +71,29 @@ class Inventory:
         }
 
 
+@dataclass(frozen=True)
+class GuardConflict:
+    """One reason a claim cannot be prepared: ``public`` for the claim, ``detail`` for logs."""
+
+    public: str
+    detail: str
+
+
+def _same(text: str) -> GuardConflict:
+    return GuardConflict(public=text, detail=text)
+
+
 def find_conflicts(
     driver: str,
     claim: ResourceClaim,
     held_by_others: Sequence[ClaimEntry],
     inventory: Inventory,
-) -> list[str]:
+) -> list[GuardConflict]:
     """Why ``claim`` (its results of ``driver``) cannot be prepared now; empty = safe."""
     allocation = claim.status.allocation
     results = allocation.devices.results if allocation else ()
     problems = [
-        f"request {r.request}: device {r.pool}/{r.device} is not a device of this node"
+        _same(f"request {r.request}: device {r.pool}/{r.device} is not a device of this node")
         for r in results
         if not r.admin_access and DeviceID(driver, r.pool, r.device) not in inventory.devices
     ]
@@ -85,11 +102,18 @@ def find_conflicts(
     state = AllocatedState(
         claim_from_results(e.uid, e.namespace, e.name, e.results) for e in held_by_others
     )
-    problems = [str(c) for c in state.conflicts(claim, inventory.capacities())]
+    problems = [
+        GuardConflict(
+            public=f"request {c.request}: device {c.device}: {c.reason} "
+            "(held by another claim on this node)",
+            detail=str(c),
+        )
+        for c in state.conflicts(claim, inventory.capacities())
+    ]
     if problems:
         return problems
     held = [DeviceRequestAllocationResult.from_dict(r) for e in held_by_others for r in e.results]
-    return _counter_conflicts(driver, held, list(results), inventory)
+    return [_same(p) for p in _counter_conflicts(driver, held, list(results), inventory)]
 
 
 def _counter_conflicts(

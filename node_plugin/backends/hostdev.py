@@ -10,6 +10,7 @@
       - glob: /dev/kvm
     pool: node-a               # default: the node name
     pollSeconds: 10            # how often the device nodes are re-checked
+    hostRoot: /host            # where the host's file system is seen (default: /)
 
 Every character or block device matching a glob becomes one device named after
 its path (``/dev/net/tun`` -> ``dev-net-tun``) with attributes ``path``,
@@ -17,6 +18,12 @@ its path (``/dev/net/tun`` -> ``dev-net-tun``) with attributes ``path``,
 container a CDI ``deviceNodes`` entry with the host path. A device node that
 disappears is reported Unhealthy (and vanishes from ``discover``); a poller
 tells subscribers about such changes.
+
+``hostRoot`` lets the plugin run without the host's ``/dev`` over its own: the
+chart mounts the host's ``/dev`` read-only at ``/host/dev`` and sets
+``hostRoot: /host``. Globs are matched under ``hostRoot``; names, attributes
+and CDI paths are the host's paths (``/dev/fuse``), which is what the
+container runtime resolves.
 """
 
 from __future__ import annotations
@@ -75,6 +82,14 @@ class HostDevSettings(pydantic.BaseModel):
     devices: list[DeviceGlob] = pydantic.Field(min_length=1)
     pool: str | None = None
     poll_seconds: float = pydantic.Field(10.0, gt=0, alias="pollSeconds")
+    host_root: str = pydantic.Field("/", alias="hostRoot")
+
+    @pydantic.field_validator("host_root")
+    @classmethod
+    def _absolute_root(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"{value!r} must be an absolute path")
+        return value.rstrip("/")  # "/" -> "": host paths are appended as they are
 
 
 @dataclass(frozen=True)
@@ -109,13 +124,18 @@ def device_name(path: str) -> str:
     return name[:63].rstrip("-") or "device"
 
 
-def scan(globs: Sequence[DeviceGlob]) -> dict[str, HostDevice]:
-    """Device nodes matching ``globs`` now, by device name (first glob wins on overlaps)."""
+def scan(globs: Sequence[DeviceGlob], host_root: str = "") -> dict[str, HostDevice]:
+    """Device nodes matching ``globs`` now, by device name (first glob wins on overlaps).
+
+    ``host_root`` ("" or an absolute path without trailing slash) is where the host's
+    file system is mounted; the returned paths are host paths, without it.
+    """
     found: dict[str, HostDevice] = {}
     for entry in globs:
-        for path in sorted(glob.glob(entry.glob)):  # noqa: PTH207 (absolute globs)
+        for seen_at in sorted(glob.glob(host_root + entry.glob)):  # noqa: PTH207 (absolute)
+            path = seen_at[len(host_root) :]
             try:
-                st = Path(path).stat()
+                st = Path(seen_at).stat()
             except OSError:
                 continue
             if stat.S_ISCHR(st.st_mode):
@@ -148,7 +168,7 @@ class HostDevBackend:
         self.pool_name = settings.pool or context.node_name
         self._lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
-        self._devices = scan(settings.devices)
+        self._devices = scan(settings.devices, settings.host_root)
         self._seen: dict[str, HostDevice] = dict(self._devices)
         self._changed_at = int(time.time())
         self._stop = threading.Event()
@@ -170,7 +190,7 @@ class HostDevBackend:
 
     def rescan(self) -> bool:
         """Re-check the device nodes now; True (and listeners told) if anything changed."""
-        current = scan(self.settings.devices)
+        current = scan(self.settings.devices, self.settings.host_root)
         with self._lock:
             if current == self._devices:
                 return False

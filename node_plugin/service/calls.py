@@ -21,7 +21,27 @@ from node_plugin.metrics import PluginMetrics
 
 _log = get_logger(__name__)
 
+# The most claims one prepare/unprepare call may carry. The kubelet sends the
+# claims of one pod for one driver per call, so real calls are far smaller; a
+# bigger call is refused whole (INVALID_ARGUMENT) instead of tying up the
+# plugin for minutes while the next pod's call waits.
+MAX_CLAIMS_PER_CALL = 128
+
 T = TypeVar("T")
+
+
+def claim_count_problem(method: str, count: int) -> str:
+    """Why a call with ``count`` claims is refused, or "" when it is within the cap."""
+    if count <= MAX_CLAIMS_PER_CALL:
+        return ""
+    return (
+        f"{method}: {count} claims in one call, at most {MAX_CLAIMS_PER_CALL} are accepted; "
+        "split the claims over several calls"
+    )
+
+
+def _always_active() -> bool:
+    return True
 
 
 def new_request_id() -> str:
@@ -61,12 +81,21 @@ class DriverCalls:
         self._serialize = serialize
         self._metrics = metrics
 
-    def prepare(self, claims: Sequence[ClaimRef], api: str) -> dict[str, PrepareResult]:
-        """Prepare ``claims``; one result per distinct claim UID."""
+    def prepare(
+        self,
+        claims: Sequence[ClaimRef],
+        api: str,
+        is_active: Callable[[], bool] = _always_active,
+    ) -> dict[str, PrepareResult]:
+        """Prepare ``claims``; one result per distinct claim UID.
+
+        ``is_active`` turning False (caller gone) stops the core from starting work
+        on further claims of this call.
+        """
         claims = unique_claims(claims)
         if not claims:
             return {}
-        call, log = self._start("NodePrepareResources", claims, api)
+        call, log = self._start("NodePrepareResources", claims, api, is_active)
         started = time.monotonic()
         with self._metrics.track_call("prepare"):
             try:
@@ -81,12 +110,17 @@ class DriverCalls:
         self._finish(log, "prepare", results, failed, started)
         return results
 
-    def unprepare(self, claims: Sequence[ClaimRef], api: str) -> dict[str, str]:
+    def unprepare(
+        self,
+        claims: Sequence[ClaimRef],
+        api: str,
+        is_active: Callable[[], bool] = _always_active,
+    ) -> dict[str, str]:
         """Unprepare ``claims``; claim UID -> error text ("" on success)."""
         claims = unique_claims(claims)
         if not claims:
             return {}
-        call, log = self._start("NodeUnprepareResources", claims, api)
+        call, log = self._start("NodeUnprepareResources", claims, api, is_active)
         started = time.monotonic()
         with self._metrics.track_call("unprepare"):
             try:
@@ -100,12 +134,17 @@ class DriverCalls:
         return results
 
     def _start(
-        self, method: str, claims: Sequence[ClaimRef], api: str
+        self, method: str, claims: Sequence[ClaimRef], api: str, is_active: Callable[[], bool]
     ) -> tuple[CallContext, StructuredLogger]:
         request_id = new_request_id()
         log = _log.bind(request_id=request_id, method=method, api=api)
-        log.info("Call started", claims=[f"{c.namespace}/{c.name}:{c.uid}" for c in claims])
-        return CallContext(request_id=request_id, serialize=self._serialize), log
+        # Cut every field: the values come from the socket and are checked only later.
+        log.info(
+            "Call started",
+            claims=[f"{c.namespace[:63]}/{c.name[:253]}:{c.uid[:36]}" for c in claims],
+        )
+        call = CallContext(request_id=request_id, serialize=self._serialize, is_active=is_active)
+        return call, log
 
     @staticmethod
     def _complete(

@@ -17,7 +17,7 @@ from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
 from kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
 from kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from node_plugin.driver import ClaimRef, PreparedDevice
-from node_plugin.service.calls import DriverCalls
+from node_plugin.service.calls import DriverCalls, claim_count_problem
 
 # Names the kubelet knows these services by in GetInfo's supported_versions.
 V1_VERSION = "v1.DRAPlugin"
@@ -34,6 +34,13 @@ def base_request_name(name: str) -> str:
 
 def _claim_refs(claims: Iterable[v1.Claim | v1beta1.Claim]) -> list[ClaimRef]:
     return [ClaimRef(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
+
+
+def _refuse_oversized(method: str, count: int, context: grpc.ServicerContext) -> None:
+    """Abort the call with INVALID_ARGUMENT when it carries more claims than the cap."""
+    problem = claim_count_problem(method, count)
+    if problem:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
 
 
 def _v1_device(device: PreparedDevice) -> v1.Device:
@@ -66,7 +73,10 @@ class DRAPluginV1(v1_grpc.DRAPluginServicer):
     def NodePrepareResources(  # noqa: N802 (gRPC method name)
         self, request: v1.NodePrepareResourcesRequest, context: grpc.ServicerContext
     ) -> v1.NodePrepareResourcesResponse:
-        results = self._calls.prepare(_claim_refs(request.claims), api="v1")
+        _refuse_oversized("NodePrepareResources", len(request.claims), context)
+        results = self._calls.prepare(
+            _claim_refs(request.claims), api="v1", is_active=context.is_active
+        )
         response = v1.NodePrepareResourcesResponse()
         for uid, result in results.items():
             entry = response.claims[uid]
@@ -78,7 +88,10 @@ class DRAPluginV1(v1_grpc.DRAPluginServicer):
     def NodeUnprepareResources(  # noqa: N802 (gRPC method name)
         self, request: v1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
     ) -> v1.NodeUnprepareResourcesResponse:
-        results = self._calls.unprepare(_claim_refs(request.claims), api="v1")
+        _refuse_oversized("NodeUnprepareResources", len(request.claims), context)
+        results = self._calls.unprepare(
+            _claim_refs(request.claims), api="v1", is_active=context.is_active
+        )
         response = v1.NodeUnprepareResourcesResponse()
         for uid, error in results.items():
             response.claims[uid].error = error
@@ -94,7 +107,10 @@ class DRAPluginV1beta1(v1beta1_grpc.DRAPluginServicer):
     def NodePrepareResources(  # noqa: N802 (gRPC method name)
         self, request: v1beta1.NodePrepareResourcesRequest, context: grpc.ServicerContext
     ) -> v1beta1.NodePrepareResourcesResponse:
-        results = self._calls.prepare(_claim_refs(request.claims), api="v1beta1")
+        _refuse_oversized("NodePrepareResources", len(request.claims), context)
+        results = self._calls.prepare(
+            _claim_refs(request.claims), api="v1beta1", is_active=context.is_active
+        )
         response = v1beta1.NodePrepareResourcesResponse()
         for uid, result in results.items():
             entry = response.claims[uid]
@@ -106,7 +122,10 @@ class DRAPluginV1beta1(v1beta1_grpc.DRAPluginServicer):
     def NodeUnprepareResources(  # noqa: N802 (gRPC method name)
         self, request: v1beta1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
     ) -> v1beta1.NodeUnprepareResourcesResponse:
-        results = self._calls.unprepare(_claim_refs(request.claims), api="v1beta1")
+        _refuse_oversized("NodeUnprepareResources", len(request.claims), context)
+        results = self._calls.unprepare(
+            _claim_refs(request.claims), api="v1beta1", is_active=context.is_active
+        )
         response = v1beta1.NodeUnprepareResourcesResponse()
         for uid, error in results.items():
             response.claims[uid].error = error

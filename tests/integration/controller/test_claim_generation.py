@@ -63,6 +63,38 @@ def test_long_pod_and_claim_names_are_truncated_proportionally(
     assert len(claim["metadata"]["name"]) == 60
 
 
+def _pod_name_cut_after(char: str, length: int, claim_name: str) -> str:
+    """A pod name of ``length`` whose proportional cut lands right after ``char``."""
+    cut = length * 57 // (length + len(claim_name) + 2)
+    return "a" * (cut - 1) + char + "b" * (length - cut)
+
+
+LONG_NAMES = {
+    "dot-at-cut-longest": (_pod_name_cut_after(".", 253, "c" * 63), "c" * 63),
+    "dash-at-cut-longest": (_pod_name_cut_after("-", 253, "c" * 63), "c" * 63),
+    "dot-at-cut": (_pod_name_cut_after(".", 100, "gpu"), "gpu"),
+    "pod-cut-to-nothing": ("p", "c" * 63),
+    "claim-cut-to-nothing": ("p" * 253, "c"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LONG_NAMES))
+def test_longest_pod_and_claim_names_still_give_a_valid_claim_name(
+    objects, namespace, start_controller, eventually, case
+):
+    pod_name, claim_name = LONG_NAMES[case]
+    cls = objects.device_class()
+    objects.template(namespace, "tpl", cls)
+    start_controller()
+    objects.pod(namespace, pod_name, templates={claim_name: "tpl"})
+    statuses = eventually(lambda: pod_status_claims(objects, namespace, pod_name))
+    (claim,) = objects.pod_claims(namespace, pod_name)
+    name = claim["metadata"]["name"]
+    assert statuses == {claim_name: name}
+    assert len(name) <= 63 and name[0].isalnum()
+    assert ".-" not in name and "-." not in name
+
+
 def test_two_namespaces_with_identical_template_and_claim_names_get_their_own_claims(
     objects, api, start_controller, eventually
 ):

@@ -85,7 +85,28 @@ def test_kubelet_dir_moves_every_kubelet_folder(helm: Helm) -> None:
     assert env["KUBELET_PLUGINS_DIRECTORY_PATH"] == "/data/kubelet/plugins"
 
 
-def test_hostdev_backend_runs_privileged_with_its_config_and_device_class(helm: Helm) -> None:
+UNPRIVILEGED = {
+    "runAsUser": 0,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+@pytest.mark.parametrize("backend", ["example", "hostdev"])
+def test_node_plugin_runs_unprivileged_for_every_backend_by_default(
+    helm: Helm, backend: str
+) -> None:
+    ds = one(helm.render(values={"nodePlugin.backend": backend}), "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["containers"][0]["securityContext"] == UNPRIVILEGED
+    assert pod["automountServiceAccountToken"] is True
+
+
+def test_hostdev_backend_sees_the_host_dev_read_only_with_its_config_and_device_class(
+    helm: Helm,
+) -> None:
     objects = helm.render(
         values={
             "driverName": "hostdev.drakit.dev",
@@ -95,15 +116,45 @@ def test_hostdev_backend_runs_privileged_with_its_config_and_device_class(helm: 
     )
     pod = one(objects, "DaemonSet")["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert container["securityContext"] == {"runAsUser": 0, "privileged": True}
+    assert container["securityContext"] == UNPRIVILEGED
+    (dev,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/host/dev"]
+    assert dev["readOnly"] is True
+    volume = next(v for v in pod["volumes"] if v["name"] == dev["name"])
+    assert volume["hostPath"] == {"path": "/dev", "type": "Directory"}
     assert _env(container)["BACKEND_CONFIG"] == "/etc/drakit/backend/config.yaml"
     config = one(objects, "ConfigMap")
-    assert yaml.safe_load(config["data"]["config.yaml"]) == {"devices": [{"glob": "/dev/fuse"}]}
+    assert yaml.safe_load(config["data"]["config.yaml"]) == {
+        "devices": [{"glob": "/dev/fuse"}],
+        "hostRoot": "/host",
+    }
     device_class = one(objects, "DeviceClass")
     assert device_class["metadata"]["name"] == "hostdev.drakit.dev"
     assert device_class["spec"]["selectors"] == [
         {"cel": {"expression": 'device.driver == "hostdev.drakit.dev"'}}
     ]
+
+
+def test_privileged_node_plugin_only_when_explicitly_asked_for(helm: Helm) -> None:
+    values = {"nodePlugin.backend": "hostdev", "nodePlugin.privileged": "true"}
+    ds = one(helm.render(values=values), "DaemonSet")
+    container = ds["spec"]["template"]["spec"]["containers"][0]
+    assert container["securityContext"] == {
+        "runAsUser": 0,
+        "privileged": True,
+        "readOnlyRootFilesystem": True,
+    }
+    ds = one(helm.render(values={"nodePlugin.privileged": "false"}), "DaemonSet")
+    assert ds["spec"]["template"]["spec"]["containers"][0]["securityContext"] == UNPRIVILEGED
+
+
+def test_service_accounts_mount_no_token_unless_the_pod_asks(helm: Helm) -> None:
+    objects = helm.render()
+    for account in by_kind(objects, "ServiceAccount"):
+        assert account["automountServiceAccountToken"] is False
+    for kind in ("DaemonSet", "Deployment"):
+        pod = one(objects, kind)["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is True
+        assert set(pod["containers"][0]["resources"]) == {"requests", "limits"}
 
 
 def test_controller_runs_two_replicas_with_leader_election_as_non_root(helm: Helm) -> None:

@@ -102,3 +102,84 @@ def test_liveness_probe_fails_when_no_plugin_ever_ran(
     result = _probe(container, _environment(container, cluster))
     assert result.returncode == 1
     assert "drakit node plugin probe: UNAVAILABLE" in result.stderr
+
+
+# Inside a private mount namespace: the whole file system read-only (as the
+# chart's readOnlyRootFilesystem), except the folder holding the plugin's host
+# folders (the chart's hostPath mounts) and TMPDIR in it (the chart's /tmp
+# emptyDir: the Python client writes a kubeconfig's embedded certificates to
+# temporary files; in a pod, the in-cluster configuration needs none).
+READ_ONLY_ROOT = """
+set -e
+mount --make-rprivate /
+mount --rbind / /
+mount -o remount,bind,ro /
+mount --bind "$WRITABLE" "$WRITABLE"
+mount -o remount,bind,rw "$WRITABLE"
+exec "$@"
+"""
+
+
+def _allocated_claim(cluster: LocalCluster, namespace: str) -> dict[str, Any]:
+    from kubeapi.client import load_client  # noqa: PLC0415
+    from kubeapi.resources import RESOURCE_CLAIMS, Resource  # noqa: PLC0415
+
+    claims = Resource(load_client(cluster.kubeconfig), RESOURCE_CLAIMS)
+    claim = claims.create(
+        {
+            "metadata": {"name": "ro-root", "namespace": namespace},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}
+            },
+        }
+    )
+    result = {"request": "gpu", "driver": DRIVER, "pool": "probe-node", "device": "gpu-0"}
+    claim["status"] = {"allocation": {"devices": {"results": [result]}}}
+    return claims.update_status(claim)
+
+
+def test_node_plugin_prepares_with_a_read_only_root_filesystem(
+    helm: Helm, cluster: LocalCluster, short_root: Path, namespace: str
+) -> None:
+    import grpc  # noqa: PLC0415
+
+    from kubeletapi.gen.dra.v1 import api_pb2 as v1  # noqa: PLC0415
+    from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc  # noqa: PLC0415
+    from node_plugin.sockets import socket_paths  # noqa: PLC0415
+
+    container = _container(helm, short_root)
+    (short_root / "tmp").mkdir()
+    env = {
+        **_environment(container, cluster),
+        "WRITABLE": str(short_root),
+        "TMPDIR": str(short_root / "tmp"),
+    }
+    claim = _allocated_claim(cluster, namespace)
+    process = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", READ_ONLY_ROOT, "sh",
+         sys.executable, "-m", "drakit.cli", "node-plugin"],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait_until_serving(process, container, env)
+        paths = socket_paths(
+            short_root / "kubelet" / "plugins_registry",
+            short_root / "kubelet" / "plugins" / DRIVER,
+            DRIVER,
+            POD_UID,
+        )
+        meta = claim["metadata"]
+        request = v1.NodePrepareResourcesRequest(
+            claims=[v1.Claim(namespace=namespace, uid=meta["uid"], name=meta["name"])]
+        )
+        with grpc.insecure_channel(f"unix:{paths.dra}") as channel:
+            response = v1_grpc.DRAPluginStub(channel).NodePrepareResources(request, timeout=30)
+        assert response.claims[meta["uid"]].error == ""
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    assert "Read-only file system" not in stderr
+    assert [p.name for p in (short_root / "cdi").iterdir()] == [
+        f"k8s.{DRIVER}-claim_{meta['uid']}.json"
+    ]
+    assert (short_root / "kubelet" / "plugins" / DRIVER / "checkpoint.json").is_file()

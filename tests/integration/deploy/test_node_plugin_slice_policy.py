@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 from conftest import Installed
-from deploy_support import per_device_slice, request_token, resource_slice, token_client
+from deploy_support import (
+    PER_DEVICE_NODE_LABEL,
+    per_device_slice,
+    request_token,
+    resource_slice,
+    token_client,
+)
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -211,3 +217,108 @@ def test_node_plugin_cannot_write_per_device_slices_reaching_other_nodes(
         f"not a per-device slice labelled resource.drakit.dev/node={node[label]} whose devices "
         f"must all have spec.devices[].nodeName {installed.node_a}"
     ) in message
+
+
+def _get(api: client.ApiClient, name: str) -> Any:
+    return _slices(api).get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+
+
+def test_node_plugin_updates_and_deletes_its_own_per_device_slice(
+    plugin_on_a: client.ApiClient, installed: Installed
+) -> None:
+    a = installed.node_a
+    name = _name(a)
+    created = _create(plugin_on_a, per_device_slice(name, installed.driver, a, {"gpu-0": a}))
+    created["spec"]["devices"].append({"name": "gpu-1", "nodeName": a})
+    updated = _slices(plugin_on_a).replace_cluster_custom_object(
+        GROUP, VERSION, PLURAL, name, created
+    )
+    assert [d["name"] for d in updated["spec"]["devices"]] == ["gpu-0", "gpu-1"]
+    _slices(plugin_on_a).delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+
+
+def test_node_plugin_cannot_take_over_another_nodes_per_device_slice_by_rewriting_it(
+    admin: client.ApiClient, plugin_on_a: client.ApiClient, installed: Installed
+) -> None:
+    # The attack of finding 1: relabel node B's per-device slice to node A and
+    # move its devices to A, so that the new object alone looks like A's own.
+    a, b = installed.node_a, installed.node_b
+    name = _name(b)
+    theirs = _create(admin, per_device_slice(name, installed.driver, b, {"gpu-0": b}))
+    try:
+        rewritten = dict(theirs)
+        rewritten["metadata"] = {**theirs["metadata"], "labels": {PER_DEVICE_NODE_LABEL: a}}
+        rewritten["spec"] = {**theirs["spec"], "devices": [{"name": "gpu-9", "nodeName": a}]}
+        ops = _slices(plugin_on_a)
+        update = _forbidden(
+            lambda: ops.replace_cluster_custom_object(GROUP, VERSION, PLURAL, name, rewritten)
+        )
+        assert (
+            f"the drakit node plugin on node {a} may not take over a ResourceSlice of another "
+            f"node: the stored slice is a per-device slice labelled {PER_DEVICE_NODE_LABEL}={b}"
+        ) in update
+        delete = _forbidden(lambda: ops.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name))
+        assert f"not a per-device slice labelled {PER_DEVICE_NODE_LABEL}={b}" in delete
+        kept = _get(admin, name)
+        assert kept["metadata"]["labels"] == {PER_DEVICE_NODE_LABEL: b}
+        assert kept["spec"]["devices"] == [{"name": "gpu-0", "nodeName": b}]
+    finally:
+        _slices(admin).delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+
+
+def test_node_plugin_cannot_label_its_slice_as_another_nodes(
+    plugin_on_a: client.ApiClient, installed: Installed
+) -> None:
+    body = resource_slice(_name(installed.node_a), installed.driver, installed.node_a)
+    body["metadata"]["labels"] = {PER_DEVICE_NODE_LABEL: installed.node_b}
+    message = _forbidden(lambda: _create(plugin_on_a, body))
+    assert f"not a slice labelled {PER_DEVICE_NODE_LABEL}={installed.node_b}" in message
+
+
+def test_node_plugin_cannot_publish_a_slice_of_another_driver_on_its_own_node(
+    admin: client.ApiClient, plugin_on_a: client.ApiClient, installed: Installed
+) -> None:
+    # The attack of finding 2: attract other tenants' pods to this node.
+    body = resource_slice(_name(installed.node_a), "gpu.nvidia.com", installed.node_a)
+    message = _forbidden(lambda: _create(plugin_on_a, body))
+    assert (
+        f"may write only ResourceSlices of driver {installed.driver}, "
+        "not a slice of driver gpu.nvidia.com"
+    ) in message
+    mine = _slices(admin).list_cluster_custom_object(
+        GROUP, VERSION, PLURAL, field_selector="spec.driver=gpu.nvidia.com"
+    )
+    assert mine["items"] == []
+
+
+def test_node_plugin_cannot_change_or_delete_another_drivers_slice_on_its_node(
+    admin: client.ApiClient, plugin_on_a: client.ApiClient, installed: Installed
+) -> None:
+    name = _name(installed.node_a)
+    theirs = _create(admin, resource_slice(name, "gpu.nvidia.com", installed.node_a))
+    try:
+        theirs["spec"]["devices"] = [{"name": "gpu-7"}]
+        ops = _slices(plugin_on_a)
+        update = _forbidden(
+            lambda: ops.replace_cluster_custom_object(GROUP, VERSION, PLURAL, name, theirs)
+        )
+        delete = _forbidden(lambda: ops.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name))
+        for message in (update, delete):
+            assert "not a slice of driver gpu.nvidia.com" in message
+        assert [d["name"] for d in _get(admin, name)["spec"]["devices"]] == ["gpu-0"]
+    finally:
+        _slices(admin).delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+
+
+@pytest.mark.parametrize("field", ["attributes", "capacity"])
+def test_node_plugin_cannot_publish_device_fields_in_another_drivers_domain(
+    plugin_on_a: client.ApiClient, installed: Installed, field: str
+) -> None:
+    body = resource_slice(_name(installed.node_a), installed.driver, installed.node_a)
+    value = {"string": "H100"} if field == "attributes" else {"value": "80Gi"}
+    body["spec"]["devices"][0][field] = {"gpu.nvidia.com/productName": value, "local": value}
+    message = _forbidden(lambda: _create(plugin_on_a, body, dry_run=True))
+    assert f"only in the domains {installed.driver} and resource.kubernetes.io" in message
+    assert "gpu.nvidia.com/productName" in message
+    body["spec"]["devices"][0][field] = {f"{installed.driver}/productName": value, "local": value}
+    assert _create(plugin_on_a, body, dry_run=True)["spec"]["driver"] == installed.driver

@@ -145,6 +145,44 @@ def test_prepare_with_invalid_config_is_a_per_claim_error_naming_the_field(
     assert list(core.config.cdi_root.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "case",
+    [
+        ({"partitionCount": "5"}, "partitionCount", "valid integer"),
+        ({"partitionCount": 5.0}, "partitionCount", "valid integer"),
+        ({"partitionCount": True}, "partitionCount", "valid integer"),
+        ({"partition_count": 5}, "partition_count", "Extra inputs are not permitted"),
+    ],
+    ids=["string", "float", "bool", "snake-case"],
+)
+def test_prepare_validates_opaque_config_strictly_like_go(
+    make_core: CoreFactory, claims: Resource, namespace: str, case: tuple[Any, str, str]
+) -> None:
+    parameters, field, reason = case
+    core = make_core()
+    sharing = {"strategy": "SpacePartitioning", "spacePartitioningConfig": parameters}
+    ref = create_claim(
+        claims, namespace, [result("gpu", "gpu-0")], config=[opaque({"sharing": sharing})]
+    )
+    error = core.prepare([ref], call(core.config))[ref.uid].error
+    assert f"sharing.spacePartitioningConfig.{field}: " in error and reason in error
+    assert list(core.config.cdi_root.iterdir()) == []
+
+
+def test_prepare_refuses_snake_case_aliases_of_top_level_config_names(
+    make_core: CoreFactory, claims: Resource, namespace: str
+) -> None:
+    core = make_core()
+    config = opaque({"api_version": "gpu.example.com/v1", "kind": "GpuConfig"})
+    ref = create_claim(claims, namespace, [result("gpu", "gpu-0")], config=[config])
+    assert "api_version: Extra inputs are not permitted" in (
+        core.prepare([ref], call(core.config))[ref.uid].error
+    )
+    exact = opaque({"apiVersion": "gpu.example.com/v1", "kind": "GpuConfig"})
+    ok = create_claim(claims, namespace, [result("gpu", "gpu-1")], config=[exact])
+    assert core.prepare([ok], call(core.config))[ok.uid].error == ""
+
+
 def test_prepare_applies_class_config_then_claim_config_scoped_to_requests(
     make_core: CoreFactory, claims: Resource, namespace: str
 ) -> None:
@@ -203,8 +241,14 @@ def test_prepare_refuses_device_already_in_use_by_another_claim(
     assert core.prepare([first], call(core.config))[first.uid].error == ""
     error = core.prepare([second], call(core.config))[second.uid].error
     assert "gpu-0" in error and "allocated exclusively" in error
-    assert f"{namespace}/{first.name}" in error
-    assert events.events[-1][1] == "DeviceAlreadyInUse"
+    assert "held by another claim on this node" in error
+    # The victim's owner must not learn which claim holds the device: neither the
+    # answer nor the Event on the victim claim names the holder.
+    regarding, reason, _, note = events.events[-1]
+    assert reason == "DeviceAlreadyInUse"
+    assert regarding["metadata"]["uid"] == second.uid
+    for text in (error, note):
+        assert first.name not in text and first.uid not in text
     errors = core.metrics.registry.get_sample_value(
         "drakit_node_plugin_claim_errors_total",
         {"operation": "prepare", "reason": "DeviceAlreadyInUse"},

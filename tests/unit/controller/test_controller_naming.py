@@ -102,3 +102,14 @@ def test_claim_keys_of_pod_lists_resolvable_and_extended_claims():
         extendedResourceClaimStatus={"resourceClaimName": "ext"},
     )
     assert sorted(claim_keys_of_pod(p)) == ["ns/ext", "ns/g1", "ns/shared"]
+
+
+def test_generate_name_trims_a_dot_or_dash_where_the_pod_name_was_cut():
+    # 100 + 3 + 2 = 105 characters: 100*57//105 = 54 and 3*57//105 = 1
+    for char in ".-":
+        name = generate_name("a" * 53 + char + "b" * 46, "gpu")
+        assert name == "a" * 53 + "-" + "g"
+
+
+def test_generate_name_leaves_out_a_pod_part_cut_to_nothing():
+    assert generate_name("p", "c" * 63) == "c" * 54 + "-"

@@ -77,3 +77,21 @@ def test_hostdev_config_errors_name_the_field() -> None:
         hostdev(devices=[{"glob": "dev/fuse"}])
     with pytest.raises(BackendConfigError, match="devices: Field required"):
         hostdev()
+
+
+def test_hostdev_under_a_host_root_reports_host_paths(tmp_path: Path) -> None:
+    # As in the chart: the host's /dev is seen at <hostRoot>/dev; names, attributes
+    # and CDI paths are those of the host.
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "null").symlink_to("/dev/null")
+    backend = hostdev(devices=[{"glob": "/dev/nul[l]"}], hostRoot=f"{tmp_path}/")
+    (device,) = backend.discover()[0].devices
+    assert (device.name, device.attributes["path"].value) == ("dev-null", "/dev/null")
+    claim = ClaimToPrepare("uid-1", "ns", "c", (DeviceToPrepare("r", "n1", "dev-null"),))
+    (node,) = backend.prepare(claim).device_edits[0].device_nodes
+    assert (node.path, node.host_path) == ("/dev/null", "/dev/null")
+
+
+def test_hostdev_refuses_a_relative_host_root() -> None:
+    with pytest.raises(BackendConfigError, match="hostRoot"):
+        hostdev(devices=[{"glob": "/dev/null"}], hostRoot="host")

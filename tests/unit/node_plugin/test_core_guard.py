@@ -35,12 +35,20 @@ def held(uid: str, *results: dict[str, Any]) -> ClaimEntry:
 
 
 def conflicts(uid: str, others: list[ClaimEntry], *results: dict[str, Any]) -> list[str]:
-    return find_conflicts(DRIVER, claim_from_results(uid, "ns", uid, results), others, INVENTORY)
+    found = find_conflicts(DRIVER, claim_from_results(uid, "ns", uid, results), others, INVENTORY)
+    return [c.detail for c in found]
 
 
-def test_guard_refuses_a_device_held_exclusively_by_another_claim_naming_it() -> None:
+def test_guard_refuses_a_device_held_exclusively_by_another_claim_naming_it_in_detail() -> None:
     (problem,) = conflicts("b", [held("a", res("gpu-0"))], res("gpu-0"))
     assert "device d/p/gpu-0" in problem and "ns/claim-a" in problem
+
+
+def test_guard_public_text_of_a_conflict_does_not_name_the_holder() -> None:
+    claim = claim_from_results("b", "ns", "b", [res("gpu-0")])
+    (found,) = find_conflicts(DRIVER, claim, [held("a", res("gpu-0"))], INVENTORY)
+    assert "device d/p/gpu-0" in found.public and "held by another claim" in found.public
+    assert "claim-a" not in found.public
 
 
 def test_guard_ignores_admin_access_results() -> None:

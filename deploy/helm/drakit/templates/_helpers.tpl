@@ -58,13 +58,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (include "drakit.controller.fullname" .) .Values.controller.serviceAccount.name }}
 {{- end }}
 
-{{/* The hostdev backend reads the host's device nodes, so it runs privileged unless told otherwise. */}}
+{{/* Privileged only when asked for: null (the default) and false both mean unprivileged. */}}
 {{- define "drakit.nodePlugin.privileged" -}}
-{{- if kindIs "bool" .Values.nodePlugin.privileged }}
-{{- .Values.nodePlugin.privileged }}
-{{- else }}
-{{- eq .Values.nodePlugin.backend "hostdev" }}
-{{- end }}
+{{- eq .Values.nodePlugin.privileged true }}
 {{- end }}
 
 {{/* Host folders the kubelet uses for plugin registration and plugin data. */}}
