@@ -13,6 +13,7 @@ deleted, stops everything and restores the machine.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -192,7 +193,7 @@ def run_workload(demo: RealNodeDemo) -> None:
             [(r["request"], r["driver"], r["pool"], r["device"]) for r in results],
         )
     )
-    demo.out.ok("each container's own output (kubectl logs), from a real container:")
+    demo.out.ok("each container's own output (kubectl logs gpu-demo -c CONTAINER):")
     for container in ("main", "sidecar"):
         output = _wait(partial(_printed, demo, container), f"container {container} to print")
         lines = [line for line in output.splitlines() if line != "ready"] or [
@@ -231,6 +232,8 @@ def clean_up(demo: RealNodeDemo) -> None:
 def stop(demo: RealNodeDemo) -> None:
     demo.out.step("Stopping the node (restoring the machine) and the control plane")
     if demo.node is not None:
+        # The node's folder goes with it; its component logs stay with the demo's.
+        shutil.copytree(demo.node.paths.logs, demo.root / "node-logs", dirs_exist_ok=True)
         demo.node.stop()
     if demo.cluster is not None:
         demo.cluster.stop()
@@ -301,5 +304,8 @@ def _running(pod: Any) -> Any:
 
 
 def _printed(demo: RealNodeDemo, container: str) -> str | None:
-    text = str(demo.node.pod_log(NAMESPACE, POD, container))
+    """The container's output as ``kubectl logs`` gets it (apiserver -> kubelet on loopback)."""
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods/{POD}/log?container={container}"
+    status, body = demo.cluster.request(path)
+    text = body.decode(errors="replace") if status == 200 else ""
     return text if "ready" in text else None

@@ -164,6 +164,12 @@ def test_gpu_pod_example_containers_see_exactly_their_claims_cdi_environment(
     assert expected, "the claim's CDI spec gives no environment"
     assert gpu_lines(main) == sorted(e for e in expected if e.startswith("GPU_"))
     assert gpu_lines(sidecar) == []
+    # The same output as `kubectl logs` reads it: apiserver -> kubelet, on loopback.
+    status, body = stack.cluster.request(
+        f"/api/v1/namespaces/{namespace}/pods/gpu-demo/log?container=main"
+    )
+    assert status == 200
+    assert gpu_lines(body.decode()) == gpu_lines(main)
 
     stack.delete_pod("gpu-demo", namespace)
     stack.pod_gone("gpu-demo", namespace)
