@@ -126,6 +126,9 @@ def run_once(setup: Setup) -> tuple[float, float]:
                     Path(tmp) / "drakit.log",
                     "--claim-generation",
                     "scoped",
+                    # No kube-controller-manager runs beside drakit here: nothing to wait for.
+                    "--scoped-generation-grace",
+                    "0",
                     "--kube-api-qps",
                     qps,
                 )
