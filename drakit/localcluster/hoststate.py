@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import shutil
@@ -113,6 +114,42 @@ class NodeRecord:
         data = json.loads(path.read_text())
         data["processes"] = [(int(p), str(e)) for p, e in data.get("processes", [])]
         return cls(**data)
+
+
+class MachineLock:
+    """An exclusive, machine-wide lock for running a real node (``flock``; freed on exit)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, timeout: float) -> MachineLock:
+        """Wait up to ``timeout`` seconds for the lock; raise TimeoutError naming the holder."""
+        path = registry_dir() / "nodes" / ".machine.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+                    os.close(fd)
+                    raise TimeoutError(
+                        f"another real node runs on this machine (launcher pid {holder or '?'}); "
+                        f"waited {timeout:.0f}s"
+                    ) from None
+                time.sleep(0.5)
+                continue
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            return cls(fd)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
 
 
 # -- recording (before the change) ----------------------------------------

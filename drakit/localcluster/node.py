@@ -84,6 +84,8 @@ class NodeConfig:
     )
     start_timeout: float = 120.0
     build_missing: bool = True
+    #: Seconds to wait for another real node on this machine to stop (see ``start``).
+    machine_lock_timeout: float = 1800.0
 
 
 class LocalNode:
@@ -108,6 +110,7 @@ class LocalNode:
         )
         self._api = _AdminAccess(config.kubeconfig, self.paths.root / "admin")
         self.bins: dict[str, Path] = {}
+        self._machine_lock: hoststate.MachineLock | None = None
 
     @property
     def kubelet_dir(self) -> Path:
@@ -140,6 +143,9 @@ class LocalNode:
         error propagates.
         """
         _check_machine()
+        # One real node per machine: the kubelet's device-plugin folder and the shims'
+        # socket folder are fixed host paths, and a node's teardown removes what it made.
+        self._machine_lock = hoststate.MachineLock.acquire(self.config.machine_lock_timeout)
         hoststate.sweep_nodes()
         self.bins = self._binaries()
         self._record_host_state()
@@ -161,6 +167,9 @@ class LocalNode:
         hoststate.restore(self._record)
         self._record.remove()
         self._api.close()
+        if self._machine_lock is not None:
+            self._machine_lock.release()
+            self._machine_lock = None
 
     # -- start-up steps ----------------------------------------------------
 

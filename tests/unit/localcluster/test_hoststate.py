@@ -110,3 +110,14 @@ def test_recorded_process_is_killed_only_while_its_executable_matches(tmp_path: 
 def test_recorded_sysctl_values_are_what_the_kernel_reports() -> None:
     values = hoststate.read_sysctls(("kernel.ostype", "no.such.sysctl"))
     assert values == {"kernel.ostype": Path("/proc/sys/kernel/ostype").read_text().strip()}
+
+
+def test_machine_lock_admits_one_real_node_at_a_time() -> None:
+    first = hoststate.MachineLock.acquire(timeout=5)
+    try:
+        with pytest.raises(TimeoutError, match="another real node runs on this machine"):
+            hoststate.MachineLock.acquire(timeout=0.2)
+    finally:
+        first.release()
+    second = hoststate.MachineLock.acquire(timeout=5)
+    second.release()
