@@ -1,8 +1,9 @@
 """deploy/Dockerfile refers to files that exist and ships every drakit package.
 
-No container engine runs here; these checks catch the usual breakage (a new
-top-level package missing from the image, a COPY of a moved file, a build
-context that .dockerignore empties).
+These fast checks catch the usual breakage (a new top-level package missing
+from the image, a COPY of a moved file, a build context that .dockerignore
+empties) without building; the real-node tier (tests/node, root) builds the
+image with buildah and runs it under a real kubelet.
 """
 
 from __future__ import annotations
