@@ -35,7 +35,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from drakit.localcluster.leftovers import registry_dir
+from drakit.localcluster.leftovers import process_alive, process_exe, registry_dir
 
 #: Sysctls the kubelet sets at start (``setupKernelTunables``) when
 #: protectKernelDefaults is false; restored at teardown.
@@ -263,7 +263,7 @@ def sweep_nodes() -> list[str]:
         except (OSError, ValueError, TypeError, KeyError):
             path.unlink(missing_ok=True)
             continue
-        if record.owner_pid != os.getpid() and _alive(record.owner_pid):
+        if record.owner_pid != os.getpid() and process_alive(record.owner_pid):
             continue
         if record.owner_pid == os.getpid():
             continue  # this process's own node: its stop() restores it
@@ -275,7 +275,7 @@ def sweep_nodes() -> list[str]:
 def _kill_recorded(record: NodeRecord) -> list[str]:
     done = []
     for pid, exe in record.processes:
-        if _exe(pid) == exe:
+        if process_exe(pid) == exe:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
@@ -289,7 +289,7 @@ def _kill_shims(record: NodeRecord) -> list[str]:
         return []
     done = []
     for pid in _pids():
-        if _exe(pid) != record.shim_exe:
+        if process_exe(pid) != record.shim_exe:
             continue
         if record.containerd_address and record.containerd_address not in _cmdline(pid):
             continue  # another containerd's shim
@@ -415,13 +415,6 @@ def _pids() -> list[int]:
     return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
 
 
-def _exe(pid: int) -> str | None:
-    try:
-        return str(Path(f"/proc/{pid}/exe").readlink())
-    except OSError:
-        return None
-
-
 def _cmdline(pid: int) -> str:
     try:
         return (
@@ -429,16 +422,6 @@ def _cmdline(pid: int) -> str:
         )
     except OSError:
         return ""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # -- comparing ---------------------------------------------------------------
@@ -468,7 +451,9 @@ def snapshot(process_exe_prefix: str) -> MachineSnapshot:
     )
     netns_dir = Path("/run/netns")
     procs = frozenset(
-        (pid, exe) for pid in _pids() if (exe := _exe(pid)) and exe.startswith(process_exe_prefix)
+        (pid, exe)
+        for pid in _pids()
+        if (exe := process_exe(pid)) and exe.startswith(process_exe_prefix)
     )
     return MachineSnapshot(
         mounts=frozenset(mounts()),

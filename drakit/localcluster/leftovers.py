@@ -62,7 +62,8 @@ class RunRecord:
         self.path.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one we may not signal counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -72,7 +73,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _exe(pid: int) -> str | None:
+def process_exe(pid: int) -> str | None:
+    """The executable ``pid`` runs, or None when it is gone or hidden."""
     try:
         return str(Path(f"/proc/{pid}/exe").readlink())
     except OSError:
@@ -83,7 +85,7 @@ def _owner_still_runs(owner: int, record_path: Path) -> bool:
     if owner == os.getpid():
         token = record_path.stem.partition("-")[2]
         return token in _LIVE_TOKENS
-    return _alive(owner)
+    return process_alive(owner)
 
 
 def sweep() -> list[str]:
@@ -102,7 +104,7 @@ def sweep() -> list[str]:
         if _owner_still_runs(owner, record_path):
             continue
         for pid, exe in data.get("processes", []):
-            if _exe(int(pid)) == exe:
+            if process_exe(int(pid)) == exe:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(pid), signal.SIGKILL)
                 done.append(f"killed leftover {Path(exe).name} (pid {pid})")

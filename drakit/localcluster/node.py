@@ -225,34 +225,24 @@ class LocalNode:
         self, *args: str, check: bool = True, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         """Run ``ctr`` against this node's containerd (namespace k8s.io)."""
-        argv = [
-            str(self.bins["ctr"]),
-            "--address",
-            str(self.paths.containerd_socket),
-            "-n",
-            K8S_NAMESPACE,
-            *args,
-        ]
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
-        if check and proc.returncode != 0:
-            raise NodeError(f"ctr {' '.join(args)} failed: {proc.stderr.strip()}")
-        return proc
+        address = ["--address", str(self.paths.containerd_socket), "-n", K8S_NAMESPACE]
+        return self._tool("ctr", address, args, check, timeout)
 
     def crictl(
         self, *args: str, check: bool = True, timeout: float = 60
     ) -> subprocess.CompletedProcess[str]:
         """Run ``crictl`` against this node's containerd."""
-        argv = [
-            str(self.bins["crictl"]),
-            "--runtime-endpoint",
-            f"unix://{self.paths.containerd_socket}",
-            "--image-endpoint",
-            f"unix://{self.paths.containerd_socket}",
-            *args,
-        ]
+        endpoint = f"unix://{self.paths.containerd_socket}"
+        address = ["--runtime-endpoint", endpoint, "--image-endpoint", endpoint]
+        return self._tool("crictl", address, args, check, timeout)
+
+    def _tool(
+        self, name: str, address: list[str], args: tuple[str, ...], check: bool, timeout: float
+    ) -> subprocess.CompletedProcess[str]:
+        argv = [str(self.bins[name]), *address, *args]
         proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
         if check and proc.returncode != 0:
-            raise NodeError(f"crictl {' '.join(args)} failed: {proc.stderr.strip()}")
+            raise NodeError(f"{name} {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc
 
     def import_image(self, archive: Path, base_name: str | None = None) -> None:
