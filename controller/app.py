@@ -36,6 +36,7 @@ from controller.naming import (
 from controller.poolstatus import PoolStatusResponder
 from controller.scheduler import PodScheduler, needs_scheduling
 from controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
+from kubeapi.errors import ApiError, namespace_terminating
 from kubeapi.events import EventRecorder
 from kubeapi.informer import EventHandlers
 from kubeapi.objects import KubeObject, object_key, split_key
@@ -142,7 +143,20 @@ class Controller:
             logger.info("Controller stopped")
 
     def sync(self, key: str) -> float | None:
-        """Sync one queue key; returns a requeue delay or None. Raises to retry with backoff."""
+        """Sync one queue key; returns a requeue delay or None. Raises to retry with backoff.
+
+        A write refused because the namespace is being deleted ends the key quietly: its
+        objects are all going away, and a retry would only warn again.
+        """
+        try:
+            return self._sync_key(key)
+        except ApiError as err:
+            if not namespace_terminating(err):
+                raise
+            logger.debug("Namespace is terminating; dropping", extra={"key": key})
+            return None
+
+    def _sync_key(self, key: str) -> float | None:
         kind, _, object_key_ = key.partition(":")
         namespace, name = split_key(object_key_)
         assert namespace is not None

@@ -153,6 +153,19 @@ _BY_CODE: dict[int, type[ApiError]] = {
 }
 
 
+#: ``details.causes[].reason`` of a write refused because its namespace is being deleted.
+NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
+
+
+def namespace_terminating(err: ApiError) -> bool:
+    """True when ``err`` refused a create because the namespace is being deleted.
+
+    Nothing is to be done then: the namespace's objects are all going away. Controllers
+    drop the work instead of retrying and warning (kube-controller-manager does the same).
+    """
+    return any(c.reason == NAMESPACE_TERMINATING_CAUSE for c in err.causes)
+
+
 def error_from_status(code: int, body: bytes | str | dict[str, Any] | None) -> ApiError:
     """Build the matching ApiError from an HTTP status and a (possibly non-JSON) response body.
 

@@ -97,9 +97,10 @@ class LocalNode:
         self._owns_work_dir = config.work_dir is None
         work = config.work_dir or Path(tempfile.mkdtemp(prefix="drakit-node-"))
         work.mkdir(parents=True, exist_ok=True)
-        self.paths = NodePaths(work.resolve())
-        self.processes: list[ManagedProcess] = []
         token = uuid.uuid4().hex[:8]
+        # containerd's sockets need a short path (104 bytes at most): a folder of their own.
+        self.paths = NodePaths(work.resolve(), run=Path("/run") / f"drakit-node-{token}")
+        self.processes: list[ManagedProcess] = []
         self._record = hoststate.NodeRecord(
             owner_pid=os.getpid(),
             token=token,
@@ -183,7 +184,7 @@ class LocalNode:
         """Write down the host as it is, before anything changes it."""
         rec = self._record
         rec.sysctls = hoststate.read_sysctls()
-        rec.created_paths = hoststate.missing_host_paths()
+        rec.created_paths = [*hoststate.missing_host_paths(), str(self.paths.run)]
         rec.shim_exe = str(self.bins["containerd-shim-runc-v2"].resolve())
         rec.save()
         hoststate.create_cgroup_root(rec.cgroup_name)
@@ -204,6 +205,7 @@ class LocalNode:
         p = self.paths
         for d in (p.containerd_root, p.containerd_state, p.runc_root, p.cni_conf_dir, p.cdi_root):
             d.mkdir(parents=True, exist_ok=True)
+        p.containerd_socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         bin_dir = self.bins["containerd"].parent
         p.containerd_config.write_text(
             containerd_toml(p, bin_dir, self.bins["cni/loopback"].parent, _pause_image_name())

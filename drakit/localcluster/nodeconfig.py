@@ -21,9 +21,14 @@ POD_SUBNET = "198.18.0.0/24"
 
 @dataclass(frozen=True)
 class NodePaths:
-    """Where one node keeps its files (all under ``root``)."""
+    """Where one node keeps its files: all under ``root``, except containerd's sockets.
+
+    Those live in ``run`` (default ``root``), a short folder: a Unix socket path may not
+    exceed 104 bytes, and a work folder under a test's temporary path easily does.
+    """
 
     root: Path
+    run: Path | None = None
 
     @property
     def containerd_root(self) -> Path:
@@ -35,7 +40,7 @@ class NodePaths:
 
     @property
     def containerd_socket(self) -> Path:
-        return self.root / "containerd" / "containerd.sock"
+        return (self.run or self.root / "containerd") / "containerd.sock"
 
     @property
     def containerd_config(self) -> Path:

@@ -41,6 +41,13 @@ def test_containerd_keeps_its_state_in_the_work_folder_and_reads_cdi_from_the_no
     assert "io.containerd.internal.v1.opt" in config["disabled_plugins"]
 
 
+def test_containerd_sockets_go_to_the_short_run_folder_when_given(tmp_path: Path) -> None:
+    paths = NodePaths(tmp_path / ("long" * 30), run=Path("/run/drakit-node-x"))
+    config = tomllib.loads(containerd_toml(paths, Path("/b"), Path("/b/cni"), "localhost/p:1"))
+    assert config["grpc"]["address"] == "/run/drakit-node-x/containerd.sock"
+    assert config["ttrpc"]["address"] == "/run/drakit-node-x/containerd.sock.ttrpc"
+
+
 def test_kubelet_listens_only_on_loopback_and_keeps_pods_under_its_cgroup(tmp_path: Path) -> None:
     paths = NodePaths(tmp_path)
     config = yaml.safe_load(
