@@ -326,7 +326,7 @@ def device_context(
 _THREAD = threading.local()
 
 
-def _bound_context(variables: Mapping[str, Any]) -> Any:
+def _bound_context(variables: dict[str, Any]) -> Any:
     """This thread's engine context with the library functions, holding ``variables``.
 
     Building an engine context registers every library function again (about 0.2 ms with
