@@ -36,6 +36,11 @@ Rules:
   stale (devices were reset, ``/var/run/cdi`` is empty) and is dropped.
 * Fields this version does not know are kept and written back, so a newer
   and an older plugin (rolling update, downgrade) read each other's files.
+  A snapshot without ``journalEpoch`` (written by a version before the journal)
+  is read as the whole state. The reverse is not covered: a version before the
+  journal reads only the snapshot and misses records appended since the last
+  compaction, so a downgrade across this change must start from a compacted
+  checkpoint.
 * A snapshot or journal that cannot be parsed is moved aside
   (``checkpoint.json.corrupt-<time>``, the journal next to it),
   reported through ``on_corrupt``, and rebuilt with ``rebuild`` (the core
