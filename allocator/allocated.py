@@ -69,6 +69,17 @@ class AllocatedState:
         for claim in claims:
             self.add(claim)
 
+    def copy(self) -> AllocatedState:
+        """An independent copy (a snapshot to allocate against without holding a lock)."""
+        new = AllocatedState.__new__(AllocatedState)
+        new._consumable = self._consumable
+        new._by_claim = dict(self._by_claim)
+        new.dedicated = {k: set(v) for k, v in self.dedicated.items()}
+        new.shared = {k: set(v) for k, v in self.shared.items()}
+        new.shared_devices = dict(self.shared_devices)
+        new.capacity = {k: dict(v) for k, v in self.capacity.items()}
+        return new
+
     # -- mutation -------------------------------------------------------------------------
     def add(self, claim: ResourceClaim) -> None:
         """Record the allocation of ``claim`` (no-op without status.allocation)."""

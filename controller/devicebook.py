@@ -10,8 +10,11 @@ whatever the cache says about that claim, so an informer event with an older cop
 the devices. The order at the end of a write matters (kubernetes #136269): assume the written
 claim first (its event updates the state), then drop the in-flight entry.
 
-All state changes and every allocation decision happen under one lock, so two pods can never
-be given the same device: the decision and the in-flight registration are one step.
+All state changes happen under one lock, and every change bumps :attr:`DeviceBook.generation`.
+Deciders follow kube-scheduler's pattern: take a :meth:`DeviceBook.snapshot` under the lock,
+search for a node outside it, then under the lock again check that the generation is unchanged
+(or re-check the chosen node against the live state) and register the allocation in flight in
+that same critical section, so two pods can never be given the same device.
 """
 
 from __future__ import annotations
@@ -64,6 +67,19 @@ class DeviceBook:
         self._in_flight: dict[str, KubeObject] = {}  # claim UID -> claim with the allocation
         self._inventory: Inventory | None = None
         self._classes: dict[str, DeviceClass] | None = None
+        #: Bumped by every change of the allocated state, the inventory or the classes.
+        self.generation = 0
+        self._snapshot: tuple[int, AllocatedState] | None = None
+
+    def snapshot(self) -> tuple[int, AllocatedState]:
+        """The generation and a copy of the allocated state (shared until the next change)."""
+        with self.lock:
+            if self._snapshot is None or self._snapshot[0] != self.generation:
+                self._snapshot = (self.generation, self.state.copy())
+            return self._snapshot
+
+    def _changed(self) -> None:
+        self.generation += 1
 
     # -- claim events (from the assume cache) ------------------------------------------------
 
@@ -74,12 +90,14 @@ class DeviceBook:
             if uid in self._in_flight:
                 return  # the in-flight allocation wins until the write is assumed
             self._record(uid, claim)
+            self._changed()
 
     def claim_deleted(self, claim: KubeObject) -> None:
         with self.lock:
             uid = str(meta(claim).get("uid"))
             if uid not in self._in_flight:
                 self.state.remove(uid)
+                self._changed()
 
     def _record(self, uid: str, claim: KubeObject) -> None:
         if not (claim.get("status") or {}).get("allocation"):
@@ -99,6 +117,7 @@ class DeviceBook:
             uid = str(meta(claim_with_allocation).get("uid"))
             self._in_flight[uid] = claim_with_allocation
             self.state.add(model)
+            self._changed()
 
     def in_flight(self, uid: str) -> KubeObject | None:
         with self.lock:
@@ -115,16 +134,19 @@ class DeviceBook:
                 self.state.remove(claim_uid)
             else:
                 self._record(claim_uid, current)
+            self._changed()
 
     # -- inventory -----------------------------------------------------------------------------
 
     def invalidate_inventory(self) -> None:
         with self.lock:
             self._inventory = None
+            self._changed()
 
     def invalidate_classes(self) -> None:
         with self.lock:
             self._classes = None
+            self._changed()
 
     def inventory(self) -> Inventory:
         """The slices as an allocator inventory (rebuilt after slices changed)."""

@@ -2,10 +2,12 @@
 
 One scheduling attempt for a pod whose claims all exist:
 
-1. **decide** (under the device book's lock, so decisions never overlap): filter nodes
-   (readiness, taints, selector, affinity, the node selectors of claims that are already
-   allocated), then try nodes in turn, starting after the node the previous pod got, until the
-   allocator fits every unallocated claim on one; register the allocations as *in flight*;
+1. **decide**: read the claims and snapshot the allocated state under the device book's
+   lock; outside it, filter nodes (readiness, taints, selector, affinity, the node selectors
+   of claims that are already allocated), then try nodes in turn, starting after the node the
+   previous pod got, until the allocator fits every unallocated claim on one; under the lock
+   again, confirm the choice against the live state and register the allocations as
+   *in flight* (so two decisions never hand out one device);
 2. **write** (outside the lock, pods in parallel): for each new allocation, finalizer then
    allocation + reservation in one status write that tests for the finalizer; for claims that
    were already allocated, append the pod to ``reservedFor``; assume each written claim, then
@@ -35,6 +37,7 @@ from allocator.allocate import (
     Allocator,
     NodeUnsuitableError,
 )
+from allocator.allocated import AllocatedState
 from allocator.model import Node, NodeSelector, ResourceClaim
 from allocator.nodeselector import NodeSelectorError, node_selector_matches
 from controller.caches import Caches
@@ -67,6 +70,8 @@ logger = logging.getLogger(__name__)
 
 #: A pod waiting for another pod's in-flight allocation of a shared claim looks again after this.
 IN_FLIGHT_RETRY = 0.2
+#: Searches outside the book's lock that may lose a race before one is made under it.
+OPTIMISTIC_ATTEMPTS = 3
 #: Unschedulable pods are tried again after this even without a helpful event (a safety net).
 UNSCHEDULABLE_RETRY = 60.0
 REASON_NO_DEVICES = "node(s) cannot allocate all claims"
@@ -105,6 +110,20 @@ class _UnschedulableError(_WaitError):
     def __init__(self, reasons: set[str], message: str, failed_claim: str = "") -> None:
         super().__init__(reasons, message, UNSCHEDULABLE_RETRY)
         self.failed_claim = failed_claim
+
+
+@dataclass
+class _ClaimView:
+    """A pod's claims as read under the book's lock."""
+
+    pending: list[KubeObject] = field(default_factory=list)  # to allocate
+    models: list[ResourceClaim] = field(default_factory=list)  # of ``pending``
+    selectors: list[NodeSelector] = field(default_factory=list)  # of allocated claims
+    reserve: list[KubeObject] = field(default_factory=list)  # allocated, pod not reserved yet
+
+    @property
+    def pending_uids(self) -> list[str]:
+        return [str(meta(c).get("uid")) for c in self.pending]
 
 
 @dataclass
@@ -236,45 +255,93 @@ class PodScheduler:
             raise _WaitError({CAPACITY}, "controller stopping", None) from None
 
     def _decide(self, pod: KubeObject, claims: list[KubeObject]) -> _Decision:
+        """Pick a node and register the new allocations in flight.
+
+        kube-scheduler's pattern: read the claims and snapshot the allocated state under
+        the book's lock, search the nodes outside it (informer events and other workers go
+        on meanwhile), then under the lock again confirm the choice (same generation, or the
+        chosen node re-checked against the live state) and register it. After
+        ``OPTIMISTIC_ATTEMPTS`` lost races the whole decision is made under the lock.
+        """
+        for _ in range(OPTIMISTIC_ATTEMPTS):
+            with self._book.lock:
+                view = self._claim_view(pod, claims)
+                generation, state = self._book.snapshot()
+            node, results = self._pick_node(pod, view.models, view.selectors, state)
+            with self._book.lock:
+                now = self._claim_view(pod, claims)
+                if now.pending_uids != view.pending_uids or now.selectors != view.selectors:
+                    continue  # the pod's claims changed meanwhile
+                if view.models and self._book.generation != generation:
+                    rechecked = self._recheck(node, now.models)
+                    if rechecked is None:
+                        continue  # the devices went to someone else: search again
+                    results = rechecked
+                return self._register(node, now, results)
+        with self._book.lock:
+            view = self._claim_view(pod, claims)
+            node, results = self._pick_node(pod, view.models, view.selectors, self._book.state)
+            return self._register(node, view, results)
+
+    def _claim_view(self, pod: KubeObject, claims: list[KubeObject]) -> _ClaimView:
+        """The pod's claims as the cache holds them now. Call under the book's lock."""
         uid = str(meta(pod).get("uid"))
         namespace = str(meta(pod).get("namespace"))
-        with self._book.lock:
-            pending: list[KubeObject] = []
-            selectors: list[NodeSelector] = []
-            reserve: list[KubeObject] = []
-            for read_before in claims:
-                # Read again under the lock: another pod may have allocated it meanwhile.
-                claim = self._caches.claim(namespace, str(meta(read_before)["name"])) or read_before
-                allocation = (claim.get("status") or {}).get("allocation")
-                if allocation:
-                    if allocation.get("nodeSelector"):
-                        selectors.append(NodeSelector.from_dict(allocation["nodeSelector"]))
-                    if not is_reserved_for(claim, uid):
-                        reserve.append(claim)
-                    continue
-                if self._book.in_flight(str(meta(claim).get("uid"))) is not None:
-                    name = str(meta(claim).get("name"))
-                    raise _WaitError(
-                        {claim_reason(namespace, name)},
-                        f"ResourceClaim {namespace}/{name} is being allocated for another pod",
-                        IN_FLIGHT_RETRY,
-                    )
-                pending.append(claim)
-            models = self._models(pending)
-            node, results = self._pick_node(pod, models, selectors)
-            decision = _Decision(node=node, reserve=reserve)
-            for claim, result in zip(pending, results, strict=True):
-                allocation = result.to_dict()
-                written = {
-                    **claim,
-                    "status": {**(claim.get("status") or {}), "allocation": allocation},
-                }
-                model = claim_model(written)
-                if model is None:
-                    raise _UnschedulableError(set(), f"claim {_key(claim)} cannot be decoded")
-                self._book.begin(written, model)
-                decision.allocate.append((claim, allocation))
-            return decision
+        view = _ClaimView()
+        for read_before in claims:
+            # Read again under the lock: another pod may have allocated it meanwhile.
+            claim = self._caches.claim(namespace, str(meta(read_before)["name"])) or read_before
+            allocation = (claim.get("status") or {}).get("allocation")
+            if allocation:
+                if allocation.get("nodeSelector"):
+                    view.selectors.append(NodeSelector.from_dict(allocation["nodeSelector"]))
+                if not is_reserved_for(claim, uid):
+                    view.reserve.append(claim)
+                continue
+            if self._book.in_flight(str(meta(claim).get("uid"))) is not None:
+                name = str(meta(claim).get("name"))
+                raise _WaitError(
+                    {claim_reason(namespace, name)},
+                    f"ResourceClaim {namespace}/{name} is being allocated for another pod",
+                    IN_FLIGHT_RETRY,
+                )
+            view.pending.append(claim)
+        view.models = self._models(view.pending)
+        return view
+
+    def _recheck(self, node_name: str, models: list[ResourceClaim]) -> list[Any] | None:
+        """Allocate on the chosen node against the live state (under the book's lock)."""
+        node = self._caches.nodes.store.get_by_name(node_name) if models else None
+        if node is None:
+            return None
+        allocator = Allocator(self._book.inventory(), self._book.classes(), self._book.state)
+        try:
+            return allocator.allocate(
+                Node.named(node_name, meta(node).get("labels") or {}),
+                models,
+                timeout=self._config.allocation_timeout,
+                cancelled=self.cancelled,
+            )
+        except AllocationCancelledError:
+            raise _WaitError({CAPACITY}, "controller stopping", None) from None
+        except AllocationError:
+            return None  # the next search reports it
+
+    def _register(self, node: str, view: _ClaimView, results: list[Any]) -> _Decision:
+        """Record the decision's allocations as in flight. Call under the book's lock."""
+        decision = _Decision(node=node, reserve=view.reserve)
+        for claim, result in zip(view.pending, results, strict=True):
+            allocation = result.to_dict()
+            written = {
+                **claim,
+                "status": {**(claim.get("status") or {}), "allocation": allocation},
+            }
+            model = claim_model(written)
+            if model is None:
+                raise _UnschedulableError(set(), f"claim {_key(claim)} cannot be decoded")
+            self._book.begin(written, model)
+            decision.allocate.append((claim, allocation))
+        return decision
 
     def _models(self, claims: list[KubeObject]) -> list[ResourceClaim]:
         classes = self._book.classes()
@@ -293,7 +360,11 @@ class PodScheduler:
         return models
 
     def _pick_node(
-        self, pod: KubeObject, models: list[ResourceClaim], selectors: list[NodeSelector]
+        self,
+        pod: KubeObject,
+        models: list[ResourceClaim],
+        selectors: list[NodeSelector],
+        state: AllocatedState,
     ) -> tuple[str, list[Any]]:
         nodes = self._caches.nodes.store.objects()
         if not nodes:
@@ -301,9 +372,7 @@ class PodScheduler:
         rejected: Counter[str] = Counter()
         node_filter = NodeFilter(pod)
         allocator = (
-            Allocator(self._book.inventory(), self._book.classes(), self._book.state)
-            if models
-            else None
+            Allocator(self._book.inventory(), self._book.classes(), state) if models else None
         )
         start = self._cursor % len(nodes)
         ordered = sorted(nodes, key=lambda n: str(meta(n).get("name")))

@@ -18,13 +18,13 @@ import json
 import logging
 import random
 import socket
+import sys
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import urllib3
-from kubernetes.client.exceptions import ApiException
 
 from kubeapi.errors import ApiError, ApiUnavailable, InvalidPathSegment, error_from_status
 from kubeapi.objects import KubeObject
@@ -528,8 +528,8 @@ class Resource:
                 body=body,
                 _request_timeout=timeout or self.request_timeout,
             )
-        except ApiException as err:  # the REST layer's wrapper for TLS failures
-            raise ApiUnavailable(f"{method} {path}: {err.reason}") from err
+        except _kubernetes_api_exceptions() as err:  # the REST layer's wrapper for TLS failures
+            raise ApiUnavailable(f"{method} {path}: {getattr(err, 'reason', err)}") from err
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise ApiUnavailable(f"{method} {path}: {err}") from err
         response = rest_response.response
@@ -560,6 +560,13 @@ def bind_pod(pods: Resource, namespace: str, name: str, node_name: str, *, uid: 
         "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
     }
     pods.create_subresource(name, "binding", binding, namespace)
+
+
+def _kubernetes_api_exceptions() -> tuple[type[BaseException], ...]:
+    """The kubernetes client's ApiException when that client is loaded (never imports it:
+    ``api`` may be a :class:`kubeapi.lightclient.LightApiClient`, which raises urllib3's)."""
+    module = sys.modules.get("kubernetes.client.exceptions")
+    return (module.ApiException,) if module is not None else ()
 
 
 def _meta(obj: KubeObject) -> dict[str, Any]:

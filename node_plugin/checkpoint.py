@@ -11,8 +11,23 @@ One JSON file (``<plugin data dir>/checkpoint.json``)::
 
 Rules:
 
-* Every write replaces the file atomically (temp file, fsync, rename, fsync of
-  the directory); a crash leaves the old or the new file.
+* Durable state is a snapshot plus a journal. The snapshot
+  (``checkpoint.json``, the document above plus ``journalEpoch``) is replaced
+  atomically (temp file, fsync, rename, fsync of the directory). Every
+  :meth:`Checkpoint.save` between snapshots appends *one* record to
+  ``checkpoint.json.journal`` and ``fdatasync``s it: one flush per save
+  instead of two (file and directory) plus a whole-file rewrite. When the
+  journal grows past :data:`COMPACT_BYTES` the next save writes a fresh
+  snapshot and starts a new journal (compaction).
+* A journal record is one line, ``<JSON>\t<crc32 of the JSON, 8 hex>\n``;
+  its JSON is ``{"put": {uid: entry}, "remove": [uid]}``. The journal's first
+  line is a header ``{"epoch": E}``; records count only when ``E`` equals the
+  snapshot's ``journalEpoch``, so a crash between writing a new snapshot and
+  resetting the journal never replays records the snapshot already holds.
+* A record cut short by a crash (no newline, or a checksum mismatch) at the end
+  of the journal was never acknowledged: :meth:`save` had not returned, so the
+  caller had not moved on. It is dropped and the journal truncated to its last
+  whole record. A damaged record *followed by* whole ones is corruption.
 * Prepare is two-phase per claim: ``PrepareStarted`` is written *before* the
   backend touches anything, ``PrepareCompleted`` after the CDI spec exists. A
   claim found ``PrepareStarted`` was interrupted; the core completes it (next
@@ -21,7 +36,13 @@ Rules:
   stale (devices were reset, ``/var/run/cdi`` is empty) and is dropped.
 * Fields this version does not know are kept and written back, so a newer
   and an older plugin (rolling update, downgrade) read each other's files.
-* A file that cannot be parsed is moved aside (``checkpoint.json.corrupt-<time>``),
+  A snapshot without ``journalEpoch`` (written by a version before the journal)
+  is read as the whole state. The reverse is not covered: a version before the
+  journal reads only the snapshot and misses records appended since the last
+  compaction, so a downgrade across this change must start from a compacted
+  checkpoint.
+* A snapshot or journal that cannot be parsed is moved aside
+  (``checkpoint.json.corrupt-<time>``, the journal next to it),
   reported through ``on_corrupt``, and rebuilt with ``rebuild`` (the core
   rebuilds from its CDI specs); the plugin keeps serving.
 
@@ -33,19 +54,23 @@ other process's writes.
 from __future__ import annotations
 
 import json
+import os
 import time
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from node_plugin.atomic import atomic_write
+from node_plugin.atomic import atomic_write, fsync_dir
 from node_plugin.driver import PreparedDevice
 from node_plugin.logging import get_logger
 
 API_VERSION = "drakit.dev/v1"
 KIND = "NodePluginCheckpoint"
 FILE_NAME = "checkpoint.json"
+JOURNAL_SUFFIX = ".journal"
+COMPACT_BYTES = 256 * 1024  # journal size that makes the next save write a snapshot
 BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
 
 STARTED = "PrepareStarted"
@@ -54,7 +79,7 @@ COMPLETED = "PrepareCompleted"
 _log = get_logger(__name__)
 
 _ENTRY_KEYS = ("namespace", "name", "state", "results", "devices", "backendState")
-_TOP_KEYS = ("apiVersion", "kind", "bootID", "claims")
+_TOP_KEYS = ("apiVersion", "kind", "bootID", "claims", "journalEpoch")
 
 
 class CorruptCheckpointError(ValueError):
@@ -160,7 +185,7 @@ Rebuild = Callable[[], Iterable[ClaimEntry]]
 
 
 class Checkpoint:
-    """The in-memory view of the checkpoint file plus atomic persistence."""
+    """The in-memory view of the checkpoint plus its durable snapshot and journal."""
 
     def __init__(
         self,
@@ -169,41 +194,56 @@ class Checkpoint:
         boot_id: Callable[[], str] = read_boot_id,
         on_corrupt: OnCorrupt | None = None,
         rebuild: Rebuild | None = None,
+        compact_bytes: int = COMPACT_BYTES,
     ) -> None:
         self.path = path
+        self.journal_path = journal_path_of(path)
         self._boot_id = boot_id
         self._on_corrupt = on_corrupt
         self._rebuild = rebuild
+        self._compact_bytes = compact_bytes
         self._claims: dict[str, ClaimEntry] = {}
         self._extra: dict[str, Any] = {}
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[object, object] | None = None
         self._loaded = False
+        self._epoch = ""  # "" until a snapshot with a journal epoch was read or written
+        self._journal_bytes = 0
+        self._dirty: set[str] = set()  # uids put or removed since the last save
         self.dropped_after_reboot: list[ClaimEntry] = []
 
     # -- reading -------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Load the file if it changed since we last read or wrote it (or never loaded)."""
-        if self._loaded and self._stamp == _stamp(self.path):
+        """Load the files if they changed since we last read or wrote them (or never loaded)."""
+        if self._loaded and self._stamp == self._current_stamp():
             return
         self._load()
 
+    def _current_stamp(self) -> tuple[object, object]:
+        return (_stamp(self.path), _stamp(self.journal_path))
+
     def _load(self) -> None:
         self._loaded = True
+        self._dirty.clear()
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            self._claims, self._extra = {}, {}
-            self._stamp = None
+            self._claims, self._extra, self._epoch = {}, {}, ""
+            self._journal_bytes = 0
+            self._stamp = self._current_stamp()
             return
         try:
-            claims, extra, stored_boot = _parse(text)
+            claims, extra, stored_boot, epoch = _parse(text)
+            journal_bytes = _replay_journal(self.journal_path, epoch, claims)
         except CorruptCheckpointError as exc:
             self._recover_from_corruption(str(exc))
             return
         boot = self._boot_id()
+        # no usable journal of this snapshot: the next save writes a snapshot and a new one
+        self._epoch = epoch if journal_bytes is not None else ""
+        self._journal_bytes = journal_bytes or 0
         self._claims, self._extra = claims, extra
-        self._stamp = _stamp(self.path)
+        self._stamp = self._current_stamp()
         if stored_boot != boot and claims:
             _log.warning(
                 "Checkpoint is from an earlier boot; dropping its prepared claims",
@@ -213,18 +253,20 @@ class Checkpoint:
             )
             self.dropped_after_reboot.extend(claims.values())
             self._claims = {}
-            self.save()
+            self._compact()
 
     def _recover_from_corruption(self, reason: str) -> None:
         aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
         self.path.replace(aside)
+        if self.journal_path.exists():
+            self.journal_path.replace(aside.with_name(aside.name + JOURNAL_SUFFIX))
         _log.error(
             "Checkpoint is corrupt; moved aside and rebuilding", reason=reason, moved_to=str(aside)
         )
         rebuilt = list(self._rebuild()) if self._rebuild else []
         self._claims = {e.uid: e for e in rebuilt}
         self._extra = {}
-        self.save()
+        self._compact()
         _log.warning("Checkpoint rebuilt", claims=sorted(self._claims))
         if self._on_corrupt is not None:
             self._on_corrupt(reason, aside)
@@ -245,25 +287,176 @@ class Checkpoint:
                 self._claims[entry.uid] = replace(entry, extra=old.extra)
             else:
                 self._claims[entry.uid] = entry
+            self._dirty.add(entry.uid)
 
     def remove(self, *uids: str) -> None:
         for uid in uids:
             self._claims.pop(uid, None)
+            self._dirty.add(uid)
 
     def save(self) -> None:
-        """Persist the current state atomically."""
+        """Persist the current state durably: one journal record, or a new snapshot.
+
+        When this returns, a crash at any later point recovers exactly this state.
+        """
+        if not self._epoch or self._journal_bytes >= self._compact_bytes:
+            self._compact()
+            return
+        if not self._dirty:
+            return
+        record = {
+            "put": {
+                uid: self._claims[uid].to_json()
+                for uid in sorted(self._dirty)
+                if uid in self._claims
+            },
+            "remove": sorted(uid for uid in self._dirty if uid not in self._claims),
+        }
+        try:
+            self._journal_bytes += _append_record(self.journal_path, record)
+        except FileNotFoundError:
+            self._compact()  # the journal vanished: a snapshot holds everything
+            return
+        except BaseException:
+            # A failed append may have left part of a record; a snapshot written by the
+            # next save supersedes it (new epoch), so nothing reads past the damage.
+            self._epoch = ""
+            raise
+        self._dirty.clear()
+        self._stamp = self._current_stamp()
+
+    def _compact(self) -> None:
+        """Write the whole state as a snapshot with a new epoch, then start its journal."""
+        epoch = os.urandom(8).hex()
         document = {
             **self._extra,
             "apiVersion": API_VERSION,
             "kind": KIND,
             "bootID": self._boot_id(),
+            "journalEpoch": epoch,
             "claims": {uid: e.to_json() for uid, e in sorted(self._claims.items())},
         }
         atomic_write(self.path, json.dumps(document, indent=1, sort_keys=False) + "\n", 0o600)
-        self._stamp = _stamp(self.path)
+        self._journal_bytes = _start_journal(self.journal_path, epoch)
+        self._epoch = epoch
+        self._dirty.clear()
+        self._stamp = self._current_stamp()
 
 
-def _parse(text: str) -> tuple[dict[str, ClaimEntry], dict[str, Any], str]:
+def journal_path_of(path: Path) -> Path:
+    return path.with_name(path.name + JOURNAL_SUFFIX)
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """The checkpoint as one document (snapshot with its journal applied), for tools and tests.
+
+    Does not repair anything; raises :class:`CorruptCheckpointError` on a damaged file.
+    """
+    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    claims, _, _, epoch = _parse(json.dumps(document))
+    _replay_journal(journal_path_of(path), epoch, claims, repair=False)
+    document["claims"] = {uid: e.to_json() for uid, e in sorted(claims.items())}
+    return document
+
+
+def _encode_record(record: Mapping[str, Any]) -> bytes:
+    body = json.dumps(record, separators=(",", ":")).encode("utf-8")
+    return body + b"\t" + f"{zlib.crc32(body):08x}".encode("ascii") + b"\n"
+
+
+def _decode_record(line: bytes) -> dict[str, Any] | None:
+    """A whole record's JSON object, or None when the line is damaged."""
+    body, tab, crc = line.rpartition(b"\t")
+    if not tab or crc != f"{zlib.crc32(body):08x}".encode("ascii"):
+        return None
+    try:
+        record = json.loads(body)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _append_record(journal: Path, record: Mapping[str, Any]) -> int:
+    """Append one record and fdatasync it; returns its size. The journal must exist."""
+    data = _encode_record(record)
+    fd = os.open(journal, os.O_WRONLY | os.O_APPEND)
+    try:
+        written = os.write(fd, data)
+        if written != len(data):
+            raise OSError(f"short write to {journal}: {written} of {len(data)} bytes")
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    return len(data)
+
+
+def _start_journal(journal: Path, epoch: str) -> int:
+    """Replace the journal's content by a header for ``epoch``, durably; returns its size."""
+    created = not journal.exists()
+    data = _encode_record({"epoch": epoch})
+    fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(journal.parent)
+    return len(data)
+
+
+def _replay_journal(
+    journal: Path, epoch: str, claims: dict[str, ClaimEntry], *, repair: bool = True
+) -> int | None:
+    """Apply the journal's records of ``epoch`` to ``claims``; returns the journal's good size.
+
+    None when there is no journal of ``epoch`` to append to (missing, or of another epoch).
+
+    A torn last record is dropped (and, with ``repair``, cut off the file); a damaged
+    record before whole ones raises :class:`CorruptCheckpointError`. A journal of
+    another epoch (or none) holds nothing the snapshot lacks.
+    """
+    try:
+        data = journal.read_bytes()
+    except FileNotFoundError:
+        return None
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" after a final newline; else an unterminated (torn) record
+    records = [_decode_record(line) for line in lines]
+    if not records or records[0] is None or records[0].get("epoch") != epoch or not epoch:
+        return None  # stale journal: superseded by the snapshot
+    good = len(lines[0]) + 1
+    for index, (line, record) in enumerate(zip(lines[1:], records[1:], strict=True), start=1):
+        if record is None:
+            if index != len(lines) - 1 or tail:
+                raise CorruptCheckpointError(f"journal record {index} is damaged")
+            break  # the last line: torn by a crash before its fdatasync returned
+        _apply_record(index, record, claims)
+        good += len(line) + 1
+    if good != len(data):
+        _log.warning(
+            "Checkpoint journal ends in a torn record; dropping it",
+            journal=str(journal),
+            kept_bytes=good,
+            dropped_bytes=len(data) - good,
+        )
+        if repair:
+            os.truncate(journal, good)
+    return good
+
+
+def _apply_record(index: int, record: Mapping[str, Any], claims: dict[str, ClaimEntry]) -> None:
+    puts, removes = record.get("put", {}), record.get("remove", [])
+    if not isinstance(puts, dict) or not isinstance(removes, list):
+        raise CorruptCheckpointError(f"journal record {index} has the wrong shape")
+    for uid, data in puts.items():
+        claims[uid] = ClaimEntry.from_json(uid, data)
+    for uid in removes:
+        claims.pop(str(uid), None)
+
+
+def _parse(text: str) -> tuple[dict[str, ClaimEntry], dict[str, Any], str, str]:
+    """Claims, unknown top-level fields, boot id and journal epoch of a snapshot."""
     try:
         document = json.loads(text)
     except ValueError as exc:
@@ -280,7 +473,8 @@ def _parse(text: str) -> tuple[dict[str, ClaimEntry], dict[str, Any], str]:
         raise CorruptCheckpointError("claims is not an object")
     entries = {uid: ClaimEntry.from_json(uid, data) for uid, data in claims.items()}
     extra = {k: v for k, v in document.items() if k not in _TOP_KEYS}
-    return entries, extra, str(document.get("bootID", ""))
+    epoch = document.get("journalEpoch") or ""
+    return entries, extra, str(document.get("bootID", "")), str(epoch)
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:

@@ -41,10 +41,10 @@ from typing import Any, Protocol
 from prometheus_client import Counter
 
 from allocator.model import DeviceRequestAllocationResult, ModelError, ResourceClaim
-from kubeapi.client import load_client
 from kubeapi.errors import ApiError, NotFound
 from kubeapi.errors import ConfigError as KubeConfigError
 from kubeapi.events import EventRecorder
+from kubeapi.lightclient import load_light_client
 from kubeapi.resources import RESOURCE_CLAIMS, Resource
 from node_plugin.backends.base import (
     Backend,
@@ -697,7 +697,7 @@ def build_core(config: PluginConfig, metrics: PluginMetrics) -> PrepareCore:
         raise CoreConfigError(str(exc)) from exc
     try:
         qps, burst = _client_limits()
-        api = load_client(
+        api = load_light_client(
             config.kubeconfig,
             user_agent=f"drakit-node-plugin/{config.driver_name}",
             qps=qps,

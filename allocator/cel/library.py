@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime
+import functools
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
@@ -59,9 +60,26 @@ def quantity_value(q: Quantity) -> dict[str, str]:
     return {QUANTITY_KEY: f"{v.numerator}/{v.denominator}"}
 
 
+# Every device carries the same few quantity and version texts, evaluated again for each
+# device and selector: parse each text once (bounded, so hostile input cannot grow them).
+_PARSE_CACHE_SIZE: Final = 4096
+
+
+@functools.lru_cache(maxsize=_PARSE_CACHE_SIZE)
+def _fraction(text: str) -> Fraction:
+    return Fraction(text)
+
+
+@functools.lru_cache(maxsize=_PARSE_CACHE_SIZE)
+def _semver_parts(text: str) -> tuple[int, int, int, str]:
+    m = _SEMVER_RE.match(text)
+    assert m is not None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4) or ""
+
+
 def _as_quantity(v: Any) -> Fraction | None:
     if isinstance(v, dict) and len(v) == 1 and QUANTITY_KEY in v:
-        return Fraction(v[QUANTITY_KEY])
+        return _fraction(v[QUANTITY_KEY])
     return None
 
 
@@ -83,9 +101,7 @@ def semver_value(text: str) -> dict[str, str]:
 
 def _as_semver(v: Any) -> tuple[int, int, int, str] | None:
     if isinstance(v, dict) and len(v) == 1 and SEMVER_KEY in v:
-        m = _SEMVER_RE.match(v[SEMVER_KEY])
-        assert m is not None
-        return int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4) or ""
+        return _semver_parts(v[SEMVER_KEY])
     return None
 
 
@@ -135,6 +151,11 @@ def _normalize_semver(s: str) -> str:
 def _quantity(s: Any) -> dict[str, str]:
     if not isinstance(s, str):
         raise CELFunctionError("quantity() needs a string")
+    return dict(_quantity_of(s))  # a copy: the engine may keep what it is given
+
+
+@functools.lru_cache(maxsize=_PARSE_CACHE_SIZE)
+def _quantity_of(s: str) -> dict[str, str]:
     try:
         return quantity_value(Quantity.parse(s))
     except QuantityError as exc:

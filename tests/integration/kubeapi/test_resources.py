@@ -1,4 +1,8 @@
-"""The typed resource layer against a real kube-apiserver: verbs, selectors, errors."""
+"""The typed resource layer against a real kube-apiserver: verbs, selectors, errors.
+
+Every test runs twice: on the kubernetes package's ApiClient and on kubeapi's light client
+(what the node plugin uses), which must behave the same.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
+from drakit.localcluster import LocalCluster
 from kubeapi import errors
 from kubeapi.client import load_client
+from kubeapi.lightclient import LightApiClient, load_light_client
 from kubeapi.objects import KubeObject
 from kubeapi.resources import (
     EVENTS,
@@ -44,6 +50,17 @@ def pod_body(namespace: str, name: str) -> KubeObject:
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
     }
+
+
+CLIENTS = {"kubernetes-client": load_client, "light-client": load_light_client}
+
+
+@pytest.fixture(scope="module", params=sorted(CLIENTS))
+def api(request: pytest.FixtureRequest, cluster: LocalCluster) -> Any:
+    """Overrides the package-wide ``api``: each client in turn."""
+    client = CLIENTS[request.param](cluster.kubeconfig)
+    assert isinstance(client, LightApiClient) == (request.param == "light-client")
+    return client
 
 
 @pytest.fixture
@@ -277,11 +294,14 @@ def test_watch_from_a_compacted_resource_version_raises_gone(
         list(w)
 
 
-def test_an_unreachable_server_raises_api_unavailable(tmp_path: Path, cluster: Any) -> None:
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_an_unreachable_server_raises_api_unavailable(
+    tmp_path: Path, cluster: Any, client: str
+) -> None:
     config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
     config["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(config))
-    api = load_client(str(kubeconfig))
+    api = CLIENTS[client](str(kubeconfig))
     with pytest.raises(errors.ApiUnavailable):
         Resource(api, NODES).list()

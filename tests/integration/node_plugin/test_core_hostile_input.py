@@ -8,7 +8,6 @@ no request sent, no file written and no Event posted for them.
 
 from __future__ import annotations
 
-import json
 import tempfile
 import threading
 import uuid
@@ -32,7 +31,7 @@ from node_plugin.app import NodePlugin
 from node_plugin.backends.base import BackendPrepared, ClaimToPrepare
 from node_plugin.backends.example import ExampleBackend
 from node_plugin.backends.registry import load_backend
-from node_plugin.checkpoint import FILE_NAME
+from node_plugin.checkpoint import FILE_NAME, read_document
 from node_plugin.core import PrepareCore
 from node_plugin.driver import ClaimRef
 from node_plugin.metrics import PluginMetrics
@@ -76,7 +75,7 @@ class Plugin:
 
     def checkpoint_claims(self) -> dict[str, Any]:
         path = self.root / "plugins" / DRIVER / FILE_NAME
-        claims: dict[str, Any] = json.loads(path.read_text())["claims"]
+        claims: dict[str, Any] = read_document(path)["claims"]
         return claims
 
     def cdi_files(self) -> list[str]:

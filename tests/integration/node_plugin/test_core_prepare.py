@@ -17,7 +17,7 @@ from kubeapi.resources import EVENTS, Resource
 from node_plugin.backends.base import BackendContext, BackendPrepared, ClaimToPrepare
 from node_plugin.backends.example import ExampleBackend
 from node_plugin.backends.registry import load_backend
-from node_plugin.checkpoint import FILE_NAME
+from node_plugin.checkpoint import FILE_NAME, read_document
 from node_plugin.driver import ClaimRef
 
 pytestmark = pytest.mark.integration
@@ -311,7 +311,7 @@ def test_50_concurrent_prepares_all_succeed_with_distinct_devices(
         t.join()
     assert sorted(answers) == sorted(r.uid for r in refs)
     assert all(a.error == "" for a in answers.values())
-    checkpoint = json.loads((core.config.plugin_data_dir / FILE_NAME).read_text())
+    checkpoint = read_document(core.config.plugin_data_dir / FILE_NAME)
     assert len(checkpoint["claims"]) == 50
     assert len(list(core.config.cdi_root.iterdir())) == 50
 
@@ -333,7 +333,7 @@ def test_unprepare_removes_cdi_spec_checkpoint_entry_and_calls_backend(
     assert core.unprepare([ref], call(core.config)) == {ref.uid: ""}
     assert backend.unprepared == [ref.uid]
     assert not core.cdi.spec_path(ref.uid).exists()
-    checkpoint = json.loads((core.config.plugin_data_dir / FILE_NAME).read_text())
+    checkpoint = read_document(core.config.plugin_data_dir / FILE_NAME)
     assert checkpoint["claims"] == {}
     # the device is free again for another claim
     other = create_claim(claims, namespace, [result("gpu", "gpu-0")])

@@ -62,3 +62,21 @@ def test_finish_after_failure_frees_the_devices():
     b.begin(written, claim_model(written))  # type: ignore[arg-type]
     b.finish("a", "ns/a")
     assert not b.state.is_allocated(DeviceID("d", "p", "d0"))
+
+
+def test_snapshot_is_unaffected_by_later_changes_and_every_change_moves_the_generation():
+    cache: dict[str, Any] = {"ns/b": claim("b", None)}
+    b = book(cache)
+    b.claim_changed(claim("a", "d0"))
+    generation, state = b.snapshot()
+    assert b.snapshot() == (generation, state)  # shared until something changes
+    written = claim("b", "d1")
+    b.begin(written, claim_model(written))  # type: ignore[arg-type]
+    assert b.generation > generation
+    assert b.state.is_allocated(DeviceID("d", "p", "d1"))
+    assert not state.is_allocated(DeviceID("d", "p", "d1"))
+    b.claim_deleted(claim("a", "d0"))
+    assert state.is_allocated(DeviceID("d", "p", "d0"))
+    before = b.generation
+    b.invalidate_inventory()
+    assert b.generation > before

@@ -1,4 +1,4 @@
-"""The checkpoint file: versioned, atomic, boot-aware, tolerant, self-healing."""
+"""The checkpoint: versioned, journaled, torn-write safe, boot-aware, tolerant, self-healing."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from node_plugin.checkpoint import (
     STARTED,
     Checkpoint,
     ClaimEntry,
+    journal_path_of,
+    read_document,
 )
 from node_plugin.driver import PreparedDevice
 
@@ -122,3 +124,118 @@ def test_missing_checkpoint_is_an_empty_one(tmp_path: Path) -> None:
     checkpoint = Checkpoint(tmp_path / "checkpoint.json", boot_id=lambda: "b")
     checkpoint.refresh()
     assert checkpoint.entries() == []
+
+
+def saved(path: Path, *entries: ClaimEntry, compact_bytes: int = 1 << 20) -> Checkpoint:
+    checkpoint = Checkpoint(path, boot_id=lambda: "b", compact_bytes=compact_bytes)
+    checkpoint.refresh()
+    for one in entries:
+        checkpoint.put(one)
+        checkpoint.save()
+    return checkpoint
+
+
+def reopened(path: Path) -> Checkpoint:
+    checkpoint = Checkpoint(path, boot_id=lambda: "b")
+    checkpoint.refresh()
+    return checkpoint
+
+
+def test_saves_after_the_first_append_journal_records_and_leave_the_snapshot_alone(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "checkpoint.json"
+    checkpoint = saved(path, entry("u1", STARTED))
+    snapshot = path.read_bytes()
+    checkpoint.put(entry("u1", COMPLETED))
+    checkpoint.save()
+    checkpoint.remove("u1")
+    checkpoint.put(entry("u2"))
+    checkpoint.save()
+    assert path.read_bytes() == snapshot
+    assert len(journal_path_of(path).read_bytes().splitlines()) == 3  # header + 2 records
+    assert [e.uid for e in reopened(path).entries()] == ["u2"]
+    assert list(read_document(path)["claims"]) == ["u2"]
+
+
+def test_record_cut_in_half_by_a_crash_is_dropped_and_the_earlier_state_recovered(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "checkpoint.json"
+    saved(path, entry("u1", STARTED), entry("u1", COMPLETED))
+    journal = journal_path_of(path)
+    whole = journal.read_bytes()
+    last_start = whole.rstrip(b"\n").rfind(b"\n") + 1
+    for cut in (last_start + 1, (last_start + len(whole)) // 2, len(whole) - 1):
+        journal.write_bytes(whole[:cut])  # the PrepareCompleted record, torn
+        recovered = reopened(path)
+        assert recovered.get("u1") == entry("u1", STARTED)  # phase 1 held; phase 2 never acked
+        assert journal.read_bytes() == whole[:last_start]  # the torn tail is cut off
+        recovered.put(entry("u1", COMPLETED))
+        recovered.save()  # appending after the repair gives a readable journal again
+        assert reopened(path).get("u1") == entry("u1", COMPLETED)
+
+
+def test_last_record_with_a_wrong_checksum_counts_as_torn(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    saved(path, entry("u1", STARTED), entry("u1", COMPLETED))
+    journal = journal_path_of(path)
+    data = bytearray(journal.read_bytes())
+    data[-12] ^= 0x01  # a flipped bit inside the last record's JSON
+    journal.write_bytes(bytes(data))
+    assert reopened(path).get("u1") == entry("u1", STARTED)
+
+
+def test_damaged_record_before_whole_ones_is_corruption_and_rebuilt(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    saved(path, entry("u1", STARTED), entry("u1", COMPLETED), entry("u2"))
+    journal = journal_path_of(path)
+    lines = journal.read_bytes().split(b"\n")
+    lines[1] = lines[1][:5]
+    journal.write_bytes(b"\n".join(lines))
+    reported: list[str] = []
+    checkpoint = Checkpoint(
+        path,
+        boot_id=lambda: "b",
+        on_corrupt=lambda reason, _: reported.append(reason),
+        rebuild=lambda: [entry("u7")],
+    )
+    checkpoint.refresh()
+    assert reported == ["journal record 1 is damaged"]
+    assert [e.uid for e in checkpoint.entries()] == ["u7"]
+    assert [e.uid for e in reopened(path).entries()] == ["u7"]
+
+
+def test_full_journal_is_compacted_into_a_new_snapshot(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    checkpoint = saved(path, entry("u0"), compact_bytes=2000)
+    first_epoch = json.loads(path.read_text())["journalEpoch"]
+    for n in range(1, 20):
+        checkpoint.put(entry(f"u{n}"))
+        checkpoint.save()
+    assert json.loads(path.read_text())["journalEpoch"] != first_epoch
+    assert journal_path_of(path).stat().st_size <= 2000 + 1000
+    assert sorted(e.uid for e in reopened(path).entries()) == sorted(f"u{n}" for n in range(20))
+
+
+def test_crash_between_new_snapshot_and_journal_reset_replays_nothing_stale(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "checkpoint.json"
+    saved(path, entry("u1"), entry("u2"))
+    old_journal = journal_path_of(path).read_bytes()
+    rebooted = Checkpoint(path, boot_id=lambda: "b2")
+    rebooted.refresh()  # drops u1 and u2, writes a snapshot and a new journal
+    journal_path_of(path).write_bytes(old_journal)  # as if the reset never reached the disk
+    again = Checkpoint(path, boot_id=lambda: "b2")
+    again.refresh()
+    assert again.entries() == []
+    again.put(entry("u3"))
+    again.save()  # the stale journal is not appended to: a snapshot is written instead
+    assert [e.uid for e in reopened_b2(path)] == ["u3"]
+
+
+def reopened_b2(path: Path) -> list[ClaimEntry]:
+    checkpoint = Checkpoint(path, boot_id=lambda: "b2")
+    checkpoint.refresh()
+    return checkpoint.entries()

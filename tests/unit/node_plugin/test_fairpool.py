@@ -81,3 +81,19 @@ def test_a_caller_gone_starts_no_further_task() -> None:
     assert out[0][2:] == [("skipped", i) for i in range(2, 6)]
     assert rec.started == [("a", 0), ("a", 1)]
     pool.shutdown()
+
+
+def test_one_item_of_the_only_caller_runs_in_the_callers_thread() -> None:
+    threads: list[str] = []
+
+    def task(i: int) -> int:
+        threads.append(threading.current_thread().name)
+        return i
+
+    pool: FairPool[int, int] = FairPool(2, task, "worker")
+    assert pool.map([7], is_active=lambda: True, skipped=lambda i: -i) == [7]
+    assert threads == [threading.current_thread().name]
+    assert pool.map([7], is_active=lambda: False, skipped=lambda i: -i) == [-7]
+    assert pool.map([1, 2], is_active=lambda: True, skipped=lambda i: -i) == [1, 2]
+    assert all(name.startswith("worker") for name in threads[1:])
+    pool.shutdown()

@@ -6,12 +6,14 @@ import subprocess
 import sys
 
 
-def test_node_plugin_does_not_load_the_cel_engine_or_the_allocator() -> None:
+def test_node_plugin_does_not_load_the_cel_engine_the_allocator_or_the_kubernetes_client() -> None:
     probe = (
         "import sys\n"
+        "import drakit.cmd_node_plugin\n"
         "import node_plugin.app, node_plugin.core, node_plugin.publisher, node_plugin.guard\n"
         "import allocator\n"
-        "heavy = ('cel', 'allocator.allocate', 'allocator.cel')\n"
+        "heavy = ('cel', 'cel_expr_python', 're2', 'allocator.allocate', 'allocator.cel',\n"
+        "         'kubernetes', 'kubernetes.client')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     out = subprocess.run(

@@ -1,0 +1,325 @@
+"""A small REST client for components that only need :class:`kubeapi.resources.Resource`.
+
+``Resource`` sends every request through two calls of its ``api`` object,
+``param_serialize`` and ``call_api``. :class:`LightApiClient` implements exactly
+those two over one urllib3 pool, so a process that never touches the generated
+typed APIs (the node plugin) need not import ``kubernetes`` at all: that package
+imports every API model and pydantic (about 21 MiB of RSS) and its request path
+costs about 1 ms per call more than urllib3 on the same connection.
+
+What it understands: a kubeconfig whose context names a server with
+``certificate-authority(-data)``, ``insecure-skip-tls-verify``, ``tls-server-name``
+and a user with ``client-certificate(-data)``/``client-key(-data)``, ``token`` or
+``tokenFile``; and the pod's service account (token re-read every minute, as
+client-go does, because projected tokens rotate). Anything else (``exec`` or
+``auth-provider`` plugins, proxies, basic auth, several kubeconfig files to merge)
+raises :class:`UnsupportedConfigError`; :func:`load_light_client` then falls back to the full
+client of :func:`kubeapi.client.load_client`, so every kubeconfig that works
+there still works.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import ssl
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import urllib3
+import yaml
+
+from kubeapi.errors import ConfigError
+from kubeapi.ratelimit import TokenBucket
+
+__all__ = ["LightApiClient", "UnsupportedConfigError", "load_light_client"]
+
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+POOL_SIZE = 16
+TOKEN_REFRESH_SECONDS = 60.0
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+_IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
+_IN_CLUSTER_PORT_ENV = "KUBERNETES_SERVICE_PORT"
+_USER_KEYS = frozenset(
+    {
+        "client-certificate",
+        "client-certificate-data",
+        "client-key",
+        "client-key-data",
+        "token",
+        "tokenFile",
+    }
+)
+_CLUSTER_KEYS = frozenset(
+    {
+        "server",
+        "certificate-authority",
+        "certificate-authority-data",
+        "insecure-skip-tls-verify",
+        "tls-server-name",
+        "extensions",
+    }
+)
+
+
+class UnsupportedConfigError(ConfigError):
+    """The configuration needs a feature only the full kubernetes client has."""
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What ``call_api`` returns: ``Resource`` reads ``.response`` (an urllib3 response)."""
+
+    response: urllib3.BaseHTTPResponse
+
+
+class TokenSource:
+    """A bearer token, fixed or read from a file that is re-read every minute."""
+
+    def __init__(
+        self,
+        token: str = "",
+        path: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._token = token
+        self._path = path
+        self._clock = clock
+        self._read_at = float("-inf")
+        self._lock = threading.Lock()
+
+    def __call__(self) -> str:
+        if self._path is None:
+            return self._token
+        with self._lock:
+            if self._clock() - self._read_at >= TOKEN_REFRESH_SECONDS:
+                try:
+                    self._token = self._path.read_text(encoding="utf-8").strip()
+                except OSError as err:
+                    if not self._token:  # keep the last good token through a hiccup
+                        raise ConfigError(f"token file {self._path}: {err}") from err
+                self._read_at = self._clock()
+            return self._token
+
+
+class LightApiClient:
+    """``param_serialize`` + ``call_api`` over urllib3, with a client-side QPS/burst limit."""
+
+    def __init__(
+        self,
+        server: str,
+        ssl_context: ssl.SSLContext | None,
+        *,
+        token: Callable[[], str] = lambda: "",
+        server_hostname: str | None = None,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        user_agent: str = "drakit",
+        pool_size: int = POOL_SIZE,
+    ) -> None:
+        self.host = server.rstrip("/")
+        self.user_agent = user_agent
+        self.rate_limiter = TokenBucket(qps, burst)
+        self._token = token
+        pool_args: dict[str, Any] = {"maxsize": pool_size}
+        if ssl_context is not None:
+            pool_args["ssl_context"] = ssl_context
+            if server_hostname:
+                pool_args["server_hostname"] = server_hostname
+        self.pool = urllib3.PoolManager(**pool_args)
+
+    def param_serialize(  # noqa: PLR0917  (the kubernetes client's signature)
+        self,
+        method: str,
+        resource_path: str,
+        query_params: list[tuple[str, str]] | None = None,
+        header_params: Mapping[str, str] | None = None,
+        body: Any = None,
+        auth_settings: list[str] | None = None,
+    ) -> tuple[str, str, dict[str, str], bytes | None, None]:
+        """Method, URL, headers and encoded body of a request (as the kubernetes client)."""
+        del auth_settings  # the bearer token, if any, is always sent
+        url = self.host + resource_path
+        if query_params:
+            url += "?" + urlencode(query_params)
+        headers = {"User-Agent": self.user_agent, **(header_params or {})}
+        token = self._token()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        return method, url, headers, data, None
+
+    def call_api(
+        self,
+        method: str,
+        url: str,
+        header_params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        _request_timeout: tuple[float, float] | float | None = None,
+    ) -> _Answer:
+        """Send the request after a token of the rate limiter; the answer is not read yet."""
+        self.rate_limiter.wait()
+        if isinstance(_request_timeout, tuple):
+            timeout = urllib3.Timeout(connect=_request_timeout[0], read=_request_timeout[1])
+        else:
+            timeout = urllib3.Timeout(total=_request_timeout)
+        response = self.pool.request(
+            method,
+            url,
+            body=body,
+            headers=dict(header_params or {}),
+            timeout=timeout,
+            preload_content=False,
+        )
+        return _Answer(response)
+
+    def close(self) -> None:
+        self.pool.clear()
+
+
+def load_light_client(
+    kubeconfig: str | None = None,
+    *,
+    qps: float = DEFAULT_QPS,
+    burst: int = DEFAULT_BURST,
+    user_agent: str = "drakit",
+) -> Any:
+    """A :class:`LightApiClient` for the configuration ``load_client`` would pick.
+
+    Same order: ``kubeconfig`` if given, else the pod's service account, else
+    ``$KUBECONFIG``, else ``~/.kube/config``. Falls back to the full client
+    (``kubeapi.client.load_client``) for configurations it does not understand.
+    """
+    try:
+        return _light_client(kubeconfig, qps=qps, burst=burst, user_agent=user_agent)
+    except UnsupportedConfigError:
+        from kubeapi.client import load_client  # noqa: PLC0415  (imports kubernetes: only here)
+
+        return load_client(kubeconfig, qps=qps, burst=burst, user_agent=user_agent)
+
+
+def _light_client(
+    kubeconfig: str | None, *, qps: float, burst: int, user_agent: str
+) -> LightApiClient:
+    limits: dict[str, Any] = {"qps": qps, "burst": burst, "user_agent": user_agent}
+    if kubeconfig:
+        return from_kubeconfig(Path(kubeconfig), **limits)
+    if os.environ.get(_IN_CLUSTER_HOST_ENV):
+        return in_cluster(**limits)
+    paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if len(paths) > 1:
+        raise UnsupportedConfigError("$KUBECONFIG names several files to merge")
+    path = Path(paths[0]) if paths else Path("~/.kube/config").expanduser()
+    if not path.is_file():
+        raise UnsupportedConfigError(f"kubeconfig {path}: no such file")  # the full client says why
+    return from_kubeconfig(path, **limits)
+
+
+def in_cluster(*, folder: Path = SERVICE_ACCOUNT_DIR, **limits: Any) -> LightApiClient:
+    """The pod's service account: API server from the environment, CA and token from files."""
+    host = os.environ.get(_IN_CLUSTER_HOST_ENV, "")
+    port = os.environ.get(_IN_CLUSTER_PORT_ENV, "443")
+    if not host or not port.isdigit():
+        raise ConfigError(f"in-cluster service account: ${_IN_CLUSTER_HOST_ENV}/PORT not usable")
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    context = ssl.create_default_context(cafile=str(folder / "ca.crt"))
+    token = TokenSource(path=folder / "token")
+    token()  # fail now, with the file's name, rather than on the first request
+    return LightApiClient(f"https://{host}:{port}", context, token=token, **limits)
+
+
+def from_kubeconfig(path: Path, **limits: Any) -> LightApiClient:
+    """A client for the current context of one kubeconfig file."""
+    try:
+        document = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"kubeconfig {path}: {err}") from err
+    if not isinstance(document, dict):
+        raise ConfigError(f"kubeconfig {path}: not a mapping")
+    context = _named(document, "contexts", document.get("current-context"), path)
+    cluster = _named(document, "clusters", context.get("cluster"), path)
+    user = _named(document, "users", context.get("user"), path) if context.get("user") else {}
+    if set(cluster) - _CLUSTER_KEYS or set(user) - _USER_KEYS:
+        extra = sorted((set(cluster) - _CLUSTER_KEYS) | (set(user) - _USER_KEYS))
+        raise UnsupportedConfigError(f"kubeconfig {path}: needs the full client for {extra}")
+    server = str(cluster.get("server") or "")
+    if not server.startswith(("https://", "http://")):
+        raise ConfigError(f"kubeconfig {path}: cluster server {server!r} is not an http(s) URL")
+    ssl_context = _ssl_context(path, cluster, user) if server.startswith("https://") else None
+    token_file = user.get("tokenFile")
+    token = TokenSource(
+        token=str(user.get("token") or ""),
+        path=_relative(path, token_file) if token_file else None,
+    )
+    return LightApiClient(
+        server, ssl_context, token=token, server_hostname=cluster.get("tls-server-name"), **limits
+    )
+
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _named(document: dict[str, Any], section: str, name: Any, path: Path) -> dict[str, Any]:
+    for item in document.get(section) or ():
+        if isinstance(item, dict) and item.get("name") == name:
+            body = item.get(section[:-1])
+            if isinstance(body, dict):
+                return body
+    raise ConfigError(f"kubeconfig {path}: no {section[:-1]} named {name!r}")
+
+
+def _relative(kubeconfig: Path, value: Any) -> Path:
+    """Paths in a kubeconfig are relative to the file's folder."""
+    return kubeconfig.parent / Path(str(value)).expanduser()
+
+
+def _ssl_context(path: Path, cluster: dict[str, Any], user: dict[str, Any]) -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    if cluster.get("insecure-skip-tls-verify"):
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    try:
+        if cluster.get("certificate-authority-data"):
+            ca = base64.b64decode(cluster["certificate-authority-data"]).decode("ascii")
+            context.load_verify_locations(cadata=ca)
+        elif cluster.get("certificate-authority"):
+            context.load_verify_locations(
+                cafile=str(_relative(path, cluster["certificate-authority"]))
+            )
+        cert = _pem(path, user, "client-certificate")
+        key = _pem(path, user, "client-key")
+        if cert and key:
+            _load_chain(context, cert, key)
+        elif cert or key:
+            raise ConfigError(f"kubeconfig {path}: a client certificate needs its key and back")
+    except (ValueError, OSError, ssl.SSLError) as err:
+        raise ConfigError(f"kubeconfig {path}: TLS material: {err}") from err
+    return context
+
+
+def _pem(path: Path, user: dict[str, Any], key: str) -> bytes:
+    if user.get(f"{key}-data"):
+        return base64.b64decode(user[f"{key}-data"])
+    if user.get(key):
+        return _relative(path, user[key]).read_bytes()
+    return b""
+
+
+def _load_chain(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """``load_cert_chain`` reads files only: write both to a private folder, load, delete."""
+    with tempfile.TemporaryDirectory(prefix="drakit-tls-") as folder:
+        cert_file, key_file = Path(folder) / "cert.pem", Path(folder) / "key.pem"
+        for file, data in ((cert_file, cert), (key_file, key)):
+            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+        context.load_cert_chain(str(cert_file), str(key_file))

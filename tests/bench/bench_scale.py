@@ -1,0 +1,257 @@
+"""Scheduling at cluster scale: drakit's controller against kube-scheduler + KCM v1.37.2.
+
+For each size N of the series: N fake Nodes (Ready, untainted), each with one ResourceSlice
+of 8 devices, one DeviceClass, and 2 x N pods (one device each, from a ResourceClaimTemplate)
+created at a fixed rate. Each side runs on a fresh control plane (etcd + kube-apiserver):
+
+- **drakit**: one ``drakit controller`` (scheduling, and claim generation for every pod
+  (``--claim-generation all``): it is the only controller; its default client limits);
+- **kube-scheduler + kube-controller-manager** (``resourceclaim-controller``), their default
+  client limits.
+
+Per side it reports pods/s (first creation to last bound), p50/p99 time from a pod's
+creation request to the benchmark's watch seeing it bound, peak RSS (VmHWM) and CPU seconds
+of the scheduling processes, kube-apiserver requests per pod (every request the apiserver
+counted while the pods were scheduled, the benchmark's own creates and watch included: the
+same on both sides), and the verdict of the independent checker of the integration tests
+(no device in two claims, device counts, node selectors, reservations).
+
+    hack/bench.sh scale                                    # default: --nodes 500
+    .venv/bin/python tests/bench/bench_scale.py --nodes 1000,2500,5000   # the full series
+    .venv/bin/python tests/bench/bench_scale.py --nodes 5000 --pods 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "controller"))
+
+from controller_harness import ControllerProcess, Objects
+from scale_workload import build_nodes, check_allocations
+
+from drakit.localcluster import ClusterConfig, LocalCluster
+from kubeapi.client import load_client
+from kubeapi.errors import ApiError
+from kubeapi.pool import widen_connection_pool
+
+DEVICES = 8
+NAMESPACE = "default"
+
+
+@dataclass
+class SideResult:
+    side: str
+    nodes: int
+    pods: int
+    pods_per_second: float
+    p50: float
+    p99: float
+    peak_rss_mib: float
+    cpu_seconds: float
+    requests_per_pod: float
+    verdict: str
+
+
+def proc_stats(pid: int) -> tuple[float, float]:
+    """(peak RSS in MiB, CPU seconds) of a running process."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    hwm = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM"))
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime + stime
+    return hwm / 1024, ticks / 100
+
+
+def apiserver_requests(cluster: LocalCluster) -> float:
+    status, body = cluster.request("/metrics")
+    if status != 200:
+        raise SystemExit(f"kube-apiserver /metrics answered {status}")
+    total = 0.0
+    for line in body.decode().splitlines():
+        if line.startswith("apiserver_request_total{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+class BoundWatch:
+    """Records when the benchmark first sees each pod bound (a watch, not polling)."""
+
+    def __init__(self, objects: Objects) -> None:
+        self.bound: dict[str, float] = {}
+        self._objects = objects
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._ready = threading.Event()
+
+    def __enter__(self) -> BoundWatch:
+        self._thread.start()
+        self._ready.wait(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        listed = self._objects.pods.list(NAMESPACE)
+        rv = listed.resource_version
+        self._ready.set()
+        while not self._stop.is_set():
+            with contextlib.suppress(ApiError), \
+                    self._objects.pods.watch(NAMESPACE, resource_version=rv,
+                                             timeout_seconds=60) as stream:  # fmt: skip
+                for event in stream:
+                    rv = event.resource_version or rv
+                    obj = event.object
+                    name = (obj.get("metadata") or {}).get("name", "")
+                    if (obj.get("spec") or {}).get("nodeName") and name not in self.bound:
+                        self.bound[name] = time.monotonic()
+                    if self._stop.is_set():
+                        return
+
+
+def create_paced(objects: Objects, count: int, rate: float, scheduler: str) -> dict[str, float]:
+    """Create ``count`` pods at ``rate`` per second; returns each pod's request start time."""
+    began = time.monotonic()
+    created: dict[str, float] = {}
+
+    def create(i: int) -> None:
+        delay = began + i / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        name = f"p{i:05d}"
+        created[name] = time.monotonic()
+        objects.pod(NAMESPACE, name, templates={"gpu": "gpu"}, scheduler=scheduler)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(create, range(count)))
+    return created
+
+
+@contextlib.contextmanager
+def control_plane(upstream: bool) -> Iterator[LocalCluster]:
+    config = ClusterConfig(
+        build_missing=False,
+        with_scheduler=upstream,
+        with_controller_manager=upstream,
+        controllers="resourceclaim-controller",
+    )
+    with LocalCluster(config) as cluster:
+        yield cluster
+
+
+def run_side(upstream: bool, nodes: int, pods: int, rate: float, timeout: float) -> SideResult:
+    side = "kube-scheduler + KCM" if upstream else "drakit"
+    with control_plane(upstream) as cluster, tempfile.TemporaryDirectory() as tmp:
+        api = load_client(cluster.kubeconfig, qps=0)
+        widen_connection_pool(api, 32)
+        objects = Objects(api)
+        build_nodes(objects, nodes, DEVICES, prefix="node")
+        objects.template(NAMESPACE, "gpu", objects.device_class())
+        controller: ControllerProcess | None = None
+        if upstream:
+            pids = [p.pid for p in cluster.processes
+                    if p.name in ("kube-scheduler", "kube-controller-manager")]  # fmt: skip
+        else:
+            controller = ControllerProcess(
+                cluster.kubeconfig, Path(tmp) / "drakit.log", "--workers", "16",
+                "--claim-generation", "all",
+            )  # fmt: skip
+            while not any(line.get("msg") == "Caches synced, starting workers"
+                          for line in controller.log_lines()):  # fmt: skip
+                time.sleep(0.1)
+            pids = [controller.process.pid]
+        if len([p for p in pids if p]) != (2 if upstream else 1):
+            raise SystemExit(f"{side}: scheduling processes not found: {pids}")
+        cpu_before = sum(proc_stats(p)[1] for p in pids if p)
+        requests_before = apiserver_requests(cluster)
+        try:
+            with BoundWatch(objects) as watch:
+                began = time.monotonic()
+                created = create_paced(objects, pods, rate, "drakit" if not upstream
+                                       else "default-scheduler")  # fmt: skip
+                deadline = began + timeout
+                while len(watch.bound) < pods and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                if len(watch.bound) < pods:
+                    raise SystemExit(f"{side}: {len(watch.bound)}/{pods} bound after {timeout}s")
+                elapsed = max(watch.bound.values()) - began
+            stats = [proc_stats(p) for p in pids if p]
+            requests = apiserver_requests(cluster) - requests_before
+        finally:
+            if controller is not None:
+                controller.terminate()
+        latencies = sorted(watch.bound[n] - created[n] for n in created)
+        problems = check_allocations(objects, NAMESPACE)
+        verdict = "ok" if not problems else f"{len(problems)} problems: {problems[:3]}"
+        return SideResult(
+            side=side,
+            nodes=nodes,
+            pods=pods,
+            pods_per_second=pods / elapsed,
+            p50=statistics.median(latencies),
+            p99=latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+            peak_rss_mib=sum(s[0] for s in stats),
+            cpu_seconds=sum(s[1] for s in stats) - cpu_before,
+            requests_per_pod=requests / pods,
+            verdict=verdict,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", default="500",
+                        help="comma-separated series of node counts (default 500; the issue's "
+                             "full series: 1000,2500,5000)")  # fmt: skip
+    parser.add_argument("--pods", type=int, default=0,
+                        help="pods per size (default: 2 per node)")  # fmt: skip
+    parser.add_argument("--rate", type=float, default=100.0, help="pods created per second")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per side")
+    args = parser.parse_args(argv)
+    sizes = [int(n) for n in args.nodes.split(",") if n]
+    results: list[SideResult] = []
+    for nodes in sizes:
+        pods = args.pods or 2 * nodes
+        for upstream in (False, True):
+            result = run_side(upstream, nodes, pods, args.rate, args.timeout)
+            results.append(result)
+            print(f"  {result}", flush=True)
+    print(f"scale: {DEVICES} devices per node, pods created at {args.rate:.0f}/s, "
+          "creation to bound, default client limits on both sides")  # fmt: skip
+    print("| nodes | pods | side | pods/s | p50 s | p99 s | peak RSS MiB | CPU s | "
+          "requests/pod | checker |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r.nodes} | {r.pods} | {r.side} | {r.pods_per_second:.1f} | {r.p50:.2f} | "
+              f"{r.p99:.2f} | {r.peak_rss_mib:.0f} | {r.cpu_seconds:.1f} | "
+              f"{r.requests_per_pod:.1f} | {r.verdict} |")  # fmt: skip
+    by_size: dict[int, dict[str, SideResult]] = {}
+    for r in results:
+        by_size.setdefault(r.nodes, {})[r.side] = r
+    for nodes, sides in by_size.items():
+        ours, theirs = sides["drakit"], sides["kube-scheduler + KCM"]
+        print(f"  {nodes} nodes: ratio drakit/Go throughput "
+              f"{ours.pods_per_second / theirs.pods_per_second:.2f}x, peak RSS "
+              f"{ours.peak_rss_mib / theirs.peak_rss_mib:.2f}x, CPU "
+              f"{ours.cpu_seconds / max(theirs.cpu_seconds, 0.01):.2f}x")  # fmt: skip
+    if len(by_size) > 1:
+        first, last = min(by_size), max(by_size)
+        for side in ("drakit", "kube-scheduler + KCM"):
+            a, b = by_size[first][side], by_size[last][side]
+            growth = (b.cpu_seconds / b.pods) / max(a.cpu_seconds / a.pods, 1e-9)
+            print(f"  {side}: CPU per pod grows {growth:.2f}x from {first} to {last} nodes "
+                  f"({last / first:.1f}x the nodes; 1.0x = linear total cost)")  # fmt: skip
+    return 0 if all(r.verdict == "ok" for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
