@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import socket
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +111,44 @@ def remove_stale_socket(path: Path) -> bool:
     if not stat.S_ISSOCK(mode):
         raise SocketPathError(f"{path} exists and is not a Unix socket; refusing to replace it")
     path.unlink(missing_ok=True)
+    return True
+
+
+def remove_dead_sockets(directory: Path, pattern: str, keep: Path) -> list[Path]:
+    """Delete the sockets matching ``pattern`` in ``directory`` that nobody listens on.
+
+    A plugin killed with SIGKILL (or a node that lost power) leaves its per-pod sockets
+    behind, and the kubelet keeps trying to register the dead one. A socket whose connect
+    is refused has no server and is removed; one that accepts, or times out, is left alone
+    (another instance serves it: the old pod during a rolling update). Hidden files (a
+    starting instance's temporary name), non-sockets and ``keep`` are never touched.
+    Returns the removed paths.
+    """
+    removed: list[Path] = []
+    for path in sorted(directory.glob(pattern)):
+        if path == keep or path.name.startswith("."):
+            continue
+        try:
+            if not stat.S_ISSOCK(path.lstat().st_mode):
+                continue
+        except FileNotFoundError:
+            continue
+        if _has_listener(path):
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _has_listener(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except OSError:
+            return True  # busy or slow: not provably dead
     return True
 
 

@@ -30,7 +30,7 @@ from node_plugin.service.dra import add_dra_servicers
 from node_plugin.service.health import DEFAULT_RESEND_SECONDS, HealthStreams, add_health_servicers
 from node_plugin.service.registration import SERVICE as REGISTRATION_SERVICE
 from node_plugin.service.registration import RegistrationServicer, RegistrationStatus
-from node_plugin.sockets import SocketIdentity, remove_stale_socket
+from node_plugin.sockets import SocketIdentity, remove_dead_sockets, remove_stale_socket
 
 _log = get_logger(__name__)
 
@@ -45,8 +45,13 @@ _UNKNOWN = health_pb2.HealthCheckResponse.UNKNOWN
 class UnixServer:
     """A grpc.Server bound to one Unix socket, which it owns on disk."""
 
-    def __init__(self, socket_path: Path, max_workers: int) -> None:
+    def __init__(
+        self, socket_path: Path, max_workers: int, dead_siblings: str | None = None
+    ) -> None:
+        """``dead_siblings``: a glob in the socket's folder naming earlier instances' sockets
+        of this driver; those nobody listens on any more are removed at start."""
         self.socket_path = socket_path
+        self._dead_siblings = dead_siblings
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         )
@@ -63,6 +68,10 @@ class UnixServer:
         """
         if remove_stale_socket(self.socket_path):
             _log.info("Removed stale socket", socket=str(self.socket_path))
+        if self._dead_siblings:
+            folder = self.socket_path.parent
+            for dead in remove_dead_sockets(folder, self._dead_siblings, self.socket_path):
+                _log.info("Removed a dead instance's socket", socket=str(dead))
         temporary = self.socket_path.with_name(f".t{secrets.token_hex(3)}")
         try:
             self.server.add_insecure_port(f"unix:{temporary}")
@@ -94,7 +103,9 @@ class DraServer(UnixServer):
         health_resend_seconds: float = DEFAULT_RESEND_SECONDS,
         max_workers: int = 16,
     ) -> None:
-        super().__init__(socket_path, max_workers)
+        # The folder is this driver's own (<plugins>/<driver>/): every socket in it is one
+        # of its instances.
+        super().__init__(socket_path, max_workers, dead_siblings="*.sock")
         self.grpc_health = health.HealthServicer(experimental_non_blocking=True)
         health_pb2_grpc.add_HealthServicer_to_server(self.grpc_health, self.server)
         self.health_streams = HealthStreams(core, health_resend_seconds)
@@ -135,7 +146,9 @@ class RegistrationServer(UnixServer):
         supported_versions: list[str],
         on_status: Callable[[RegistrationStatus], None],
     ) -> None:
-        super().__init__(socket_path, max_workers=2)
+        # Driver names are DNS subdomains: no glob characters. The hashed third name form
+        # does not show the driver, so it is never taken for a sibling.
+        super().__init__(socket_path, max_workers=2, dead_siblings=f"{driver_name}-*reg.sock")
         self.servicer = RegistrationServicer(
             driver_name, str(dra_socket), supported_versions, on_status
         )

@@ -142,6 +142,14 @@ class RealNodeStack:
         )
         return name
 
+    def delete_namespace(self, name: str, timeout: float = WAIT) -> None:
+        """Delete the namespace and wait for its pods to be gone (their claims unprepared)."""
+        with suppress(NotFound):
+            self.resource(NAMESPACES).delete(name)
+        deadline = time.monotonic() + timeout
+        while self.pods.list(name).items and time.monotonic() < deadline:
+            time.sleep(0.5)
+
     def apply_example(self, name: str, namespace: str) -> list[KubeObject]:
         """Create every object of ``deploy/examples/<name>`` as the file has it."""
         created = []

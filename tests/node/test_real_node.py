@@ -43,8 +43,12 @@ def stack(
 
 
 @pytest.fixture
-def namespace(stack: RealNodeStack) -> str:
-    return stack.create_namespace()
+def namespace(stack: RealNodeStack) -> Iterator[str]:
+    """A fresh namespace; deleted afterwards, even when the test failed, so that its pods
+    give their devices back before the next test."""
+    name = stack.create_namespace()
+    yield name
+    stack.delete_namespace(name)
 
 
 # -- helpers -------------------------------------------------------------------------------------
