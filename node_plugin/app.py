@@ -16,13 +16,13 @@ from types import FrameType
 from typing import cast
 
 from node_plugin.driver import CoreConfigError, CoreFactory, DriverCore, PluginConfig
-from node_plugin.logging import get_logger
 from node_plugin.metrics import MetricsEndpoint, PluginMetrics, serve_metrics
 from node_plugin.serialize import LOCK_FILE_NAME, SerializeLock
 from node_plugin.service.calls import DriverCalls
 from node_plugin.service.registration import RegistrationStatus
 from node_plugin.service.server import DEFAULT_GRACE_SECONDS, DraServer, RegistrationServer
 from node_plugin.sockets import SocketPaths, socket_paths
+from telemetry.logs import get_logger
 
 _log = get_logger(__name__)
 

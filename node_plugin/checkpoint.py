@@ -41,7 +41,7 @@ from typing import Any
 
 from node_plugin.atomic import atomic_write
 from node_plugin.driver import PreparedDevice
-from node_plugin.logging import get_logger
+from telemetry.logs import get_logger
 
 API_VERSION = "drakit.dev/v1"
 KIND = "NodePluginCheckpoint"

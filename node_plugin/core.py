@@ -32,13 +32,10 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-from prometheus_client import Counter
 
 from allocator.model import DeviceRequestAllocationResult, ModelError, ResourceClaim
 from kubeapi.client import load_client
@@ -78,8 +75,8 @@ from node_plugin.driver import (
 from node_plugin.fairpool import FairPool
 from node_plugin.guard import Inventory, claim_from_results, find_conflicts
 from node_plugin.health_feed import HealthFeed
-from node_plugin.logging import StructuredLogger, get_logger
 from node_plugin.metrics import PluginMetrics
+from telemetry.logs import StructuredLogger, get_logger
 
 _log = get_logger(__name__)
 
@@ -88,10 +85,6 @@ MAX_PARALLEL_GETS = 16
 # "module:function" building the ResourceSlice publisher, if that module has it:
 # build_publisher(config, backend, api_client, metrics) -> object with start()/stop().
 PUBLISHER_FACTORY = "node_plugin.publisher:build_publisher"
-KUBE_API_QPS_ENV = "KUBE_API_QPS"
-KUBE_API_BURST_ENV = "KUBE_API_BURST"
-DEFAULT_QPS = 50.0
-DEFAULT_BURST = 100
 
 
 class Service(Protocol):
@@ -168,19 +161,6 @@ class PrepareCore:
         self.claims_api = claims_api
         self.events = events
         self.cdi = CDISpecs(config.cdi_root, config.driver_name)
-        self.corrupt_checkpoints = Counter(
-            "checkpoint_corrupt",
-            "Checkpoint files found corrupt, moved aside and rebuilt.",
-            namespace="drakit_node_plugin",
-            registry=metrics.registry,
-        )
-        self.claim_errors = Counter(
-            "claim_errors",
-            "Per-claim prepare/unprepare failures, by operation and reason.",
-            ["operation", "reason"],
-            namespace="drakit_node_plugin",
-            registry=metrics.registry,
-        )
         self.checkpoint = checkpoint or Checkpoint(
             config.plugin_data_dir / FILE_NAME,
             boot_id=boot_id,
@@ -267,7 +247,7 @@ class PrepareCore:
             problem = claim_ref_problem(ref)
             if problem:
                 log.warning("Claim reference rejected", error=problem)
-                self.claim_errors.labels(operation, "InvalidClaimReference").inc()
+                self.metrics.claim_errors.labels(operation, "InvalidClaimReference").inc()
                 rejected[ref.uid] = f"invalid claim reference: {problem}"
             else:
                 usable.append(ref)
@@ -579,7 +559,7 @@ class PrepareCore:
             reason=error.reason,
             error=str(error),
         )
-        self.claim_errors.labels(action.lower(), error.reason).inc()
+        self.metrics.claim_errors.labels(action.lower(), error.reason).inc()
         if self.events is not None and error.reason not in _NO_EVENT_REASONS:
             regarding = (
                 dict(obj)
@@ -618,7 +598,7 @@ class PrepareCore:
         return rebuilt
 
     def _on_corrupt_checkpoint(self, reason: str, moved_to: Any) -> None:
-        self.corrupt_checkpoints.inc()
+        self.metrics.corrupt_checkpoints.inc()
         if self.events is not None:
             node = {"apiVersion": "v1", "kind": "Node", "name": self.config.node_name}
             self.events.warning(
@@ -669,21 +649,6 @@ def _load_services(
     return [factory(config, backend, api, metrics)] if callable(factory) else []
 
 
-def _client_limits() -> tuple[float, int]:
-    """Client-side API limits: ``KUBE_API_QPS``/``KUBE_API_BURST`` (the Go example driver's
-    names), else the kubelet's own defaults (50/100): the plugin GETs only claims the
-    kubelet asks for, so it never needs more than the kubelet itself.
-    """
-    try:
-        qps = float(os.environ.get(KUBE_API_QPS_ENV, DEFAULT_QPS))
-        burst = int(os.environ.get(KUBE_API_BURST_ENV, DEFAULT_BURST))
-    except ValueError as exc:
-        raise CoreConfigError(f"${KUBE_API_QPS_ENV}/${KUBE_API_BURST_ENV}: {exc}") from exc
-    if qps <= 0 or burst < 1:
-        raise CoreConfigError(f"${KUBE_API_QPS_ENV} must be > 0 and ${KUBE_API_BURST_ENV} >= 1")
-    return qps, burst
-
-
 def build_core(config: PluginConfig, metrics: PluginMetrics) -> PrepareCore:
     """The factory ``node_plugin.app`` calls; CoreConfigError names the flag and reason."""
     try:
@@ -696,12 +661,11 @@ def build_core(config: PluginConfig, metrics: PluginMetrics) -> PrepareCore:
     except BackendConfigError as exc:
         raise CoreConfigError(str(exc)) from exc
     try:
-        qps, burst = _client_limits()
         api = load_client(
             config.kubeconfig,
             user_agent=f"drakit-node-plugin/{config.driver_name}",
-            qps=qps,
-            burst=burst,
+            qps=config.kube_api_qps,
+            burst=config.kube_api_burst,
         )
     except KubeConfigError as exc:
         raise CoreConfigError(f"--kubeconfig: {exc}") from exc

@@ -1,6 +1,6 @@
 """The contract between the node plugin's gRPC servicers and the driver core.
 
-The servicers (``node_plugin/grpc/``) speak protobuf to the kubelet; the core
+The servicers (``node_plugin/service/``) speak protobuf to the kubelet; the core
 (``node_plugin/core.py``) does the real work: reads claims, resolves config,
 calls the backend, writes CDI specs and the checkpoint. Between the two there
 are only the plain, version-neutral values defined here, so the core never
@@ -163,6 +163,9 @@ class PluginConfig:
     metrics_address: str | None = None
     health_resend_seconds: float = 20.0
     serialize_timeout_seconds: float = 40.0
+    #: Client-side API limits (``$KUBE_API_QPS``, ``$KUBE_API_BURST``); a QPS of 0: no limit.
+    kube_api_qps: float = 50.0
+    kube_api_burst: int = 100
 
     @property
     def plugin_data_dir(self) -> Path:

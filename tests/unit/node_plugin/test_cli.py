@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from drakit.cli import main
+from drakit.cli import build_parser, main
+from drakit.cmd_node_plugin import build_config
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
@@ -181,3 +182,21 @@ def test_help_lists_every_flag_with_its_environment_variable(
     ]:
         assert flag in text and f"env {env}]" in text
     assert "/var/lib/kubelet/plugins_registry" in text
+
+
+def test_kube_api_qps_zero_means_no_limit_like_the_controller(
+    monkeypatch: pytest.MonkeyPatch, dirs: list[str]
+) -> None:
+    monkeypatch.setenv("KUBE_API_QPS", "0")
+    args = build_parser().parse_args(
+        ["node-plugin", "--driver-name", "gpu.example.com", "--node-name", "n1", *dirs]
+    )
+    assert build_config(args).kube_api_qps == 0.0
+
+
+def test_negative_kube_api_burst_is_one_clear_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, dirs: list[str]
+) -> None:
+    monkeypatch.setenv("KUBE_API_BURST", "0")
+    code, err = run_cli(capsys, "--driver-name", "gpu.example.com", "--node-name", "n1", *dirs)
+    assert_one_line_error(code, err, "$KUBE_API_BURST must be at least 1")
