@@ -13,6 +13,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from drakit.envflags import EnvDefault
 from drakit.flags import (
@@ -26,6 +27,9 @@ from drakit.flags import (
 from node_plugin.driver import CoreConfigError, PluginConfig
 from node_plugin.sockets import SocketPathError, socket_paths
 from telemetry.logs import configure as configure_logging
+
+if TYPE_CHECKING:
+    from node_plugin.wiring import Wiring
 
 EXIT_INVALID = 2  # bad flags or environment: nothing was started
 EXIT_FAILED = 1  # valid configuration, but start-up failed
@@ -293,8 +297,11 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, build: Wiring | None = None) -> int:
+    """Validate, configure logging, run until a signal. ``build`` replaces the real wiring
+    (``node_plugin.wiring.build``), for tests that run the command with an in-memory core."""
     # gRPC, protobuf and prometheus_client load only when the plugin runs.
+    from node_plugin import wiring  # noqa: PLC0415
     from node_plugin.app import NodePlugin, run_until_signal  # noqa: PLC0415
 
     try:
@@ -303,7 +310,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc), EXIT_INVALID)
     configure_logging(args.log_format, args.log_level)
     try:
-        return run_until_signal(NodePlugin(config))
+        return run_until_signal(NodePlugin(config, build=build or wiring.build))
     except CoreConfigError as exc:
         return _fail(str(exc), EXIT_INVALID)
     except (OSError, SocketPathError) as exc:

@@ -29,17 +29,14 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from node_plugin.metrics import PluginMetrics
+from typing import Protocol
 
 
 class CoreConfigError(Exception):
     """The core cannot start with this configuration (bad backend, config file, ...).
 
-    Raise it from ``build_core`` with a message naming the flag or file and
-    the reason; ``drakit node-plugin`` prints the message and exits non-zero.
+    Raised by the wiring (``node_plugin.wiring.build``) with a message naming the flag or
+    file and the reason; ``drakit node-plugin`` prints the message and exits non-zero.
     """
 
 
@@ -205,13 +202,3 @@ class DriverCore(Protocol):
     def watch_health(self) -> HealthSubscription:
         """Subscribe to health changes; each change batch lists only changed devices."""
         ...
-
-
-class CoreFactory(Protocol):
-    """Signature of ``node_plugin.core.build_core``, which ``app.py`` calls.
-
-    ``metrics`` carries the prepared-claims gauge the core must keep current
-    and the registry it may add its own metrics to.
-    """
-
-    def __call__(self, config: PluginConfig, metrics: PluginMetrics) -> DriverCore: ...

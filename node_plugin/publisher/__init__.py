@@ -5,8 +5,6 @@
 identity, ``view`` the informer-plus-own-writes cache.
 """
 
-from typing import Any
-
 from node_plugin.publisher.layout import InvalidPoolError, SliceContent
 from node_plugin.publisher.node import NodeIdentity
 from node_plugin.publisher.publisher import PoolDescriptionLike, PoolSource, Publisher
@@ -22,21 +20,4 @@ __all__ = [
     "Publisher",
     "SliceContent",
     "SyncResult",
-    "build_publisher",
 ]
-
-
-def build_publisher(config: Any, backend: Any, api: Any, metrics: Any) -> Publisher:
-    """The factory ``node_plugin.core`` looks up: a Publisher for the plugin's driver and node.
-
-    ``config`` is the plugin's ``PluginConfig``, ``metrics`` its ``PluginMetrics`` (the
-    publisher registers its metrics on the same registry). The core starts and stops it.
-    """
-    return Publisher(
-        api,
-        config.driver_name,
-        config.node_name,
-        backend,
-        registry=metrics.registry,
-        health=backend.health if getattr(backend, "supports_health", False) else None,
-    )

@@ -154,14 +154,6 @@ def test_unknown_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> No
     assert "unrecognized arguments: --node x" in capsys.readouterr().err
 
 
-def test_unloadable_core_is_one_clear_error(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, dirs: list[str]
-) -> None:
-    monkeypatch.setenv("DRAKIT_CORE_FACTORY", "no_such_module_xyz:build")
-    code, err = run_cli(capsys, "--driver-name", "gpu.example.com", "--node-name", "n1", *dirs)
-    assert_one_line_error(code, err, "cannot import core factory module 'no_such_module_xyz'")
-
-
 def test_help_lists_every_flag_with_its_environment_variable(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
