@@ -37,7 +37,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from kubeapi.resources import RESOURCE_CLAIMS
-from node_plugin.backends.base import Backend, BackendPrepared
+from node_plugin.backends.base import Backend, BackendPrepared, health_report
 from node_plugin.cdi import PREPARED_ANNOTATION, CDIDevice, CDISpecs
 from node_plugin.checkpoint import (
     COMPLETED,
@@ -111,9 +111,7 @@ class PrepareCore:
         self.events = events
         self.cdi = CDISpecs(config.cdi_root, config.driver_name)
         self.reader = ClaimReader(claims_api, config.driver_name, backend.config_model)
-        self.health = HealthMonitor(
-            backend.health if getattr(backend, "supports_health", False) else None
-        )
+        self.health = HealthMonitor(health_report(backend))
         self.checkpoint = checkpoint or Checkpoint(
             config.plugin_data_dir / FILE_NAME,
             boot_id=boot_id,

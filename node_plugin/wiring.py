@@ -18,7 +18,7 @@ from kubeapi.client import load_client
 from kubeapi.errors import ConfigError as KubeConfigError
 from kubeapi.events import EventRecorder
 from kubeapi.resources import RESOURCE_CLAIMS, Resource
-from node_plugin.backends.base import Backend, BackendConfigError
+from node_plugin.backends.base import Backend, BackendConfigError, health_report
 from node_plugin.backends.registry import load_backend
 from node_plugin.core import PrepareCore
 from node_plugin.driver import CoreConfigError, DriverCore, PluginConfig
@@ -76,7 +76,7 @@ def build_publisher(
         backend,
         registry=metrics.registry,
         events=events,
-        health=backend.health if getattr(backend, "supports_health", False) else None,
+        health=health_report(backend),
     )
 
 
