@@ -1,7 +1,7 @@
-"""Publishing the node's devices as ResourceSlices (issue 4).
+"""Publishing the node's devices as ResourceSlices.
 
-``Publisher`` (``publisher.py``) is the entry point; ``layout`` splits pools into slices,
-``sync`` reconciles one pool, ``naming`` holds the slice-name rule, ``node`` the Node
+``Publisher`` (``publisher.py``) is the entry point (``node_plugin.wiring`` builds it);
+``layout`` splits pools into slices, ``sync`` reconciles one pool, ``naming`` holds the slice-name rule, ``node`` the Node
 identity, ``view`` the informer-plus-own-writes cache.
 """
 
