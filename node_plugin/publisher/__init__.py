@@ -1,8 +1,8 @@
 """Publishing the node's devices as ResourceSlices.
 
 ``Publisher`` (``publisher.py``) is the entry point (``node_plugin.wiring`` builds it);
-``layout`` splits pools into slices, ``sync`` reconciles one pool, ``naming`` holds the slice-name rule, ``node`` the Node
-identity, ``view`` the informer-plus-own-writes cache.
+``layout`` splits pools into slices, ``sync`` reconciles one pool, ``naming`` holds the
+slice-name rule, ``node`` the Node identity, ``view`` the informer-plus-own-writes cache.
 """
 
 from node_plugin.publisher.layout import InvalidPoolError, SliceContent
