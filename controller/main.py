@@ -34,9 +34,9 @@ log = logging.getLogger("drakit.controller")
 class LeaderElection:
     """Where the leader Lease lives and how long a term lasts (seconds)."""
 
-    lease_name: str
-    namespace: str
-    lease_duration: float
+    lease_name: str = "drakit-controller"
+    namespace: str = "kube-system"
+    lease_duration: float = 10.0
 
 
 @dataclass(frozen=True)

@@ -13,24 +13,25 @@ from __future__ import annotations
 
 from allocator.model import CounterSet, Device, DeviceAttribute, DeviceCapacity
 from allocator.quantity import Quantity
-from node_plugin.backends.base import (
-    Backend,
-    BackendBase,
-    BackendConfigError,
-    BackendContext,
-    BackendError,
-    BackendPrepared,
-    ClaimToPrepare,
-    ContainerEdits,
-    DeviceNodeEdit,
-    DeviceToPrepare,
-    EmptyConfig,
-    HealthReporter,
-    MountEdit,
-    PoolDescription,
-)
+from node_plugin.backends import base
 from node_plugin.backends.registry import validate_settings
 from node_plugin.driver import DeviceHealth, HealthStatus
+
+# The backend interface, by name (node_plugin.backends.base is internal: it may move).
+Backend = base.Backend
+BackendBase = base.BackendBase
+BackendConfigError = base.BackendConfigError
+BackendContext = base.BackendContext
+BackendError = base.BackendError
+BackendPrepared = base.BackendPrepared
+ClaimToPrepare = base.ClaimToPrepare
+ContainerEdits = base.ContainerEdits
+DeviceNodeEdit = base.DeviceNodeEdit
+DeviceToPrepare = base.DeviceToPrepare
+EmptyConfig = base.EmptyConfig
+HealthReporter = base.HealthReporter
+MountEdit = base.MountEdit
+PoolDescription = base.PoolDescription
 
 __all__ = [
     "Backend",

@@ -72,18 +72,14 @@ class PluginMetrics:
             namespace=_NAMESPACE,
             registry=self.registry,
         )
-        self.claim_errors = Counter(
+        self.claim_errors = self._counter(
             "claim_errors",
             "Per-claim prepare/unprepare failures, by operation and reason.",
-            ["operation", "reason"],
-            namespace=_NAMESPACE,
-            registry=self.registry,
+            "operation",
+            "reason",
         )
-        self.corrupt_checkpoints = Counter(
-            "checkpoint_corrupt",
-            "Checkpoint files found corrupt, moved aside and rebuilt.",
-            namespace=_NAMESPACE,
-            registry=self.registry,
+        self.corrupt_checkpoints = self._counter(
+            "checkpoint_corrupt", "Checkpoint files found corrupt, moved aside and rebuilt."
         )
         for operation in OPERATIONS:
             for result in ("success", "error"):
@@ -91,6 +87,9 @@ class PluginMetrics:
             self.in_flight.labels(operation)
         for result in ("registered", "failed"):
             self.registration_status_total.labels(result)
+
+    def _counter(self, name: str, documentation: str, *labels: str) -> Counter:
+        return Counter(name, documentation, labels, namespace=_NAMESPACE, registry=self.registry)
 
     @contextmanager
     def track_call(self, operation: str) -> Iterator[None]:

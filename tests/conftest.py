@@ -16,6 +16,26 @@ import pytest
 
 from drakit.localcluster import ClusterConfig, LocalCluster
 
+TESTS = Path(__file__).parent
+# Each top-level folder is one tier, and its marker says so: `make unit` deselects the others.
+_FOLDER_MARKERS = {
+    "integration": "integration",
+    "e2e": "e2e",
+    "node": "node",
+    "differential": "differential",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            top = Path(item.path).relative_to(TESTS).parts[0]
+        except ValueError:
+            continue
+        marker = _FOLDER_MARKERS.get(top)
+        if marker is not None:
+            item.add_marker(marker)
+
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[LocalCluster]:

@@ -132,12 +132,24 @@ def test_env_twins_supply_values_and_are_validated_too(
     assert_one_line_error(code, err, "'Not_Valid'")
 
 
-def test_env_twin_for_a_choice_flag_is_checked(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, dirs: list[str]
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(("LOG_LEVEL", "loud", "--log-level 'loud'"), id="choice-flag-twin"),
+        pytest.param(("KUBE_API_BURST", "0", "$KUBE_API_BURST must be at least 1"), id="burst"),
+        pytest.param(("KUBE_API_QPS", "fast", "$KUBE_API_QPS 'fast' is not a number"), id="qps"),
+    ],
+)
+def test_bad_environment_value_is_one_clear_error(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    dirs: list[str],
+    case: tuple[str, str, str],
 ) -> None:
-    monkeypatch.setenv("LOG_LEVEL", "loud")
+    variable, value, error = case
+    monkeypatch.setenv(variable, value)
     code, err = run_cli(capsys, "--driver-name", "gpu.example.com", "--node-name", "n1", *dirs)
-    assert_one_line_error(code, err, "--log-level 'loud'")
+    assert_one_line_error(code, err, error)
 
 
 def test_missing_driver_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -184,11 +196,3 @@ def test_kube_api_qps_zero_means_no_limit_like_the_controller(
         ["node-plugin", "--driver-name", "gpu.example.com", "--node-name", "n1", *dirs]
     )
     assert build_config(args).kube_api_qps == 0.0
-
-
-def test_negative_kube_api_burst_is_one_clear_error(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, dirs: list[str]
-) -> None:
-    monkeypatch.setenv("KUBE_API_BURST", "0")
-    code, err = run_cli(capsys, "--driver-name", "gpu.example.com", "--node-name", "n1", *dirs)
-    assert_one_line_error(code, err, "$KUBE_API_BURST must be at least 1")
