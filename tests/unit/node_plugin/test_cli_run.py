@@ -74,6 +74,9 @@ class PluginProcess:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        self._reader.join(timeout=10)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
 
 
 @pytest.fixture
