@@ -129,16 +129,10 @@ class FakeResource:
     def update_status(self, obj: KubeObject, **options: Any) -> KubeObject:
         return self.update(obj, subresource="status", **options)
 
-    def delete(
-        self,
-        name: str,
-        namespace: str | None = None,
-        *,
-        uid: str | None = None,
-        resource_version: str | None = None,
-        **_options: Any,
-    ) -> KubeObject | None:
-        """Delete now (no finalizers, no grace); Conflict when a precondition fails."""
+    def delete(self, name: str, namespace: str | None = None, **options: Any) -> KubeObject | None:
+        """Delete now (no finalizers, no grace); Conflict when the ``uid`` or
+        ``resource_version`` precondition fails."""
+        uid, resource_version = options.get("uid"), options.get("resource_version")
         with self.api._lock:
             key = self._key(name, namespace)
             stored = self.api._objects.get(key)

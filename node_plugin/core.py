@@ -34,12 +34,14 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol
 
 from kubeapi.resources import RESOURCE_CLAIMS
 from node_plugin.backends.base import Backend, BackendPrepared, health_report
 from node_plugin.cdi import PREPARED_ANNOTATION, CDIDevice, CDISpecs
 from node_plugin.checkpoint import (
+    API_VERSION,
     COMPLETED,
     FILE_NAME,
     STARTED,
@@ -69,7 +71,12 @@ from node_plugin.driver import (
 )
 from node_plugin.guard import Inventory, claim_from_results, find_conflicts
 from node_plugin.metrics import PluginMetrics
-from node_plugin.serialize import serialize_lock_for
+from node_plugin.serialize import (
+    LOCK_FILE_NAME,
+    SerializeLock,
+    SerializeTimeoutError,
+    serialize_lock_for,
+)
 from telemetry.logs import StructuredLogger, get_logger
 
 _log = get_logger(__name__)
@@ -82,6 +89,9 @@ class ClaimEvents(Protocol):
         self, regarding: dict[str, Any], reason: str, action: str, note: str = ""
     ) -> None: ...
 
+
+# How long start() waits for the other instance's lock before it only reads the checkpoint.
+START_LOCK_WAIT_SECONDS = 1.0
 
 # Failures that say nothing about the claim itself: logged and answered, no Event.
 _NO_EVENT_REASONS = frozenset({"CallAbandoned"})
@@ -119,25 +129,47 @@ class PrepareCore:
             rebuild=self._rebuild_from_cdi_specs,
         )
         self._serialize = serialize or serialize_lock_for(config.plugin_data_dir)
+        self._boot_id = boot_id
         self._local = threading.Lock()  # in-process guard around checkpoint/backend use
         self._stopped = False
 
     # -- life cycle ----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Load (and maybe rewrite) the checkpoint under the serialize lock, start health.
+        """Load the checkpoint, clean up after a reboot, start health; returns promptly.
 
-        The lock matters during a rolling update: the other instance may be preparing, and
-        a reboot drop or corruption recovery rewrites the checkpoint file.
+        The checkpoint may be rewritten here (reboot drop, corruption recovery), so that
+        happens only under the serialize lock: during a rolling update the other instance
+        may be preparing. When that instance holds the lock longer than
+        ``START_LOCK_WAIT_SECONDS``, the checkpoint is only read now (for the gauge) and
+        loaded properly by the first call, which takes the lock anyway.
         """
         self.config.plugin_data_dir.mkdir(parents=True, exist_ok=True)
-        with self._serialize, self._local:
-            self.checkpoint.refresh()
-            self._forget_reboot_leftovers()
-            self.metrics.prepared_claims.set(self._prepared_count())
+        try:
+            with self._start_lock(), self._local:
+                self._refresh_locked()
+        except SerializeTimeoutError:
+            _log.warning(
+                "Serialize lock busy at start; the checkpoint is loaded by the first call",
+                lock=str(self.config.plugin_data_dir / LOCK_FILE_NAME),
+            )
+            count = peek_prepared_count(self.checkpoint.path, self._boot_id())
+            self.metrics.prepared_claims.set(count)
         self.health.start()
         if self.health.supported:
             self.backend.subscribe(self.health.on_change)
+
+    def _start_lock(self) -> AbstractContextManager[object]:
+        if isinstance(self._serialize, SerializeLock):
+            return SerializeLock(self._serialize.path, timeout=START_LOCK_WAIT_SECONDS)
+        return self._serialize
+
+    def _refresh_locked(self) -> None:
+        """Reload the checkpoint if it changed and forget claims a reboot dropped (the
+        serialize lock and ``_local`` held)."""
+        self.checkpoint.refresh()
+        self._forget_reboot_leftovers()
+        self.metrics.prepared_claims.set(self._prepared_count())
 
     def stop(self) -> None:
         """Close health streams and the claim readers; idempotent. The backend is the
@@ -164,7 +196,7 @@ class PrepareCore:
                 fetched.append(outcome)
         if fetched:
             with call.serialize, self._local:
-                self.checkpoint.refresh()
+                self._refresh_locked()
                 by_uid = {f.ref.uid: f for f in fetched}
                 for uid, done in self._prepare_locked(fetched, call, log).items():
                     if isinstance(done, ClaimError):
@@ -389,7 +421,7 @@ class PrepareCore:
         if not usable:
             return results
         with call.serialize, self._local:
-            self.checkpoint.refresh()
+            self._refresh_locked()
             removed = []
             for ref in usable:
                 if not call.is_active():
@@ -515,3 +547,16 @@ class PrepareCore:
 
     def watch_health(self) -> HealthSubscription:
         return self.health.watch()
+
+
+def peek_prepared_count(path: Path, boot_id: str) -> int:
+    """Completed claims of this boot in the checkpoint file, read without writing anything
+    (0 when it is missing, unreadable or from an earlier boot: the first locked call loads,
+    recovers and counts it properly)."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        current = document.get("apiVersion") == API_VERSION and document.get("bootID") == boot_id
+        claims = document["claims"] if current else {}
+        return sum(1 for uid, data in claims.items() if ClaimEntry.from_json(uid, data).completed)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return 0

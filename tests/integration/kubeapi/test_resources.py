@@ -47,11 +47,6 @@ def pod_body(namespace: str, name: str) -> KubeObject:
 
 
 @pytest.fixture
-def claims(api: Any) -> Resource:
-    return Resource(api, RESOURCE_CLAIMS)
-
-
-@pytest.fixture
 def pods(api: Any) -> Resource:
     return Resource(api, PODS)
 

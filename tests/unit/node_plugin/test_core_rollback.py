@@ -16,10 +16,11 @@ import pytest
 from kubeapi.errors import NotFound
 from node_plugin.backends.base import BackendError, BackendPrepared, ClaimToPrepare
 from node_plugin.backends.registry import load_backend
+from node_plugin.checkpoint import COMPLETED, FILE_NAME, Checkpoint, ClaimEntry
 from node_plugin.core import PrepareCore
 from node_plugin.driver import CallContext, ClaimRef, PluginConfig
 from node_plugin.metrics import PluginMetrics
-from node_plugin.serialize import SerializeLock, SerializeTimeoutError
+from node_plugin.serialize import SerializeLock
 
 DRIVER = "gpu.example.com"
 NODE = "node-a"
@@ -147,19 +148,25 @@ def test_failed_re_prepare_after_a_lost_cdi_spec_keeps_the_earlier_backend_state
     assert backend.unprepared == [(ref.uid, {"token": "t1"})]
 
 
-def test_start_reads_the_checkpoint_only_under_the_cross_process_lock(
+def test_start_rewrites_the_checkpoint_only_under_the_cross_process_lock(
     config: PluginConfig, backend: RecordingBackend, claims: InMemoryClaims
 ) -> None:
-    lock_file = config.plugin_data_dir / "serialize.lock"
     config.plugin_data_dir.mkdir(parents=True)
-    other_instance = SerializeLock(lock_file)
-    core = PrepareCore(
-        config, PluginMetrics(), backend, claims,  # type: ignore[arg-type]
-        boot_id=lambda: "boot-1", serialize=SerializeLock(lock_file, timeout=0.1),
-    )  # fmt: skip
+    path = config.plugin_data_dir / FILE_NAME
+    earlier = Checkpoint(path, boot_id=lambda: "boot-0")
+    dropped = str(uuid.uuid4())
+    earlier.put(ClaimEntry(dropped, "default", "c1", COMPLETED, (), (), {}))
+    earlier.save()
+    written = path.read_bytes()
+    metrics = PluginMetrics()
+    core = PrepareCore(config, metrics, backend, claims, boot_id=lambda: "boot-1")  # type: ignore[arg-type]
     try:
-        with other_instance, pytest.raises(SerializeTimeoutError):
-            core.start()
-        core.start()  # the other instance is done: start proceeds
+        with SerializeLock(config.plugin_data_dir / "serialize.lock"):  # the other instance
+            core.start()  # returns: it must not wait for the other instance's calls
+            assert path.read_bytes() == written, "no rewrite without the lock"
+            assert metrics.prepared_claims._value.get() == 0  # claims of an earlier boot
+        core.unprepare([ClaimRef("default", str(uuid.uuid4()), "c2")], call(config))
+        assert core.checkpoint.get(dropped) is None  # the reboot drop, done under the lock
+        assert path.read_bytes() != written
     finally:
         core.stop()
