@@ -31,8 +31,12 @@ def run_leader_elected(
     *,
     on_leading: Callable[[bool], None] | None = None,
 ) -> bool:
-    """Campaign, run a controller from ``build()`` while leading, return when ``stop`` is set
-    (True) or leadership was lost (False)."""
+    """Campaign, run a controller from ``build()`` while leading; True once ``stop`` is set.
+
+    False when leadership was lost, or the election ended by itself for any other reason
+    (its thread died of an unexpected error without calling ``on_stopped_leading``): the
+    process must then exit non-zero so that it is restarted.
+    """
     lost = threading.Event()
 
     def lead(leading_stopped: threading.Event) -> None:
@@ -56,15 +60,13 @@ def run_leader_elected(
     )
     elector.start()
     while not stop.wait(0.5):
-        if lost.is_set() or not _alive(elector):
+        if lost.is_set() or not elector.is_running():
             break
+    ended_by_itself = not stop.is_set()
     elector.stop(timeout=30)
-    return not lost.is_set()
-
-
-def _alive(elector: LeaderElector) -> bool:
-    thread = getattr(elector, "_thread", None)
-    return thread is not None and thread.is_alive()
+    if ended_by_itself and not lost.is_set():
+        logger.error("Leader election ended unexpectedly")
+    return not ended_by_itself
 
 
 def _either(a: threading.Event, b: threading.Event) -> threading.Event:

@@ -8,18 +8,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from drakit.envflags import EnvDefault
+from drakit.flags import (
+    LOG_FORMATS,
+    LOG_LEVELS,
+    ConfigError,
+    check_address,
+    check_choice,
+    check_number,
+    client_limits,
+)
+from telemetry.logs import configure as configure_logging
+
+if TYPE_CHECKING:
+    from controller.main import RunConfig
 
 EXIT_INVALID = 2  # bad flags or environment: nothing was started
-EXIT_FAILED = 1  # start-up failed, or leadership was lost (the process should restart)
 CLAIM_GENERATION_MODES = ("all", "scoped", "off")
-LOG_FORMATS = ("json", "text")
-LOG_LEVELS = ("debug", "info", "warning", "error")
 
 DESCRIPTION = """\
 Run the drakit companion controller.
@@ -194,161 +202,64 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)  # fmt: skip
 
 
-class ConfigError(ValueError):
-    """A flag or environment value is unusable; the message names it and says why."""
+def build_config(args: argparse.Namespace) -> RunConfig:
+    """Validate the flags into a ``RunConfig``; raises ConfigError naming the flag."""
+    from controller.config import ClaimGeneration, ControllerConfig  # noqa: PLC0415
+    from controller.main import LeaderElection, RunConfig  # noqa: PLC0415
+    from kubeapi.leaderelection import default_identity  # noqa: PLC0415
+
+    check_choice("--log-format", args.log_format, LOG_FORMATS)
+    check_choice("--log-level", args.log_level, LOG_LEVELS)
+    scheduler_name = args.scheduler_name or ""
+    if not scheduler_name:
+        raise ConfigError("--scheduler-name must not be empty")
+    mode = check_choice("--claim-generation", args.claim_generation, CLAIM_GENERATION_MODES)
+    lease = check_number(
+        "--leader-elect-lease-duration", args.leader_elect_lease_duration, float, 2.0
+    )
+    qps, burst = client_limits("--kube-api-qps", args.kube_api_qps,
+                               "--kube-api-burst", args.kube_api_burst)  # fmt: skip
+    # A suffix per process: a restarted container must not mistake its predecessor's Lease for
+    # its own and act before the predecessor's term has visibly ended.
+    identity = f"{args.identity}_{os.urandom(4).hex()}" if args.identity else default_identity()
+    return RunConfig(
+        controller=ControllerConfig(
+            scheduler_name=scheduler_name,
+            claim_generation=ClaimGeneration(mode),
+            workers=check_number("--workers", args.workers, int, 1),
+            scoped_generation_grace=check_number(
+                "--scoped-generation-grace", args.scoped_generation_grace, float, 0.0
+            ),
+            identity=identity,
+        ),
+        kubeconfig=args.kubeconfig,
+        leader_election=(
+            LeaderElection(args.leader_elect_lease_name, args.leader_elect_namespace, lease)
+            if _bool(args.leader_elect)
+            else None
+        ),
+        metrics_address=check_address("--metrics-address", args.metrics_address),
+        metrics_claim_namespaces=check_number(
+            "--metrics-claim-namespaces", args.metrics_claim_namespaces, int, 0
+        ),
+        qps=qps,
+        burst=burst,
+    )
 
 
-def _choice(flag: str, value: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ConfigError(f"{flag}: {value!r} is not one of {', '.join(choices)}")
-    return value
-
-
-def _number(flag: str, value: Any, kind: type, minimum: float) -> Any:
-    try:
-        number = kind(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{flag}: {value!r} is not a {kind.__name__}") from None
-    if number < minimum:
-        raise ConfigError(f"{flag}: must be at least {minimum}, got {value}")
-    return number
-
-
-def _bool(value: Any) -> bool:
+def _bool(value: object) -> bool:
     if isinstance(value, bool):
         return value
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
-def _address(flag: str, value: str | None) -> tuple[str, int] | None:
-    if not value:
-        return None
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"{flag}: {value!r} is not HOST:PORT (e.g. :9401)")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    from controller.config import ClaimGeneration  # noqa: PLC0415
-
-    lease = _number("--leader-elect-lease-duration", args.leader_elect_lease_duration, float, 2)
-    return {
-        "scheduler_name": args.scheduler_name or "",
-        "claim_generation": ClaimGeneration(
-            _choice("--claim-generation", args.claim_generation, CLAIM_GENERATION_MODES)
-        ),
-        "workers": _number("--workers", args.workers, int, 1),
-        "scoped_generation_grace": _number(
-            "--scoped-generation-grace", args.scoped_generation_grace, float, 0
-        ),
-        "leader_elect": _bool(args.leader_elect),
-        "lease_duration": lease,
-        "metrics": _address("--metrics-address", args.metrics_address),
-        "metrics_claim_namespaces": _number(
-            "--metrics-claim-namespaces", args.metrics_claim_namespaces, int, 0
-        ),
-        "qps": _number("--kube-api-qps", args.kube_api_qps, float, 0),
-        "burst": _number("--kube-api-burst", args.kube_api_burst, int, 1),
-        "log_format": _choice("--log-format", args.log_format, LOG_FORMATS),
-        "log_level": _choice("--log-level", args.log_level, LOG_LEVELS),
-    }
-
-
 def run(args: argparse.Namespace) -> int:
+    from controller import main  # noqa: PLC0415
+
     try:
-        settings = _settings(args)
-        if not settings["scheduler_name"]:
-            raise ConfigError("--scheduler-name: must not be empty")
+        config = build_config(args)
     except ConfigError as err:
         print(f"drakit controller: {err}", file=sys.stderr)
         return EXIT_INVALID
-    return _serve(args, settings)
-
-
-def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    import logging  # noqa: PLC0415
-
-    from controller.app import Controller  # noqa: PLC0415
-    from controller.config import ControllerConfig  # noqa: PLC0415
-    from controller.leader import run_leader_elected  # noqa: PLC0415
-    from controller.logs import configure_logging  # noqa: PLC0415
-    from controller.metrics import ControllerMetrics  # noqa: PLC0415
-    from kubeapi.client import load_client  # noqa: PLC0415
-    from kubeapi.errors import ConfigError as KubeConfigError  # noqa: PLC0415
-    from kubeapi.events import EventRecorder  # noqa: PLC0415
-    from kubeapi.leaderelection import LeaderElectionConfig, default_identity  # noqa: PLC0415
-    from kubeapi.pool import widen_connection_pool  # noqa: PLC0415
-
-    # The retrying endpoint is the node plugin's: on the host network a new replica starts
-    # while the old one still holds the port (rolling update), and must not crash for it.
-    from node_plugin.metrics import MetricsEndpoint  # noqa: PLC0415
-
-    configure_logging(settings["log_format"], settings["log_level"])
-    log = logging.getLogger("drakit.controller")
-    # A suffix per process: a restarted container must not mistake its predecessor's Lease for
-    # its own and act before the predecessor's term has visibly ended.
-    identity = f"{args.identity}_{os.urandom(4).hex()}" if args.identity else default_identity()
-    try:
-        api = load_client(
-            args.kubeconfig, qps=settings["qps"], burst=settings["burst"],
-            user_agent="drakit-controller",
-        )  # fmt: skip
-    except KubeConfigError as err:
-        print(f"drakit controller: {err}", file=sys.stderr)
-        return EXIT_FAILED
-    widen_connection_pool(api, settings["workers"] + 8)  # workers, informers, events, lease
-    config = ControllerConfig(
-        scheduler_name=settings["scheduler_name"],
-        claim_generation=settings["claim_generation"],
-        workers=settings["workers"],
-        scoped_generation_grace=settings["scoped_generation_grace"],
-        identity=identity,
-    )
-    metrics = ControllerMetrics(top_namespaces=settings["metrics_claim_namespaces"])
-    if settings["metrics"] is not None:
-        host, port = settings["metrics"]
-        try:
-            endpoint = MetricsEndpoint(metrics.registry, host, port)
-        except OSError as err:
-            print(f"drakit controller: --metrics-address: {err}", file=sys.stderr)
-            return EXIT_FAILED
-        if not endpoint.serving:
-            log.warning(
-                "Metrics port in use; serving metrics once it is free", extra={"port": port}
-            )
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    events = EventRecorder(
-        api, reporting_controller="drakit.dev/controller", reporting_instance=identity
-    )
-
-    def build() -> Controller:
-        return Controller(api, config, metrics=metrics, events=events)
-
-    log.info(
-        "Starting controller",
-        extra={"identity": identity, "schedulerName": config.scheduler_name,
-               "claimGeneration": str(config.claim_generation), "workers": config.workers,
-               "leaderElect": settings["leader_elect"]},
-    )  # fmt: skip
-    try:
-        if not settings["leader_elect"]:
-            build().run(stop)
-            return 0
-        lease = settings["lease_duration"]
-        election = LeaderElectionConfig(
-            lease_name=args.leader_elect_lease_name,
-            namespace=args.leader_elect_namespace,
-            identity=identity,
-            lease_duration=lease,
-            renew_deadline=lease * 0.7,
-            retry_period=lease * 0.15,
-        )
-        if run_leader_elected(api, election, build, stop):
-            return 0
-        log.error("Leadership lost; exiting so that a fresh process campaigns again")
-        return EXIT_FAILED
-    finally:
-        events.stop(timeout=5)
+    configure_logging(args.log_format, args.log_level)
+    return main.run(config)

@@ -83,7 +83,15 @@ def _config(args: argparse.Namespace) -> ClusterConfig:
 
 
 def run_foreground(args: argparse.Namespace) -> int:
-    from drakit.localcluster import LocalCluster, MissingBinaryError, StartError  # noqa: PLC0415
+    try:
+        from drakit.localcluster import (  # noqa: PLC0415
+            LocalCluster,
+            MissingBinaryError,
+            StartError,
+        )
+    except ImportError as exc:  # the optional 'localcluster' extra is missing
+        print(f"drakit local-cluster: {exc}", file=sys.stderr)
+        return 1
 
     cluster = LocalCluster(_config(args))
 

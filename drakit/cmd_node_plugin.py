@@ -13,10 +13,23 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from drakit.envflags import EnvDefault
+from drakit.flags import (
+    LOG_FORMATS,
+    LOG_LEVELS,
+    ConfigError,
+    check_address,
+    check_choice,
+    client_limits,
+)
 from node_plugin.driver import CoreConfigError, PluginConfig
 from node_plugin.sockets import SocketPathError, socket_paths
+from telemetry.logs import configure as configure_logging
+
+if TYPE_CHECKING:
+    from node_plugin.wiring import Wiring
 
 EXIT_INVALID = 2  # bad flags or environment: nothing was started
 EXIT_FAILED = 1  # valid configuration, but start-up failed
@@ -27,8 +40,12 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _POD_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _BACKEND = re.compile(r"^([a-z][a-z0-9-]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
 _MAX_HEALTH_RESEND = 30.0  # the kubelet's default health timeout
-LOG_FORMATS = ("json", "text")
-LOG_LEVELS = ("debug", "info", "warning", "error")
+# The Go example driver's names; the kubelet's own client defaults (50/100) suffice: the
+# plugin GETs only the claims the kubelet asks for.
+KUBE_API_QPS_ENV = "KUBE_API_QPS"
+KUBE_API_BURST_ENV = "KUBE_API_BURST"
+DEFAULT_QPS = "50"
+DEFAULT_BURST = "100"
 
 DESCRIPTION = """\
 Run the drakit DRA kubelet plugin on this node.
@@ -169,16 +186,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-class ConfigError(ValueError):
-    """A flag or environment value is unusable; the message names it and says why."""
-
-
-def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
-    # argparse checks choices only for values given on the command line, not env twins.
-    if value not in choices:
-        raise ConfigError(f"{flag} {value!r} is not one of {', '.join(choices)}")
-
-
 def _check_driver_name(name: str) -> str:
     if len(name) > _DRIVER_NAME_MAX or not _DNS_SUBDOMAIN.match(name):
         raise ConfigError(
@@ -245,14 +252,7 @@ def _check_resend(value: str) -> float:
 
 
 def _check_metrics_address(address: str | None) -> str | None:
-    from node_plugin.metrics import parse_address  # noqa: PLC0415 (prometheus_client)
-
-    if address is None:
-        return None
-    try:
-        parse_address(address)
-    except ValueError as exc:
-        raise ConfigError(f"--metrics-address: {exc}") from exc
+    check_address("--metrics-address", address)
     return address
 
 
@@ -260,9 +260,13 @@ def build_config(args: argparse.Namespace) -> PluginConfig:
     """Validate the flags into a ``PluginConfig``; raises ConfigError naming the flag."""
     driver = _check_driver_name(args.driver_name)
     kubeconfig = _readable_file("--kubeconfig", args.kubeconfig)
-    _check_choice("--log-format", args.log_format, LOG_FORMATS)
-    _check_choice("--log-level", args.log_level, LOG_LEVELS)
+    check_choice("--log-format", args.log_format, LOG_FORMATS)
+    check_choice("--log-level", args.log_level, LOG_LEVELS)
     pod_uid = _check_pod_uid(args.pod_uid)
+    qps, burst = client_limits(
+        f"${KUBE_API_QPS_ENV}", os.environ.get(KUBE_API_QPS_ENV, DEFAULT_QPS),
+        f"${KUBE_API_BURST_ENV}", os.environ.get(KUBE_API_BURST_ENV, DEFAULT_BURST),
+    )  # fmt: skip
     registrar_dir = _writable_dir("--kubelet-registrar-dir", args.kubelet_registrar_dir)
     plugins_dir = _writable_dir("--kubelet-plugins-dir", args.kubelet_plugins_dir)
     _writable_dir("--kubelet-plugins-dir", str(plugins_dir / driver))
@@ -278,6 +282,8 @@ def build_config(args: argparse.Namespace) -> PluginConfig:
         pod_uid=pod_uid,
         metrics_address=_check_metrics_address(args.metrics_address),
         health_resend_seconds=_check_resend(args.health_resend_interval),
+        kube_api_qps=qps,
+        kube_api_burst=burst,
     )
     try:
         socket_paths(registrar_dir, config.plugin_data_dir, driver, pod_uid)
@@ -291,18 +297,20 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, build: Wiring | None = None) -> int:
+    """Validate, configure logging, run until a signal. ``build`` replaces the real wiring
+    (``node_plugin.wiring.build``), for tests that run the command with an in-memory core."""
     # gRPC, protobuf and prometheus_client load only when the plugin runs.
-    from node_plugin import logging as plugin_logging  # noqa: PLC0415
+    from node_plugin import wiring  # noqa: PLC0415
     from node_plugin.app import NodePlugin, run_until_signal  # noqa: PLC0415
 
     try:
         config = build_config(args)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_INVALID)
-    plugin_logging.configure(args.log_level, args.log_format)
+    configure_logging(args.log_format, args.log_level)
     try:
-        return run_until_signal(NodePlugin(config))
+        return run_until_signal(NodePlugin(config, build=build or wiring.build))
     except CoreConfigError as exc:
         return _fail(str(exc), EXIT_INVALID)
     except (OSError, SocketPathError) as exc:

@@ -138,3 +138,10 @@ def context_namespace(kubeconfig: str | None = None, context: str | None = None)
         namespace = ((chosen or {}).get("context") or {}).get("namespace")
         return str(namespace) if namespace else "default"
     return "default"
+
+
+def plain_client(kubeconfig: str) -> Any:
+    """A plain ``kubernetes.client.ApiClient`` for ``kubeconfig``: no rate limit, for the
+    local-cluster launcher and tests that use the generated typed APIs. Programs use
+    :func:`load_client`."""
+    return k8s_config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]

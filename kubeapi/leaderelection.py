@@ -135,6 +135,11 @@ class LeaderElector:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
+    def is_running(self) -> bool:
+        """True from ``start()`` until the election thread returned: after ``stop()``, after
+        leadership was lost, or because it died of an unexpected exception."""
+        return self._thread is not None and self._thread.is_alive()
+
     def is_leader(self) -> bool:
         with self._lock:
             return self._is_leader

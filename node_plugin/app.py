@@ -1,56 +1,29 @@
 """Wiring of one node-plugin instance and its run loop.
 
-Order at start: metrics endpoint, driver core, DRA server, registration
-server (the kubelet must find the DRA socket serving the moment it learns
-about it). Order at stop, the reverse: registration socket (the kubelet
-deregisters), then the DRA server drains in-flight calls, then the core.
+The parts come from :func:`node_plugin.wiring.build` (or a test's own). Order at
+start: metrics endpoint, driver core, background services (the ResourceSlice
+publisher), DRA server, registration server (the kubelet must find the DRA
+socket serving the moment it learns about it). Order at stop, the reverse:
+registration socket (the kubelet deregisters), the DRA server drains in-flight
+calls, services, the core, then the closers (backend, Event recorder).
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 import signal
 import threading
 from types import FrameType
-from typing import cast
 
-from node_plugin.driver import CoreConfigError, CoreFactory, DriverCore, PluginConfig
-from node_plugin.logging import get_logger
+from node_plugin import wiring
+from node_plugin.driver import DriverCore, PluginConfig
 from node_plugin.metrics import MetricsEndpoint, PluginMetrics, serve_metrics
-from node_plugin.serialize import LOCK_FILE_NAME, SerializeLock
 from node_plugin.service.calls import DriverCalls
 from node_plugin.service.registration import RegistrationStatus
 from node_plugin.service.server import DEFAULT_GRACE_SECONDS, DraServer, RegistrationServer
 from node_plugin.sockets import SocketPaths, socket_paths
+from telemetry.logs import get_logger
 
 _log = get_logger(__name__)
-
-DEFAULT_CORE_FACTORY = "node_plugin.core:build_core"
-# Names another factory as "module:function"; a seam for tests (a subprocess
-# plugin with an in-memory core) and for replacing the whole core.
-CORE_FACTORY_ENV = "DRAKIT_CORE_FACTORY"
-
-
-def load_core_factory(spec: str | None = None) -> CoreFactory:
-    """Import the ``module:function`` that builds the driver core."""
-    spec = spec or os.environ.get(CORE_FACTORY_ENV) or DEFAULT_CORE_FACTORY
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise CoreConfigError(f"core factory {spec!r} is not of the form module:function")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CoreConfigError(f"cannot import core factory module {module_name!r}: {exc}") from exc
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise CoreConfigError(f"{module_name!r} has no callable {attr!r}")
-    return cast(CoreFactory, factory)
-
-
-def build_core(config: PluginConfig, metrics: PluginMetrics) -> DriverCore:
-    """Build the driver core (``node_plugin.core.build_core`` unless overridden)."""
-    return load_core_factory()(config, metrics)
 
 
 class NodePlugin:
@@ -61,13 +34,19 @@ class NodePlugin:
         config: PluginConfig,
         core: DriverCore | None = None,
         metrics: PluginMetrics | None = None,
+        *,
+        build: wiring.Wiring = wiring.build,
     ) -> None:
+        """Runs ``core`` when given (with the plugin's own serialize lock), else the parts
+        ``build(config, metrics)`` returns at ``start``."""
         self.config = config
         self.metrics = metrics or PluginMetrics()
         self.sockets: SocketPaths = socket_paths(
             config.registrar_dir, config.plugin_data_dir, config.driver_name, config.pod_uid
         )
         self._core = core
+        self._build = build
+        self._parts: wiring.Parts | None = None
         self._metrics_endpoint: MetricsEndpoint | None = None
         self.dra_server: DraServer | None = None
         self.registration_server: RegistrationServer | None = None
@@ -91,7 +70,10 @@ class NodePlugin:
         config = self.config
         config.plugin_data_dir.mkdir(parents=True, exist_ok=True)
         if self._core is None:
-            self._core = build_core(config, self.metrics)
+            self._parts = self._build(config, self.metrics)
+        else:
+            self._parts = wiring.Parts(self._core, wiring.serialize_lock(config))
+        self._core = self._parts.core
         if config.metrics_address:
             self._metrics_endpoint = serve_metrics(self.metrics, config.metrics_address)
             if self._metrics_endpoint.serving:
@@ -106,10 +88,9 @@ class NodePlugin:
                     address=config.metrics_address,
                 )
         self._core.start()
-        lock = SerializeLock(
-            config.plugin_data_dir / LOCK_FILE_NAME, timeout=config.serialize_timeout_seconds
-        )
-        calls = DriverCalls(self._core, lock, self.metrics)
+        for service in self._parts.services:
+            service.start()
+        calls = DriverCalls(self._core, self._parts.serialize, self.metrics)
         self.dra_server = DraServer(
             self.sockets.dra, self._core, calls, health_resend_seconds=config.health_resend_seconds
         )
@@ -148,11 +129,21 @@ class NodePlugin:
             self.registration_server.stop(grace=0)
         if self.dra_server is not None:
             self.dra_server.stop(grace)
-        if self._core is not None:
+        parts = self._parts
+        for service in reversed(parts.services if parts else ()):
             try:
-                self._core.stop()
+                service.stop()
             except Exception:
-                _log.exception("Driver core failed to stop cleanly")
+                _log.exception("Background service failed to stop", service=type(service).__name__)
+        try:
+            self._core.stop()
+        except Exception:
+            _log.exception("Driver core failed to stop cleanly")
+        for close in parts.closers if parts else ():
+            try:
+                close()
+            except Exception:
+                _log.exception("A plugin part failed to close")
         if self._metrics_endpoint is not None:
             self._metrics_endpoint.close()
         _log.info("Node plugin stopped", driver=self.config.driver_name)

@@ -64,7 +64,7 @@ from typing import Any
 
 from node_plugin.atomic import atomic_write, fsync_dir
 from node_plugin.driver import PreparedDevice
-from node_plugin.logging import get_logger
+from telemetry.logs import get_logger
 
 API_VERSION = "drakit.dev/v1"
 KIND = "NodePluginCheckpoint"

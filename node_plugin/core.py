@@ -30,76 +30,57 @@ everything it needs is in the checkpoint.
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol
 
-from prometheus_client import Counter
-
-from allocator.model import DeviceRequestAllocationResult, ModelError, ResourceClaim
-from kubeapi.errors import ApiError, NotFound
-from kubeapi.errors import ConfigError as KubeConfigError
-from kubeapi.events import EventRecorder
-from kubeapi.lightclient import load_light_client
-from kubeapi.resources import RESOURCE_CLAIMS, Resource
-from node_plugin.backends.base import (
-    Backend,
-    BackendConfigError,
-    BackendPrepared,
-    ClaimToPrepare,
-    DeviceToPrepare,
-)
-from node_plugin.backends.registry import load_backend
+from kubeapi.resources import RESOURCE_CLAIMS
+from node_plugin.backends.base import Backend, BackendPrepared, health_report
 from node_plugin.cdi import PREPARED_ANNOTATION, CDIDevice, CDISpecs
 from node_plugin.checkpoint import (
+    API_VERSION,
     COMPLETED,
     FILE_NAME,
     STARTED,
     Checkpoint,
     ClaimEntry,
     read_boot_id,
+    read_document,
 )
 from node_plugin.claimcheck import claim_ref_problem
-from node_plugin.config import ConfigError, base_request, resolve_config
+from node_plugin.claims import (
+    ClaimError,
+    ClaimReader,
+    ClaimSource,
+    FetchedClaim,
+    abandoned,
+    describe,
+)
+from node_plugin.config import base_request
+from node_plugin.device_health import HealthMonitor
 from node_plugin.driver import (
     CallContext,
     ClaimRef,
-    CoreConfigError,
     DeviceHealth,
     HealthSubscription,
     PluginConfig,
     PreparedDevice,
     PrepareResult,
 )
-from node_plugin.fairpool import FairPool
 from node_plugin.guard import Inventory, claim_from_results, find_conflicts
-from node_plugin.health_feed import HealthFeed
-from node_plugin.logging import StructuredLogger, get_logger
 from node_plugin.metrics import PluginMetrics
+from node_plugin.serialize import (
+    LOCK_FILE_NAME,
+    SerializeLock,
+    SerializeTimeoutError,
+    serialize_lock_for,
+)
+from telemetry.logs import StructuredLogger, get_logger
 
 _log = get_logger(__name__)
-
-# GETs run in parallel: a batch of 32 claims costs about one round trip.
-MAX_PARALLEL_GETS = 16
-# "module:function" building the ResourceSlice publisher, if that module has it:
-# build_publisher(config, backend, api_client, metrics) -> object with start()/stop().
-PUBLISHER_FACTORY = "node_plugin.publisher:build_publisher"
-KUBE_API_QPS_ENV = "KUBE_API_QPS"
-KUBE_API_BURST_ENV = "KUBE_API_BURST"
-DEFAULT_QPS = 50.0
-DEFAULT_BURST = 100
-
-
-class Service(Protocol):
-    """Background work the core starts and stops with itself (e.g. the publisher)."""
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 class ClaimEvents(Protocol):
@@ -110,40 +91,11 @@ class ClaimEvents(Protocol):
     ) -> None: ...
 
 
-class ClaimError(Exception):
-    """A per-claim failure; ``reason`` is the Event reason (UpperCamelCase)."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.obj: Mapping[str, Any] | None = None  # the claim as read, when it was read
-
-
-@dataclass(frozen=True)
-class FetchedClaim:
-    """A claim read from the API server and checked, ready to prepare (no lock needed)."""
-
-    ref: ClaimRef
-    obj: Mapping[str, Any]
-    results: tuple[DeviceRequestAllocationResult, ...]
-    to_prepare: ClaimToPrepare
-
-
-def _describe(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
-
+# How long start() waits for the other instance's lock before it only reads the checkpoint.
+START_LOCK_WAIT_SECONDS = 1.0
 
 # Failures that say nothing about the claim itself: logged and answered, no Event.
 _NO_EVENT_REASONS = frozenset({"CallAbandoned"})
-
-
-def _abandoned(ref: ClaimRef) -> ClaimError:
-    """The error of a claim not worked on because its caller had gone."""
-    return ClaimError(
-        "CallAbandoned",
-        f"ResourceClaim {ref.namespace}/{ref.name}: not processed, the caller's deadline "
-        "passed or it disconnected first",
-    )
 
 
 class PrepareCore:
@@ -154,77 +106,80 @@ class PrepareCore:
         config: PluginConfig,
         metrics: PluginMetrics,
         backend: Backend,
-        claims_api: Resource,
+        claims_api: ClaimSource,
         *,
         events: ClaimEvents | None = None,
         checkpoint: Checkpoint | None = None,
-        services: Sequence[Service] = (),
         boot_id: Callable[[], str] = read_boot_id,
+        serialize: AbstractContextManager[object] | None = None,
     ) -> None:
+        """``serialize`` is the plugin's cross-process lock (default: its ``serialize.lock``);
+        the core takes it whenever it touches local state outside a call, too (``start``)."""
         self.config = config
         self.driver = config.driver_name
         self.metrics = metrics
         self.backend = backend
-        self.claims_api = claims_api
         self.events = events
         self.cdi = CDISpecs(config.cdi_root, config.driver_name)
-        self.corrupt_checkpoints = Counter(
-            "checkpoint_corrupt",
-            "Checkpoint files found corrupt, moved aside and rebuilt.",
-            namespace="drakit_node_plugin",
-            registry=metrics.registry,
-        )
-        self.claim_errors = Counter(
-            "claim_errors",
-            "Per-claim prepare/unprepare failures, by operation and reason.",
-            ["operation", "reason"],
-            namespace="drakit_node_plugin",
-            registry=metrics.registry,
-        )
+        self.reader = ClaimReader(claims_api, config.driver_name, backend.config_model)
+        self.health = HealthMonitor(health_report(backend))
         self.checkpoint = checkpoint or Checkpoint(
             config.plugin_data_dir / FILE_NAME,
             boot_id=boot_id,
             on_corrupt=self._on_corrupt_checkpoint,
             rebuild=self._rebuild_from_cdi_specs,
         )
-        self.services = list(services)
-        self._pool: FairPool[ClaimRef, FetchedClaim | ClaimError] = FairPool(
-            MAX_PARALLEL_GETS, self._fetch, thread_name_prefix="claim-get"
-        )
+        self._serialize = serialize or serialize_lock_for(config.plugin_data_dir)
+        self._boot_id = boot_id
         self._local = threading.Lock()  # in-process guard around checkpoint/backend use
-        self._feed = HealthFeed()
-        self._health: dict[tuple[str, str], DeviceHealth] = {}
-        self._health_lock = threading.Lock()
         self._stopped = False
 
     # -- life cycle ----------------------------------------------------------------------
 
     def start(self) -> None:
-        with self._local:
-            self.checkpoint.refresh()
-            self._forget_reboot_leftovers()
-            self.metrics.prepared_claims.set(self._prepared_count())
-        if self.backend.supports_health:
-            self._health = {(h.pool_name, h.device_name): h for h in self.backend.health()}
-        self.backend.subscribe(self._on_backend_change)
-        for service in self.services:
-            service.start()
+        """Load the checkpoint, clean up after a reboot, start health; returns promptly.
+
+        The checkpoint may be rewritten here (reboot drop, corruption recovery), so that
+        happens only under the serialize lock: during a rolling update the other instance
+        may be preparing. When that instance holds the lock longer than
+        ``START_LOCK_WAIT_SECONDS``, the checkpoint is only read now (for the gauge) and
+        loaded properly by the first call, which takes the lock anyway.
+        """
+        self.config.plugin_data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            with self._start_lock(), self._local:
+                self._refresh_locked()
+        except SerializeTimeoutError:
+            _log.warning(
+                "Serialize lock busy at start; the checkpoint is loaded by the first call",
+                lock=str(self.config.plugin_data_dir / LOCK_FILE_NAME),
+            )
+            count = peek_prepared_count(self.checkpoint.path, self._boot_id())
+            self.metrics.prepared_claims.set(count)
+        self.health.start()
+        if self.health.supported:
+            self.backend.subscribe(self.health.on_change)
+
+    def _start_lock(self) -> AbstractContextManager[object]:
+        if isinstance(self._serialize, SerializeLock):
+            return SerializeLock(self._serialize.path, timeout=START_LOCK_WAIT_SECONDS)
+        return self._serialize
+
+    def _refresh_locked(self) -> None:
+        """Reload the checkpoint if it changed and forget claims a reboot dropped (the
+        serialize lock and ``_local`` held)."""
+        self.checkpoint.refresh()
+        self._forget_reboot_leftovers()
+        self.metrics.prepared_claims.set(self._prepared_count())
 
     def stop(self) -> None:
+        """Close health streams and the claim readers; idempotent. The backend is the
+        wiring's to close."""
         if self._stopped:
             return
         self._stopped = True
-        for service in reversed(self.services):
-            try:
-                service.stop()
-            except Exception:
-                _log.exception("Background service failed to stop", service=type(service).__name__)
-        self._feed.close()
-        self.backend.close()
-        self._pool.shutdown()
-        stop_events = getattr(self.events, "stop", None)
-        if callable(stop_events):
-            stop_events(timeout=5)
+        self.health.close()
+        self.reader.close()
 
     # -- prepare -------------------------------------------------------------------------
 
@@ -234,20 +189,21 @@ class PrepareCore:
         usable, rejected = self._usable(claims, "prepare", log)
         results.update((uid, PrepareResult(error=error)) for uid, error in rejected.items())
         fetched: list[FetchedClaim] = []
-        outcomes = self._pool.map(usable, is_active=call.is_active, skipped=_abandoned)
-        for ref, outcome in zip(usable, outcomes, strict=True):
+        for ref, outcome in zip(usable, self.reader.read(usable, call.is_active), strict=True):
             if isinstance(outcome, ClaimError):
-                results[ref.uid] = self._fail(ref, outcome.obj, outcome, "Prepare", log)
+                self._report(ref, outcome.obj, outcome, "Prepare", log)
+                results[ref.uid] = PrepareResult(error=str(outcome))
             else:
                 fetched.append(outcome)
         if fetched:
             with call.serialize, self._local:
-                self.checkpoint.refresh()
+                self._refresh_locked()
                 by_uid = {f.ref.uid: f for f in fetched}
                 for uid, done in self._prepare_locked(fetched, call, log).items():
                     if isinstance(done, ClaimError):
                         claim = by_uid[uid]
-                        results[uid] = self._fail(claim.ref, claim.obj, done, "Prepare", log)
+                        self._report(claim.ref, claim.obj, done, "Prepare", log)
+                        results[uid] = PrepareResult(error=str(done))
                     else:
                         results[uid] = done
                 self.metrics.prepared_claims.set(self._prepared_count())
@@ -267,68 +223,11 @@ class PrepareCore:
             problem = claim_ref_problem(ref)
             if problem:
                 log.warning("Claim reference rejected", error=problem)
-                self.claim_errors.labels(operation, "InvalidClaimReference").inc()
+                self.metrics.claim_errors.labels(operation, "InvalidClaimReference").inc()
                 rejected[ref.uid] = f"invalid claim reference: {problem}"
             else:
                 usable.append(ref)
         return usable, rejected
-
-    def _fetch(self, ref: ClaimRef) -> FetchedClaim | ClaimError:
-        """GET and check one claim; never raises (runs in the thread pool)."""
-        try:
-            obj = self.claims_api.get(ref.name, ref.namespace)
-        except NotFound:
-            return ClaimError(
-                "ResourceClaimNotFound", f"ResourceClaim {ref.namespace}/{ref.name} not found"
-            )
-        except ApiError as exc:
-            return ClaimError(
-                "ResourceClaimUnreadable",
-                f"cannot read ResourceClaim {ref.namespace}/{ref.name}: {_describe(exc)}",
-            )
-        try:
-            return self._check(ref, obj)
-        except ClaimError as exc:
-            exc.obj = obj
-            return exc
-
-    def _check(self, ref: ClaimRef, obj: Mapping[str, Any]) -> FetchedClaim:
-        name = f"ResourceClaim {ref.namespace}/{ref.name}"
-        uid = obj.get("metadata", {}).get("uid", "")
-        if uid != ref.uid:
-            raise ClaimError(
-                "ResourceClaimReplaced",
-                f"{name} has UID {uid}, not {ref.uid}: it was deleted and re-created",
-            )
-        try:
-            claim = ResourceClaim.from_dict(obj)
-        except ModelError as exc:
-            raise ClaimError("InvalidResourceClaim", f"{name}: {exc}") from exc
-        allocation = claim.status.allocation
-        if allocation is None:
-            raise ClaimError("ResourceClaimNotAllocated", f"{name} is not allocated")
-        ours = tuple(r for r in allocation.devices.results if r.driver == self.driver)
-        devices = []
-        for r in ours:
-            try:
-                config = resolve_config(
-                    allocation.devices.config, self.driver, r.request, self.backend.config_model
-                )
-            except ConfigError as exc:
-                raise ClaimError("InvalidDeviceConfig", f"{name}: {exc}") from exc
-            devices.append(
-                DeviceToPrepare(
-                    request=r.request,
-                    pool=r.pool,
-                    device=r.device,
-                    config=config,
-                    share_id=r.share_id,
-                    consumed_capacity=dict(r.consumed_capacity),
-                    admin_access=bool(r.admin_access),
-                )
-            )
-        to_prepare = ClaimToPrepare(ref.uid, ref.namespace, ref.name, tuple(devices))
-        return FetchedClaim(ref, obj, ours, to_prepare)
 
     def _prepare_locked(
         self, fetched: Sequence[FetchedClaim], call: CallContext, log: StructuredLogger
@@ -348,7 +247,7 @@ class PrepareCore:
         inventory = Inventory(self.driver, self.backend.discover())
         for claim in fetched:
             if not call.is_active():
-                out[claim.ref.uid] = _abandoned(claim.ref)
+                out[claim.ref.uid] = abandoned(claim.ref)
                 continue
             entry = self.checkpoint.get(claim.ref.uid)
             if entry is not None and entry.completed:
@@ -384,7 +283,10 @@ class PrepareCore:
                 fresh.add(claim.ref.uid)
             else:
                 log.info("Completing a prepare interrupted earlier", claim_uid=claim.ref.uid)
-            self.checkpoint.put(self._entry(claim, STARTED))
+            # A re-prepare keeps what the backend returned last time: a failed attempt must
+            # hand that to unprepare, not an empty state.
+            kept = entry.backend_state if entry is not None else None
+            self.checkpoint.put(self._entry(claim, STARTED, backend_state=kept))
             todo.append(claim)
         if not todo:
             return out
@@ -423,16 +325,19 @@ class PrepareCore:
         if not call.is_active():
             if fresh:  # nothing was done for it: forget it again
                 self.checkpoint.remove(uid)
-            return _abandoned(claim.ref)
+            return abandoned(claim.ref)
+        recorded = self.checkpoint.get(uid)
+        earlier_state = recorded.backend_state if recorded is not None else {}
         try:
             entry = self._prepare_one(claim)
         except ClaimError as exc:
-            self._roll_back(uid, {}, log)
+            # The backend's own state when it had prepared before the failure.
+            self._roll_back(uid, exc.backend_state or earlier_state, log)
             return exc
         except Exception as exc:  # a bug must not cost the other claims their answer
             log.exception("Prepare of a claim failed unexpectedly", claim_uid=uid)
-            self._roll_back(uid, {}, log)
-            return ClaimError("PrepareFailed", f"prepare failed: {_describe(exc)}")
+            self._roll_back(uid, earlier_state, log)
+            return ClaimError("PrepareFailed", f"prepare failed: {describe(exc)}")
         self.checkpoint.put(entry)
         log.info("Prepared claim", claim_uid=uid, devices=len(entry.devices))
         return PrepareResult(devices=entry.devices)
@@ -460,14 +365,16 @@ class PrepareCore:
             prepared: BackendPrepared = self.backend.prepare(claim.to_prepare)
         except Exception as exc:
             raise ClaimError(
-                "PrepareFailed", f"{name}: backend {self.backend.name}: {_describe(exc)}"
+                "PrepareFailed", f"{name}: backend {self.backend.name}: {describe(exc)}"
             ) from exc
         if len(prepared.device_edits) != len(claim.to_prepare.devices):
-            raise ClaimError(
+            error = ClaimError(
                 "PrepareFailed",
                 f"{name}: backend {self.backend.name} returned {len(prepared.device_edits)} "
                 f"device edits for {len(claim.to_prepare.devices)} devices",
             )
+            error.backend_state = prepared.state
+            raise error
         cdi_devices: list[CDIDevice] = []
         answer: list[PreparedDevice] = []
         for device, edits in zip(claim.to_prepare.devices, prepared.device_edits, strict=True):
@@ -488,7 +395,9 @@ class PrepareCore:
             try:
                 self.cdi.write(claim.ref.uid, cdi_devices, {PREPARED_ANNOTATION: annotation})
             except OSError as exc:
-                raise ClaimError("PrepareFailed", f"{name}: cannot write CDI spec: {exc}") from exc
+                error = ClaimError("PrepareFailed", f"{name}: cannot write CDI spec: {exc}")
+                error.backend_state = prepared.state
+                raise error from exc
         return entry
 
     def _roll_back(self, uid: str, backend_state: Mapping[str, Any], log: StructuredLogger) -> str:
@@ -497,7 +406,7 @@ class PrepareCore:
             self.backend.unprepare(uid, backend_state)
         except Exception as exc:
             log.exception("Backend unprepare failed", claim_uid=uid)
-            return f"backend {self.backend.name}: {_describe(exc)}"
+            return f"backend {self.backend.name}: {describe(exc)}"
         try:
             self.cdi.remove(uid)
         except OSError as exc:
@@ -513,11 +422,11 @@ class PrepareCore:
         if not usable:
             return results
         with call.serialize, self._local:
-            self.checkpoint.refresh()
+            self._refresh_locked()
             removed = []
             for ref in usable:
                 if not call.is_active():
-                    results[ref.uid] = str(_abandoned(ref))
+                    results[ref.uid] = str(abandoned(ref))
                     continue
                 had_entry = self.checkpoint.get(ref.uid) is not None
                 results[ref.uid] = self._unprepare_one(ref, log)
@@ -537,7 +446,7 @@ class PrepareCore:
             for ref in removed:  # undone on the node, but not recorded: the kubelet retries
                 error = f"ResourceClaim {ref.namespace}/{ref.name}: cannot save checkpoint: {exc}"
                 results[ref.uid] = error
-                self._fail(ref, None, ClaimError("UnprepareFailed", error), "Unprepare", log)
+                self._report(ref, None, ClaimError("UnprepareFailed", error), "Unprepare", log)
 
     def _unprepare_one(self, ref: ClaimRef, log: StructuredLogger) -> str:
         """Undo one claim and drop its entry (the caller saves); "" or the claim's error.
@@ -554,24 +463,25 @@ class PrepareCore:
             error = self._roll_back(ref.uid, entry.backend_state, log)
         except Exception as exc:
             log.exception("Unprepare of a claim failed", claim_uid=ref.uid)
-            error = f"cannot update the node's state: {_describe(exc)}"
+            error = f"cannot update the node's state: {describe(exc)}"
         if error:
             error = f"ResourceClaim {ref.namespace}/{ref.name}: {error}"
-            self._fail(ref, None, ClaimError("UnprepareFailed", error), "Unprepare", log)
+            self._report(ref, None, ClaimError("UnprepareFailed", error), "Unprepare", log)
         else:
             log.info("Unprepared claim", claim_uid=ref.uid)
         return error
 
     # -- failures, recovery --------------------------------------------------------------
 
-    def _fail(
+    def _report(
         self,
         ref: ClaimRef,
         obj: Mapping[str, Any] | None,
         error: ClaimError,
         action: str,
         log: StructuredLogger,
-    ) -> PrepareResult:
+    ) -> None:
+        """Log, count and (unless it says nothing about the claim) raise an Event."""
         log.warning(
             f"{action} failed for a claim",
             claim=f"{ref.namespace}/{ref.name}",
@@ -579,7 +489,7 @@ class PrepareCore:
             reason=error.reason,
             error=str(error),
         )
-        self.claim_errors.labels(action.lower(), error.reason).inc()
+        self.metrics.claim_errors.labels(action.lower(), error.reason).inc()
         if self.events is not None and error.reason not in _NO_EVENT_REASONS:
             regarding = (
                 dict(obj)
@@ -593,7 +503,6 @@ class PrepareCore:
                 }
             )
             self.events.warning(regarding, error.reason, action, str(error))
-        return PrepareResult(error=str(error))
 
     def _prepared_count(self) -> int:
         return sum(1 for e in self.checkpoint.entries() if e.completed)
@@ -618,7 +527,7 @@ class PrepareCore:
         return rebuilt
 
     def _on_corrupt_checkpoint(self, reason: str, moved_to: Any) -> None:
-        self.corrupt_checkpoints.inc()
+        self.metrics.corrupt_checkpoints.inc()
         if self.events is not None:
             node = {"apiVersion": "v1", "kind": "Node", "name": self.config.node_name}
             self.events.warning(
@@ -629,92 +538,27 @@ class PrepareCore:
                 "and rebuilt from the CDI specs",
             )
 
-    # -- health --------------------------------------------------------------------------
+    # -- health (DriverCore's health methods, answered by the health monitor) -----------
 
     def supports_health(self) -> bool:
-        return bool(self.backend.supports_health)
+        return self.health.supported
 
     def health_snapshot(self) -> list[DeviceHealth]:
-        with self._health_lock:
-            return list(self._health.values())
+        return self.health.snapshot()
 
     def watch_health(self) -> HealthSubscription:
-        return self._feed.subscribe()
-
-    def _on_backend_change(self) -> None:
-        """Publish devices whose health changed (called from the backend's threads)."""
-        if not self.backend.supports_health:
-            return
-        current = {(h.pool_name, h.device_name): h for h in self.backend.health()}
-        with self._health_lock:
-            changed = [
-                h
-                for key, h in current.items()
-                if key not in self._health
-                or (self._health[key].health, self._health[key].message) != (h.health, h.message)
-            ]
-            self._health = current
-        self._feed.publish(changed)
+        return self.health.watch()
 
 
-def _load_services(
-    config: PluginConfig, backend: Backend, api: Any, metrics: PluginMetrics
-) -> list[Service]:
-    module_name, _, attr = PUBLISHER_FACTORY.partition(":")
+def peek_prepared_count(path: Path, boot_id: str) -> int:
+    """Completed claims of this boot in the checkpoint file, read without writing anything
+    (0 when it is missing, unreadable or from an earlier boot: the first locked call loads,
+    recovers and counts it properly)."""
     try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return []
-    factory: Callable[..., Service] | None = getattr(module, attr, None)
-    return [factory(config, backend, api, metrics)] if callable(factory) else []
-
-
-def _client_limits() -> tuple[float, int]:
-    """Client-side API limits: ``KUBE_API_QPS``/``KUBE_API_BURST`` (the Go example driver's
-    names), else the kubelet's own defaults (50/100): the plugin GETs only claims the
-    kubelet asks for, so it never needs more than the kubelet itself.
-    """
-    try:
-        qps = float(os.environ.get(KUBE_API_QPS_ENV, DEFAULT_QPS))
-        burst = int(os.environ.get(KUBE_API_BURST_ENV, DEFAULT_BURST))
-    except ValueError as exc:
-        raise CoreConfigError(f"${KUBE_API_QPS_ENV}/${KUBE_API_BURST_ENV}: {exc}") from exc
-    if qps <= 0 or burst < 1:
-        raise CoreConfigError(f"${KUBE_API_QPS_ENV} must be > 0 and ${KUBE_API_BURST_ENV} >= 1")
-    return qps, burst
-
-
-def build_core(config: PluginConfig, metrics: PluginMetrics) -> PrepareCore:
-    """The factory ``node_plugin.app`` calls; CoreConfigError names the flag and reason."""
-    try:
-        backend = load_backend(
-            config.backend,
-            driver_name=config.driver_name,
-            node_name=config.node_name,
-            config_path=config.backend_config,
-        )
-    except BackendConfigError as exc:
-        raise CoreConfigError(str(exc)) from exc
-    try:
-        qps, burst = _client_limits()
-        api = load_light_client(
-            config.kubeconfig,
-            user_agent=f"drakit-node-plugin/{config.driver_name}",
-            qps=qps,
-            burst=burst,
-        )
-    except KubeConfigError as exc:
-        raise CoreConfigError(f"--kubeconfig: {exc}") from exc
-    events = EventRecorder(
-        api,
-        reporting_controller=config.driver_name,
-        reporting_instance=f"{config.driver_name}-{config.node_name}",
-    )
-    return PrepareCore(
-        config,
-        metrics,
-        backend,
-        Resource(api, RESOURCE_CLAIMS),
-        events=events,
-        services=_load_services(config, backend, api, metrics),
-    )
+        # The snapshot with its journal applied: the snapshot alone may be behind.
+        document = read_document(path)
+        current = document.get("apiVersion") == API_VERSION and document.get("bootID") == boot_id
+        claims = document["claims"] if current else {}
+        return sum(1 for uid, data in claims.items() if ClaimEntry.from_json(uid, data).completed)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return 0

@@ -1,6 +1,6 @@
 """The contract between the node plugin's gRPC servicers and the driver core.
 
-The servicers (``node_plugin/grpc/``) speak protobuf to the kubelet; the core
+The servicers (``node_plugin/service/``) speak protobuf to the kubelet; the core
 (``node_plugin/core.py``) does the real work: reads claims, resolves config,
 calls the backend, writes CDI specs and the checkpoint. Between the two there
 are only the plain, version-neutral values defined here, so the core never
@@ -29,17 +29,14 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from node_plugin.metrics import PluginMetrics
+from typing import Protocol
 
 
 class CoreConfigError(Exception):
     """The core cannot start with this configuration (bad backend, config file, ...).
 
-    Raise it from ``build_core`` with a message naming the flag or file and
-    the reason; ``drakit node-plugin`` prints the message and exits non-zero.
+    Raised by the wiring (``node_plugin.wiring.build``) with a message naming the flag or
+    file and the reason; ``drakit node-plugin`` prints the message and exits non-zero.
     """
 
 
@@ -163,6 +160,9 @@ class PluginConfig:
     metrics_address: str | None = None
     health_resend_seconds: float = 20.0
     serialize_timeout_seconds: float = 40.0
+    #: Client-side API limits (``$KUBE_API_QPS``, ``$KUBE_API_BURST``); a QPS of 0: no limit.
+    kube_api_qps: float = 50.0
+    kube_api_burst: int = 100
 
     @property
     def plugin_data_dir(self) -> Path:
@@ -202,13 +202,3 @@ class DriverCore(Protocol):
     def watch_health(self) -> HealthSubscription:
         """Subscribe to health changes; each change batch lists only changed devices."""
         ...
-
-
-class CoreFactory(Protocol):
-    """Signature of ``node_plugin.core.build_core``, which ``app.py`` calls.
-
-    ``metrics`` carries the prepared-claims gauge the core must keep current
-    and the registry it may add its own metrics to.
-    """
-
-    def __call__(self, config: PluginConfig, metrics: PluginMetrics) -> DriverCore: ...

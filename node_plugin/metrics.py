@@ -8,13 +8,14 @@ metrics on ``registry``.
 
 from __future__ import annotations
 
-import errno
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from telemetry.endpoint import MetricsEndpoint, parse_address, serve
+
+__all__ = ["MetricsEndpoint", "PluginMetrics", "parse_address", "serve_metrics"]
 
 _NAMESPACE = "drakit_node_plugin"
 
@@ -71,12 +72,24 @@ class PluginMetrics:
             namespace=_NAMESPACE,
             registry=self.registry,
         )
+        self.claim_errors = self._counter(
+            "claim_errors",
+            "Per-claim prepare/unprepare failures, by operation and reason.",
+            "operation",
+            "reason",
+        )
+        self.corrupt_checkpoints = self._counter(
+            "checkpoint_corrupt", "Checkpoint files found corrupt, moved aside and rebuilt."
+        )
         for operation in OPERATIONS:
             for result in ("success", "error"):
                 self.claims_total.labels(operation, result)
             self.in_flight.labels(operation)
         for result in ("registered", "failed"):
             self.registration_status_total.labels(result)
+
+    def _counter(self, name: str, documentation: str, *labels: str) -> Counter:
+        return Counter(name, documentation, labels, namespace=_NAMESPACE, registry=self.registry)
 
     @contextmanager
     def track_call(self, operation: str) -> Iterator[None]:
@@ -97,79 +110,6 @@ class PluginMetrics:
         self.registration_status_total.labels("registered" if registered else "failed").inc()
 
 
-class MetricsEndpoint:
-    """``/metrics`` over HTTP for one registry; ``close`` stops it.
-
-    When the port is taken, the endpoint keeps trying to bind it every
-    ``retry_seconds`` in the background instead of failing the plugin: on the
-    host network a DaemonSet's new pod starts while its predecessor still
-    holds the port (rolling update with maxSurge), and the node must not go
-    without a plugin for the sake of its metrics.
-    """
-
-    def __init__(
-        self, registry: CollectorRegistry, host: str, port: int, retry_seconds: float = 2.0
-    ) -> None:
-        self._registry = registry
-        self._host = host
-        self._requested_port = port
-        self._server: WSGIServer | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._retry: threading.Thread | None = None
-        if not self._try_bind():
-            self._retry = threading.Thread(
-                target=self._bind_when_free,
-                args=(retry_seconds,),
-                name="metrics-bind-retry",
-                daemon=True,
-            )
-            self._retry.start()
-
-    @property
-    def serving(self) -> bool:
-        """True once the port is bound."""
-        return self._server is not None
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_port) if self._server else self._requested_port
-
-    def _try_bind(self) -> bool:
-        try:
-            self._server, self._thread = start_http_server(
-                self._requested_port, addr=self._host, registry=self._registry
-            )
-        except OSError as err:
-            if err.errno != errno.EADDRINUSE:
-                raise
-            return False
-        return True
-
-    def _bind_when_free(self, retry_seconds: float) -> None:
-        while not self._stop.wait(retry_seconds):
-            if self._try_bind():
-                return
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._retry is not None:
-            self._retry.join(timeout=5)
-        if self._server is not None and self._thread is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._thread.join(timeout=5)
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """Split ``HOST:PORT`` (``:PORT`` means all interfaces); ValueError if malformed."""
-    host, sep, port_text = address.rpartition(":")
-    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ValueError(f"{address!r} is not HOST:PORT (for example :8080 or 127.0.0.1:8080)")
-    return host.strip("[]") or "0.0.0.0", int(port_text)
-
-
 def serve_metrics(metrics: PluginMetrics, address: str) -> MetricsEndpoint:
     """Start serving ``metrics`` at ``address`` (``HOST:PORT``) in a daemon thread."""
-    host, port = parse_address(address)
-    return MetricsEndpoint(metrics.registry, host, port)
+    return serve(metrics.registry, address)

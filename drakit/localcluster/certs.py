@@ -12,10 +12,16 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+try:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+except ImportError as exc:  # an optional extra: production installs do not carry it
+    raise ImportError(
+        "the local control plane needs the 'localcluster' extra "
+        "(pip install 'drakit[localcluster]'): cryptography is not installed"
+    ) from exc
 
 VALIDITY = datetime.timedelta(days=7)
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
@@ -35,9 +35,6 @@ from drakit.localcluster import assets
 from drakit.localcluster.certs import CertPaths, write_certificates
 from drakit.localcluster.leftovers import RunRecord, sweep
 from drakit.localcluster.process import ManagedProcess, PortInUseError, StartError, free_port
-
-if TYPE_CHECKING:
-    from kubernetes.client import ApiClient
 
 #: Alpha DRA gates drakit's allocator and publisher exercise; beta and GA gates
 #: are on by default in 1.37. Every component gets this same string.
@@ -369,12 +366,11 @@ class LocalCluster:
         tmp.chmod(0o600)
         tmp.replace(path)
 
-    def api_client(self) -> ApiClient:
+    def api_client(self) -> Any:
         """A kubernetes.client.ApiClient for the admin user of this cluster."""
-        from kubernetes import config as kube_config  # noqa: PLC0415 - heavy; only when asked
+        from kubeapi.client import plain_client  # noqa: PLC0415 - heavy; only when asked
 
-        api: ApiClient = kube_config.new_client_from_config(config_file=self.kubeconfig)  # type: ignore[no-untyped-call]
-        return api
+        return plain_client(self.kubeconfig)
 
     def apiserver_metrics(self) -> str:
         """The apiserver's Prometheus metrics (for counting requests server-side)."""

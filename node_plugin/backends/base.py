@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import pydantic
 
@@ -168,7 +168,6 @@ class Backend(Protocol):
 
     name: ClassVar[str]
     config_model: ClassVar[type[pydantic.BaseModel]]
-    supports_health: ClassVar[bool]
 
     def discover(self) -> tuple[PoolDescription, ...]:
         """Describe the node's devices now; pure (no side effects), cheap enough to call often."""
@@ -182,10 +181,6 @@ class Backend(Protocol):
         """
         ...
 
-    def health(self) -> Sequence[DeviceHealth]:
-        """Health of every device the backend reports on (empty if it does not report)."""
-        ...
-
     def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
         """Make the claim's devices usable; raise :class:`BackendError` on failure."""
         ...
@@ -197,3 +192,67 @@ class Backend(Protocol):
     def close(self) -> None:
         """Stop background work (watchers, pollers); idempotent."""
         ...
+
+
+@runtime_checkable
+class HealthReporter(Protocol):
+    """A backend that reports device health implements this as well as :class:`Backend`.
+
+    Then the plugin advertises the kubelet's health services, streams changes (announced
+    through ``subscribe``) and taints devices reported Unhealthy in its ResourceSlices.
+    A backend without ``health`` simply reports none.
+    """
+
+    def health(self) -> Sequence[DeviceHealth]:
+        """Health of every device the backend reports on; thread-safe."""
+        ...
+
+
+def health_report(backend: object) -> Callable[[], Sequence[DeviceHealth]] | None:
+    """``backend.health`` when it reports health, else None.
+
+    A class variable ``supports_health = False`` still opts a backend out (older backends
+    declared it); nothing else about it is required.
+    """
+    if isinstance(backend, HealthReporter) and getattr(backend, "supports_health", True):
+        return backend.health
+    return None
+
+
+ConfigT = TypeVar("ConfigT", bound=pydantic.BaseModel)
+
+
+class BackendBase(Generic[ConfigT]):
+    """A starting point for a :class:`Backend`: set ``name`` and ``config_model``, implement
+    ``discover``, ``prepare`` and ``unprepare``.
+
+    ``subscribe`` and ``close`` are no-ops (devices that never change, no background
+    work); override them when that is not so. Add ``health`` to report device health
+    (:class:`HealthReporter`). Generic over the opaque-config model, so ``config_of``
+    hands ``prepare`` the device's validated config with its real type.
+    """
+
+    name: ClassVar[str]
+    config_model: ClassVar[type[pydantic.BaseModel]] = EmptyConfig
+
+    def __init__(self, context: BackendContext) -> None:
+        self.context = context
+
+    def subscribe(self, on_change: Callable[[], None]) -> None:
+        """No-op: the devices never change."""
+
+    def close(self) -> None:
+        """No-op: no background work to stop."""
+
+    def config_of(self, device: DeviceToPrepare) -> ConfigT | None:
+        """The device's opaque config as ``config_model`` (None: no config was given).
+
+        Merged before this: the ``parameters`` objects of every opaque config entry for
+        this driver that applies to the request, in the order of the claim's
+        ``status.allocation.devices.config`` (the class's entries first, then the
+        claim's), top-level keys of a later entry replacing those of an earlier one.
+        """
+        config = device.config
+        if config is not None and not isinstance(config, self.config_model):
+            raise BackendError(f"device {device.device}: config is not {self.config_model}")
+        return config  # type: ignore[return-value]

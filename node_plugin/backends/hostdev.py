@@ -54,7 +54,7 @@ from node_plugin.backends.base import (
 )
 from node_plugin.backends.registry import validate_settings
 from node_plugin.driver import DeviceHealth, HealthStatus
-from node_plugin.logging import get_logger
+from telemetry.logs import get_logger
 
 _log = get_logger(__name__)
 _NAME_UNSAFE = re.compile(r"[^a-z0-9]+")

@@ -11,7 +11,9 @@ from typing import Any, cast
 import pydantic
 import yaml
 
-from node_plugin.backends.base import Backend, BackendConfigError, BackendContext
+from allocator.model import Device
+from node_plugin.backends.base import Backend, BackendConfigError, BackendContext, PoolDescription
+from node_plugin.publisher.layout import InvalidPoolError, check_pool
 
 BUILTIN_BACKENDS = {
     "example": "node_plugin.backends.example:ExampleBackend",
@@ -102,7 +104,7 @@ def load_backend(
         ) from exc
     missing = [
         name
-        for name in ("discover", "subscribe", "health", "prepare", "unprepare", "close")
+        for name in ("discover", "subscribe", "prepare", "unprepare", "close")
         if not callable(getattr(backend, name, None))
     ] + [name for name in ("name", "config_model") if not hasattr(backend, name)]
     if missing:
@@ -110,4 +112,38 @@ def load_backend(
             f"--backend {spec!r}: {cls.__name__} does not implement Backend "
             f"(missing: {', '.join(missing)})"
         )
+    check_discovery(spec, cast(Backend, backend))
     return cast(Backend, backend)
+
+
+def check_discovery(spec: str, backend: Backend) -> None:
+    """Call ``discover()`` once at start-up and check what it returns, so a mistake is one
+    clear error naming backend, pool and device instead of a publisher failing later."""
+    where = f"--backend {spec!r}: {type(backend).__name__}.discover()"
+    try:
+        pools = backend.discover()
+    except Exception as exc:
+        raise BackendConfigError(f"{where} failed: {exc}") from exc
+    if not isinstance(pools, tuple | list):
+        raise BackendConfigError(f"{where} returned {type(pools).__name__}, not a tuple of pools")
+    seen: set[str] = set()
+    for index, pool in enumerate(pools):
+        if not isinstance(pool, PoolDescription):
+            raise BackendConfigError(
+                f"{where}[{index}] is {type(pool).__name__}, not a PoolDescription"
+            )
+        if not pool.name or pool.name in seen:
+            raise BackendConfigError(
+                f"{where}[{index}]: pool name {pool.name!r} is empty or repeated"
+            )
+        seen.add(pool.name)
+        for d_index, device in enumerate(pool.devices):
+            if not isinstance(device, Device):
+                raise BackendConfigError(
+                    f"{where}: pool {pool.name!r}: devices[{d_index}] is "
+                    f"{type(device).__name__}, not allocator.model.Device"
+                )
+        try:
+            check_pool(pool.name, pool.devices, pool.shared_counters)
+        except InvalidPoolError as exc:
+            raise BackendConfigError(f"{where}: {exc}") from exc

@@ -1,11 +1,9 @@
-"""Publishing the node's devices as ResourceSlices (issue 4).
+"""Publishing the node's devices as ResourceSlices.
 
-``Publisher`` (``publisher.py``) is the entry point; ``layout`` splits pools into slices,
-``sync`` reconciles one pool, ``naming`` holds the slice-name rule, ``node`` the Node
-identity, ``view`` the informer-plus-own-writes cache.
+``Publisher`` (``publisher.py``) is the entry point (``node_plugin.wiring`` builds it);
+``layout`` splits pools into slices, ``sync`` reconciles one pool, ``naming`` holds the
+slice-name rule, ``node`` the Node identity, ``view`` the informer-plus-own-writes cache.
 """
-
-from typing import Any
 
 from node_plugin.publisher.layout import InvalidPoolError, SliceContent
 from node_plugin.publisher.node import NodeIdentity
@@ -22,21 +20,4 @@ __all__ = [
     "Publisher",
     "SliceContent",
     "SyncResult",
-    "build_publisher",
 ]
-
-
-def build_publisher(config: Any, backend: Any, api: Any, metrics: Any) -> Publisher:
-    """The factory ``node_plugin.core`` looks up: a Publisher for the plugin's driver and node.
-
-    ``config`` is the plugin's ``PluginConfig``, ``metrics`` its ``PluginMetrics`` (the
-    publisher registers its metrics on the same registry). The core starts and stops it.
-    """
-    return Publisher(
-        api,
-        config.driver_name,
-        config.node_name,
-        backend,
-        registry=metrics.registry,
-        health=backend.health if getattr(backend, "supports_health", False) else None,
-    )

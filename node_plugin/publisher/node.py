@@ -13,7 +13,7 @@ from typing import Any
 from kubeapi.errors import ApiError, NotFound
 from kubeapi.resources import Resource
 from kubeapi.retry import Backoff
-from node_plugin.logging import get_logger
+from telemetry.logs import get_logger
 
 __all__ = ["NodeIdentity", "read_node", "wait_for_node"]
 

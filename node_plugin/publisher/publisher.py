@@ -40,12 +40,12 @@ from kubeapi.informer import EventHandlers, Informer
 from kubeapi.objects import KubeObject
 from kubeapi.resources import NODES, RESOURCE_SLICES, Resource
 from kubeapi.workqueue import RateLimiter, WorkQueue
-from node_plugin.logging import get_logger
 from node_plugin.publisher.layout import InvalidPoolError
 from node_plugin.publisher.metrics import PublisherMetrics
 from node_plugin.publisher.node import NodeIdentity, read_node, wait_for_node
 from node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL, PoolState, PoolSyncer, SyncResult
 from node_plugin.publisher.view import POOL_INDEX, SliceView, pool_index
+from telemetry.logs import get_logger
 
 __all__ = ["PoolDescriptionLike", "PoolSource", "Publisher"]
 

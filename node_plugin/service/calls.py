@@ -16,8 +16,8 @@ from contextlib import AbstractContextManager
 from typing import TypeVar
 
 from node_plugin.driver import CallContext, ClaimRef, DriverCore, PrepareResult
-from node_plugin.logging import StructuredLogger, get_logger
 from node_plugin.metrics import PluginMetrics
+from telemetry.logs import StructuredLogger, get_logger
 
 _log = get_logger(__name__)
 

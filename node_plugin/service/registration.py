@@ -16,7 +16,7 @@ import grpc
 
 from kubeletapi.gen.pluginregistration.v1 import api_pb2 as reg
 from kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from node_plugin.logging import get_logger
+from telemetry.logs import get_logger
 
 PLUGIN_TYPE = "DRAPlugin"
 SERVICE = reg.DESCRIPTOR.services_by_name["Registration"].full_name

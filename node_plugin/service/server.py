@@ -24,13 +24,13 @@ from grpc_reflection.v1alpha import reflection
 
 from kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from node_plugin.driver import DriverCore
-from node_plugin.logging import get_logger
 from node_plugin.service.calls import DriverCalls
 from node_plugin.service.dra import add_dra_servicers
 from node_plugin.service.health import DEFAULT_RESEND_SECONDS, HealthStreams, add_health_servicers
 from node_plugin.service.registration import SERVICE as REGISTRATION_SERVICE
 from node_plugin.service.registration import RegistrationServicer, RegistrationStatus
 from node_plugin.sockets import SocketIdentity, remove_dead_sockets, remove_stale_socket
+from telemetry.logs import get_logger
 
 _log = get_logger(__name__)
 

@@ -208,7 +208,7 @@ def main() -> int:
         namespace = f"bench-{uuid.uuid4().hex[:6]}"
         Resource(api, NAMESPACES).create({"metadata": {"name": namespace}})
         claims = create_claims(api, namespace, BATCH)
-        env = {k: v for k, v in os.environ.items() if k not in ("POD_UID", "DRAKIT_CORE_FACTORY")}
+        env = {k: v for k, v in os.environ.items() if k not in ("POD_UID",)}
         env["KUBECONFIG"] = cluster.kubeconfig
         # Both plugins get client-side API limits far above what the benchmark sends, so
         # the figures measure the plugins, not their token buckets (drakit defaults to the

@@ -5,7 +5,6 @@ running in a background thread."""
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -15,38 +14,8 @@ from controller_harness import Objects, RunningController
 
 from controller.app import Controller
 from controller.config import ClaimGeneration, ControllerConfig
-from drakit.localcluster import LocalCluster
-from kubeapi.client import RateLimitedApiClient, load_client
-from kubeapi.pool import widen_connection_pool
 
 Wait = Callable[..., Any]
-
-
-@pytest.fixture(scope="session")
-def api(cluster: LocalCluster) -> RateLimitedApiClient:
-    client = load_client(cluster.kubeconfig, qps=0)
-    widen_connection_pool(client, 32)
-    return client
-
-
-@pytest.fixture
-def eventually() -> Wait:
-    """``eventually(fn)``: poll ``fn`` until it returns something truthy, and return that.
-
-    The timeout only keeps a broken test from hanging; nothing asserts how long it took.
-    """
-
-    def wait(fn: Callable[[], Any], timeout: float = 120.0, message: str = "") -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            result = fn()
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                pytest.fail(f"condition never became true: {message or fn}")
-            time.sleep(0.1)
-
-    return wait
 
 
 @pytest.fixture

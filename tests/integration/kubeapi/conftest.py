@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import urllib.request
 from collections.abc import Callable
 from typing import Any
@@ -12,35 +11,8 @@ from typing import Any
 import pytest
 
 from drakit.localcluster import LocalCluster
-from kubeapi.client import RateLimitedApiClient, load_client
-
-
-@pytest.fixture(scope="session")
-def api(cluster: LocalCluster) -> RateLimitedApiClient:
-    return load_client(cluster.kubeconfig)
-
 
 Wait = Callable[..., Any]
-
-
-@pytest.fixture
-def eventually() -> Wait:
-    """``eventually(fn)``: poll ``fn`` until it returns something truthy, and return that.
-
-    The timeout only keeps a broken test from hanging; nothing asserts how long it took.
-    """
-
-    def wait(fn: Callable[[], Any], timeout: float = 60.0, message: str = "") -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            result = fn()
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                pytest.fail(f"condition never became true: {message or fn}")
-            time.sleep(0.05)
-
-    return wait
 
 
 @pytest.fixture

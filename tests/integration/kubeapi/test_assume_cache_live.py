@@ -11,14 +11,9 @@ import pytest
 from kubeapi.assume_cache import AssumeCache, OutOfSyncError
 from kubeapi.informer import Informer
 from kubeapi.objects import KubeObject
-from kubeapi.resources import RESOURCE_CLAIMS, Resource
+from kubeapi.resources import Resource
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def claims(api: Any) -> Resource:
-    return Resource(api, RESOURCE_CLAIMS)
 
 
 @pytest.fixture

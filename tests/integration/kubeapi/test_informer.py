@@ -49,11 +49,6 @@ def name(obj: KubeObject) -> str:
 
 
 @pytest.fixture
-def claims(api: Any) -> Resource:
-    return Resource(api, RESOURCE_CLAIMS)
-
-
-@pytest.fixture
 def start_informer() -> Iterator[Callable[..., Informer]]:
     started: list[Informer] = []
 

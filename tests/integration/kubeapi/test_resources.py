@@ -64,11 +64,6 @@ def api(request: pytest.FixtureRequest, cluster: LocalCluster) -> Any:
 
 
 @pytest.fixture
-def claims(api: Any) -> Resource:
-    return Resource(api, RESOURCE_CLAIMS)
-
-
-@pytest.fixture
 def pods(api: Any) -> Resource:
     return Resource(api, PODS)
 

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from claims import DRIVER, NODE, claims_resource, make_config
 
-from drakit.localcluster import LocalCluster
-from kubeapi.client import RateLimitedApiClient, load_client
-from kubeapi.resources import Resource
+from kubeapi.client import RateLimitedApiClient
 from node_plugin.backends.registry import load_backend
 from node_plugin.core import PrepareCore
 from node_plugin.metrics import PluginMetrics
@@ -35,16 +29,6 @@ class RecordingEvents:
 
     def warning(self, regarding: dict[str, Any], reason: str, action: str, note: str = "") -> None:
         self.events.append((regarding, reason, action, note))
-
-
-@pytest.fixture(scope="session")
-def api(cluster: LocalCluster) -> RateLimitedApiClient:
-    return load_client(cluster.kubeconfig)
-
-
-@pytest.fixture
-def claims(api: RateLimitedApiClient) -> Resource:
-    return claims_resource(api)
 
 
 CoreFactory = Callable[..., PrepareCore]

@@ -150,7 +150,7 @@ def test_drakit_node_plugin_with_example_backend_prepares_a_claim(
 ) -> None:
     backend_config = short_root / "example.yaml"
     backend_config.write_text("gpus: 2\nmodel: TEST-GPU\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("POD_UID", "DRAKIT_CORE_FACTORY")}
+    env = {k: v for k, v in os.environ.items() if k not in ("POD_UID",)}
     process = subprocess.Popen(
         [
             sys.executable, "-m", "drakit.cli", "node-plugin",

@@ -286,7 +286,7 @@ def test_a_big_call_does_not_starve_the_next_callers_claim_reads(
             second = dra.NodePrepareResources.future(
                 v1.NodePrepareResourcesRequest(claims=[_claim(good)]), timeout=120
             )
-            while core._pool._pool._work_queue.qsize() == 0:  # the second call's GET queued
+            while core.reader._pool._pool._work_queue.qsize() == 0:  # the second call's GET queued
                 threading.Event().wait(0.01)
             gated.permits.release()  # one GET of the big call finishes, no more
             assert second.result(timeout=60).claims[good.uid].error == ""

@@ -110,7 +110,7 @@ def test_corrupt_checkpoint_is_moved_aside_reported_and_rebuilt_from_cdi_specs(
     assert [p.name for p in path.parent.glob(f"{FILE_NAME}.corrupt-*")]
     assert events.events[0][1] == "CheckpointCorrupt"
     assert events.events[0][0]["kind"] == "Node"
-    assert restarted.corrupt_checkpoints._value.get() == 1
+    assert restarted.metrics.corrupt_checkpoints._value.get() == 1
     # the plugin keeps serving: the rebuilt checkpoint knows the claim
     assert restarted.prepare([ref], call(restarted.config)) == answer
     other = create_claim(claims, namespace, [result("gpu", "gpu-0")])

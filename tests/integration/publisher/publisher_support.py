@@ -18,7 +18,7 @@ import pytest
 
 from allocator.model import CounterSet, Device
 from drakit.localcluster import LocalCluster
-from kubeapi.client import RateLimitedApiClient, load_client
+from kubeapi.client import RateLimitedApiClient
 from kubeapi.errors import NotFound
 from kubeapi.objects import KubeObject
 from kubeapi.resources import NODES, RESOURCE_SLICES, Resource
@@ -69,11 +69,6 @@ def plain_devices(count: int, *, prefix: str = "gpu", model: str = "a100") -> tu
         )
         for i in range(count)
     )
-
-
-@pytest.fixture(scope="session")
-def api(cluster: LocalCluster) -> RateLimitedApiClient:
-    return load_client(cluster.kubeconfig, qps=1000, burst=1000)
 
 
 @pytest.fixture
@@ -137,26 +132,6 @@ def publishers(api: RateLimitedApiClient) -> Iterator[Callable[..., Publisher]]:
 
 
 Wait = Callable[..., Any]
-
-
-@pytest.fixture
-def eventually() -> Wait:
-    """``eventually(fn)``: poll ``fn`` until it returns something truthy, and return that.
-
-    The timeout only keeps a broken test from hanging; nothing asserts how long it took.
-    """
-
-    def wait(fn: Callable[[], Any], timeout: float = 60.0, message: str = "") -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            result = fn()
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                pytest.fail(f"condition never became true: {message or fn}")
-            time.sleep(0.05)
-
-    return wait
 
 
 _REQUEST_LINE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")

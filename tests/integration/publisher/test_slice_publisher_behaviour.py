@@ -30,8 +30,8 @@ from node_plugin.backends.base import BackendContext
 from node_plugin.backends.example import ExampleBackend
 from node_plugin.driver import HealthStatus
 from node_plugin.metrics import PluginMetrics
-from node_plugin.publisher import build_publisher
 from node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL
+from node_plugin.wiring import build_publisher
 
 pytestmark = pytest.mark.integration
 
@@ -334,14 +334,14 @@ def test_slices_follow_a_re_created_node_to_its_new_uid(
     eventually(owned_by_new_node, timeout=10.0, message="slice re-created for the new Node")
 
 
-def test_the_core_factory_publishes_the_example_backend_and_taints_unhealthy_devices(
+def test_the_wired_publisher_publishes_the_example_backend_and_taints_unhealthy_devices(
     api: Any, node: KubeObject, slices: Resource, eventually: Any
 ) -> None:
     name = node["metadata"]["name"]
     backend = _example_backend(name, gpus=4)
     config = SimpleNamespace(driver_name=DRIVER, node_name=name)
     metrics = PluginMetrics()
-    publisher = build_publisher(config, backend, api, metrics)
+    publisher = build_publisher(config, backend, api, metrics)  # type: ignore[arg-type]
     publisher.start()
     try:
         eventually(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,10 +9,9 @@ from typing import Any
 
 import pytest
 
-# The helper modules next to this file (fake_core, plugin_harness) are plain
-# modules; subprocess plugins import fake_core from here too.
-sys.path.insert(0, str(Path(__file__).parent))
-
+# The helper modules next to this file (fake_core, plugin_harness) are plain modules,
+# importable because pytest puts a conftest's folder on sys.path (rootdir-less "prepend"
+# import mode); subprocess plugins get the folder through PYTHONPATH.
 from fake_core import FakeCore
 from plugin_harness import PluginFactory, make_config
 

@@ -23,6 +23,7 @@ from node_plugin.driver import (
 )
 from node_plugin.health_feed import HealthFeed, HealthFeedSubscription
 from node_plugin.metrics import PluginMetrics
+from node_plugin.wiring import Parts, serialize_lock
 
 POOL = "node-a"
 
@@ -120,6 +121,6 @@ class FakeCore:
         return PrepareResult(devices=(device,))
 
 
-def build_fake_core(config: PluginConfig, metrics: PluginMetrics) -> FakeCore:
-    """CoreFactory for subprocess plugins (DRAKIT_CORE_FACTORY=fake_core:build_fake_core)."""
-    return FakeCore(driver=config.driver_name)
+def build_fake_parts(config: PluginConfig, metrics: PluginMetrics) -> Parts:
+    """Wiring for subprocess plugins (``fake_plugin_cli.py``): an in-memory core."""
+    return Parts(FakeCore(driver=config.driver_name), serialize_lock(config))

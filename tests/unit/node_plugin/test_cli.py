@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from drakit.cli import main
+from drakit.cli import build_parser, main
+from drakit.cmd_node_plugin import build_config
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
@@ -131,12 +132,24 @@ def test_env_twins_supply_values_and_are_validated_too(
     assert_one_line_error(code, err, "'Not_Valid'")
 
 
-def test_env_twin_for_a_choice_flag_is_checked(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, dirs: list[str]
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(("LOG_LEVEL", "loud", "--log-level 'loud'"), id="choice-flag-twin"),
+        pytest.param(("KUBE_API_BURST", "0", "$KUBE_API_BURST must be at least 1"), id="burst"),
+        pytest.param(("KUBE_API_QPS", "fast", "$KUBE_API_QPS 'fast' is not a number"), id="qps"),
+    ],
+)
+def test_bad_environment_value_is_one_clear_error(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    dirs: list[str],
+    case: tuple[str, str, str],
 ) -> None:
-    monkeypatch.setenv("LOG_LEVEL", "loud")
+    variable, value, error = case
+    monkeypatch.setenv(variable, value)
     code, err = run_cli(capsys, "--driver-name", "gpu.example.com", "--node-name", "n1", *dirs)
-    assert_one_line_error(code, err, "--log-level 'loud'")
+    assert_one_line_error(code, err, error)
 
 
 def test_missing_driver_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,14 +164,6 @@ def test_unknown_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> No
         main(["node-plugin", "--driver-name", "d.example.com", "--node-name", "n", "--node", "x"])
     assert exit_info.value.code == 2
     assert "unrecognized arguments: --node x" in capsys.readouterr().err
-
-
-def test_unloadable_core_is_one_clear_error(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, dirs: list[str]
-) -> None:
-    monkeypatch.setenv("DRAKIT_CORE_FACTORY", "no_such_module_xyz:build")
-    code, err = run_cli(capsys, "--driver-name", "gpu.example.com", "--node-name", "n1", *dirs)
-    assert_one_line_error(code, err, "cannot import core factory module 'no_such_module_xyz'")
 
 
 def test_help_lists_every_flag_with_its_environment_variable(
@@ -181,3 +186,13 @@ def test_help_lists_every_flag_with_its_environment_variable(
     ]:
         assert flag in text and f"env {env}]" in text
     assert "/var/lib/kubelet/plugins_registry" in text
+
+
+def test_kube_api_qps_zero_means_no_limit_like_the_controller(
+    monkeypatch: pytest.MonkeyPatch, dirs: list[str]
+) -> None:
+    monkeypatch.setenv("KUBE_API_QPS", "0")
+    args = build_parser().parse_args(
+        ["node-plugin", "--driver-name", "gpu.example.com", "--node-name", "n1", *dirs]
+    )
+    assert build_config(args).kube_api_qps == 0.0

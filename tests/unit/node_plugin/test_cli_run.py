@@ -27,14 +27,13 @@ class PluginProcess:
 
     def __init__(self, root: Path, *extra: str) -> None:
         env = dict(os.environ)
-        env["DRAKIT_CORE_FACTORY"] = "fake_core:build_fake_core"
         env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
         for key in ("POD_UID", "KUBECONFIG", "DRIVER_NAME", "NODE_NAME"):
             env.pop(key, None)
         self.root = root
         self.process = subprocess.Popen(
             [
-                sys.executable, "-m", "drakit.cli", "node-plugin",
+                sys.executable, str(HERE / "fake_plugin_cli.py"), "node-plugin",
                 "--driver-name", DRIVER, "--node-name", "node-a",
                 "--kubelet-registrar-dir", str(root / "registry"),
                 "--kubelet-plugins-dir", str(root / "plugins"),
@@ -75,6 +74,9 @@ class PluginProcess:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        self._reader.join(timeout=10)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
 
 
 @pytest.fixture

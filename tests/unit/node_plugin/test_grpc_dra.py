@@ -15,7 +15,7 @@ from kubeletapi.gen.dra.v1 import api_pb2 as v1
 from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
 from kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
 from kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
-from node_plugin.logging import JsonFormatter
+from telemetry.logs import JsonFormatter
 
 
 def v1_claims(*uids: str) -> list[v1.Claim]:

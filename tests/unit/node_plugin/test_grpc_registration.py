@@ -121,7 +121,7 @@ def test_rejected_registration_is_logged_with_its_error_and_reflected_in_metrics
     rejected = [
         r for r in caplog.records if r.getMessage() == "Kubelet rejected the plugin registration"
     ]
-    assert rejected[0].drakit_fields["error"] == "no supported DRA service versions"  # type: ignore[attr-defined]
+    assert rejected[0].error == "no supported DRA service versions"  # type: ignore[attr-defined]
     # The plugin keeps serving: the kubelet retries registration.
     assert health_status(plugin, "") == health_pb2.HealthCheckResponse.SERVING
 

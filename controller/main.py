@@ -1,0 +1,126 @@
+"""Wiring of one controller process: API client, metrics endpoint, Events, leader election.
+
+``drakit controller`` validates its flags into a frozen :class:`RunConfig` and calls
+:func:`run`; nothing here reads flags or the environment.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+
+from controller.app import Controller
+from controller.config import ControllerConfig
+from controller.leader import run_leader_elected
+from controller.metrics import ControllerMetrics
+from kubeapi.client import load_client
+from kubeapi.errors import ConfigError as KubeConfigError
+from kubeapi.events import EventRecorder
+from kubeapi.leaderelection import LeaderElectionConfig
+from kubeapi.pool import widen_connection_pool
+from telemetry.endpoint import MetricsEndpoint
+
+__all__ = ["EXIT_FAILED", "LeaderElection", "RunConfig", "run"]
+
+EXIT_FAILED = 1  # start-up failed, or leadership was lost (the process should restart)
+
+log = logging.getLogger("drakit.controller")
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """Where the leader Lease lives and how long a term lasts (seconds)."""
+
+    lease_name: str = "drakit-controller"
+    namespace: str = "kube-system"
+    lease_duration: float = 10.0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything ``drakit controller`` decided, already validated."""
+
+    controller: ControllerConfig
+    kubeconfig: str | None = None
+    leader_election: LeaderElection | None = None
+    metrics_address: tuple[str, int] | None = None
+    metrics_claim_namespaces: int = 20
+    qps: float = 70.0
+    burst: int = 130
+
+
+def _fail(message: str) -> int:
+    print(f"drakit controller: {message}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _serve_metrics(address: tuple[str, int], metrics: ControllerMetrics) -> MetricsEndpoint:
+    # On the host network a new replica starts while the old one still holds the port
+    # (rolling update); the endpoint waits for the port instead of failing the controller.
+    endpoint = MetricsEndpoint(metrics.registry, *address)
+    if not endpoint.serving:
+        log.warning("Metrics port in use; serving metrics once it is free",
+                    extra={"port": address[1]})  # fmt: skip
+    return endpoint
+
+
+def run(config: RunConfig) -> int:
+    """Serve until SIGTERM/SIGINT (0) or until leadership is lost or start-up fails (1)."""
+    identity = config.controller.identity
+    try:
+        api = load_client(config.kubeconfig, qps=config.qps, burst=config.burst,
+                          user_agent="drakit-controller")  # fmt: skip
+    except KubeConfigError as err:
+        return _fail(str(err))
+    widen_connection_pool(api, config.controller.workers + 8)  # workers, informers, events, lease
+    metrics = ControllerMetrics(top_namespaces=config.metrics_claim_namespaces)
+    endpoint = None
+    if config.metrics_address is not None:
+        try:
+            endpoint = _serve_metrics(config.metrics_address, metrics)
+        except OSError as err:
+            return _fail(f"--metrics-address: {err}")
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    events = EventRecorder(
+        api, reporting_controller="drakit.dev/controller", reporting_instance=identity
+    )
+
+    def build() -> Controller:
+        return Controller(api, config.controller, metrics=metrics, events=events)
+
+    log.info(
+        "Starting controller",
+        extra={"identity": identity, "schedulerName": config.controller.scheduler_name,
+               "claimGeneration": str(config.controller.claim_generation),
+               "workers": config.controller.workers,
+               "leaderElect": config.leader_election is not None},
+    )  # fmt: skip
+    try:
+        if config.leader_election is None:
+            build().run(stop)
+            return 0
+        if run_leader_elected(api, _election(config.leader_election, identity), build, stop):
+            return 0
+        log.error("Leadership lost; exiting so that a fresh process campaigns again")
+        return EXIT_FAILED
+    finally:
+        events.stop(timeout=5)
+        if endpoint is not None:
+            endpoint.close()
+
+
+def _election(settings: LeaderElection, identity: str) -> LeaderElectionConfig:
+    lease = settings.lease_duration
+    return LeaderElectionConfig(
+        lease_name=settings.lease_name,
+        namespace=settings.namespace,
+        identity=identity,
+        lease_duration=lease,
+        renew_deadline=lease * 0.7,
+        retry_period=lease * 0.15,
+    )

@@ -1,0 +1,63 @@
+"""Flag checks both long-running commands share (``node-plugin``, ``controller``).
+
+argparse checks ``choices`` only for values given on the command line, not for their
+environment-variable twins, so every value is checked again here. Each check raises
+:class:`ConfigError` with a message naming the flag and the reason; the command prints it
+as one line and exits with code 2.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from telemetry.address import parse_address
+from telemetry.logs import LOG_FORMATS, LOG_LEVELS
+
+__all__ = [
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "ConfigError",
+    "check_address",
+    "check_choice",
+    "check_number",
+    "client_limits",
+]
+
+
+class ConfigError(ValueError):
+    """A flag or environment value is unusable; the message names it and says why."""
+
+
+def check_choice(flag: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ConfigError(f"{flag} {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+N = TypeVar("N", int, float)
+
+
+def check_number(flag: str, value: object, kind: type[N], minimum: N) -> N:
+    """``value`` as ``kind`` (int or float), at least ``minimum``."""
+    try:
+        number = kind(str(value))
+    except ValueError:
+        raise ConfigError(f"{flag} {value!r} is not a number ({kind.__name__})") from None
+    if number < minimum:
+        raise ConfigError(f"{flag} must be at least {minimum}, got {value}")
+    return number
+
+
+def check_address(flag: str, value: str | None) -> tuple[str, int] | None:
+    """``HOST:PORT`` (``:PORT`` = all interfaces) as (host, port); None when unset."""
+    if not value:
+        return None
+    try:
+        return parse_address(value)
+    except ValueError as exc:
+        raise ConfigError(f"{flag}: {exc}") from exc
+
+
+def client_limits(qps_flag: str, qps: object, burst_flag: str, burst: object) -> tuple[float, int]:
+    """Client-side API limits: QPS of 0 means no limit (client-go's meaning), burst >= 1."""
+    return check_number(qps_flag, qps, float, 0.0), check_number(burst_flag, burst, int, 1)

@@ -1,0 +1,59 @@
+"""The public API for driver authors: everything a device backend needs, from one module.
+
+A backend is a class with ``name``, ``config_model``, ``discover``, ``prepare`` and
+``unprepare`` (:class:`Backend`); start from :class:`BackendBase`. Add ``health`` to report
+device health (:class:`HealthReporter`). Run it with
+``drakit node-plugin --backend mypkg.mod:MyBackend``; docs/writing-a-driver.md has a
+complete driver in one file.
+
+Everything not listed in ``__all__`` is internal and may change.
+"""
+
+from __future__ import annotations
+
+from allocator.model import CounterSet, Device, DeviceAttribute, DeviceCapacity
+from allocator.quantity import Quantity
+from node_plugin.backends import base
+from node_plugin.backends.registry import validate_settings
+from node_plugin.driver import DeviceHealth, HealthStatus
+
+# The backend interface, by name (node_plugin.backends.base is internal: it may move).
+Backend = base.Backend
+BackendBase = base.BackendBase
+BackendConfigError = base.BackendConfigError
+BackendContext = base.BackendContext
+BackendError = base.BackendError
+BackendPrepared = base.BackendPrepared
+ClaimToPrepare = base.ClaimToPrepare
+ContainerEdits = base.ContainerEdits
+DeviceNodeEdit = base.DeviceNodeEdit
+DeviceToPrepare = base.DeviceToPrepare
+EmptyConfig = base.EmptyConfig
+HealthReporter = base.HealthReporter
+MountEdit = base.MountEdit
+PoolDescription = base.PoolDescription
+
+__all__ = [
+    "Backend",
+    "BackendBase",
+    "BackendConfigError",
+    "BackendContext",
+    "BackendError",
+    "BackendPrepared",
+    "ClaimToPrepare",
+    "ContainerEdits",
+    "CounterSet",
+    "Device",
+    "DeviceAttribute",
+    "DeviceCapacity",
+    "DeviceHealth",
+    "DeviceNodeEdit",
+    "DeviceToPrepare",
+    "EmptyConfig",
+    "HealthReporter",
+    "HealthStatus",
+    "MountEdit",
+    "PoolDescription",
+    "Quantity",
+    "validate_settings",
+]

@@ -1,0 +1,121 @@
+"""The node plugin's composition root: every long-lived part is built here, once.
+
+:func:`build` turns a validated :class:`~node_plugin.driver.PluginConfig` into the parts
+:class:`~node_plugin.app.NodePlugin` runs: the backend, one API client (with the limits the
+CLI read), one Event recorder shared by core and publisher, the serialize lock, the core and
+the ResourceSlice publisher. ``NodePlugin`` owns their start/stop order. Tests hand
+``NodePlugin`` their own :class:`Parts` (or just a core) instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kubeapi.errors import ConfigError as KubeConfigError
+from kubeapi.events import EventRecorder
+from kubeapi.lightclient import load_light_client
+from kubeapi.resources import RESOURCE_CLAIMS, Resource
+from node_plugin.backends.base import Backend, BackendConfigError, health_report
+from node_plugin.backends.registry import load_backend
+from node_plugin.core import PrepareCore
+from node_plugin.driver import CoreConfigError, DriverCore, PluginConfig
+from node_plugin.metrics import PluginMetrics
+from node_plugin.publisher import Publisher
+from node_plugin.serialize import LOCK_FILE_NAME, SerializeLock
+
+__all__ = ["Parts", "Service", "Wiring", "build", "build_publisher", "serialize_lock"]
+
+
+class Service(Protocol):
+    """Background work started after the core and stopped before it (the publisher)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What one plugin instance runs.
+
+    ``serialize`` is the lock every prepare/unprepare call holds while it touches local
+    state; ``closers`` run last, after the core stopped (backend, Event recorder).
+    """
+
+    core: DriverCore
+    serialize: AbstractContextManager[object]
+    services: Sequence[Service] = ()
+    closers: Sequence[Callable[[], None]] = field(default_factory=tuple)
+
+
+Wiring = Callable[[PluginConfig, PluginMetrics], Parts]
+
+
+def serialize_lock(config: PluginConfig) -> SerializeLock:
+    return SerializeLock(
+        config.plugin_data_dir / LOCK_FILE_NAME, timeout=config.serialize_timeout_seconds
+    )
+
+
+def build_publisher(
+    config: PluginConfig,
+    backend: Backend,
+    api: Any,
+    metrics: PluginMetrics,
+    events: EventRecorder | None = None,
+) -> Publisher:
+    """The ResourceSlice publisher of ``config``'s driver and node, metrics on ``metrics``;
+    devices the backend reports Unhealthy (if it reports health) get a taint."""
+    return Publisher(
+        api,
+        config.driver_name,
+        config.node_name,
+        backend,
+        registry=metrics.registry,
+        events=events,
+        health=health_report(backend),
+    )
+
+
+def build(config: PluginConfig, metrics: PluginMetrics) -> Parts:
+    """The real parts; CoreConfigError names the flag or file and the reason."""
+    try:
+        backend = load_backend(
+            config.backend,
+            driver_name=config.driver_name,
+            node_name=config.node_name,
+            config_path=config.backend_config,
+        )
+    except BackendConfigError as exc:
+        raise CoreConfigError(str(exc)) from exc
+    try:
+        # The light client: the plugin needs GET and a few writes, not the kubernetes
+        # package's every API model (about 14 MiB of resident memory).
+        api = load_light_client(
+            config.kubeconfig,
+            user_agent=f"drakit-node-plugin/{config.driver_name}",
+            qps=config.kube_api_qps,
+            burst=config.kube_api_burst,
+        )
+    except KubeConfigError as exc:
+        backend.close()
+        raise CoreConfigError(f"--kubeconfig: {exc}") from exc
+    events = EventRecorder(
+        api,
+        reporting_controller=config.driver_name,
+        reporting_instance=f"{config.driver_name}-{config.node_name}",
+    )
+    lock = serialize_lock(config)
+    core = PrepareCore(
+        config, metrics, backend, Resource(api, RESOURCE_CLAIMS), events=events, serialize=lock
+    )
+    publisher = build_publisher(config, backend, api, metrics, events)
+    return Parts(
+        core=core,
+        serialize=lock,
+        services=(publisher,),
+        closers=(backend.close, lambda: events.stop(timeout=5)),
+    )

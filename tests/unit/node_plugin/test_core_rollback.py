@@ -1,0 +1,172 @@
+"""PrepareCore rollbacks hand the backend its own state; start() takes the serialize lock.
+
+The claims come from an in-memory source (the claim checks against the real apiserver are in
+tests/integration/node_plugin/); checkpoint, CDI specs and lock are real files in tmp_path.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubeapi.errors import NotFound
+from node_plugin.backends.base import BackendError, BackendPrepared, ClaimToPrepare
+from node_plugin.backends.registry import load_backend
+from node_plugin.checkpoint import COMPLETED, FILE_NAME, Checkpoint, ClaimEntry
+from node_plugin.core import PrepareCore
+from node_plugin.driver import CallContext, ClaimRef, PluginConfig
+from node_plugin.metrics import PluginMetrics
+from node_plugin.serialize import SerializeLock
+
+DRIVER = "gpu.example.com"
+NODE = "node-a"
+
+
+class InMemoryClaims:
+    """ResourceClaims by (namespace, name), as the API server would return them."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def add_allocated(self, device: str) -> ClaimRef:
+        ref = ClaimRef("default", str(uuid.uuid4()), f"claim-{uuid.uuid4().hex[:6]}")
+        self.objects[(ref.namespace, ref.name)] = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": ref.name, "namespace": ref.namespace, "uid": ref.uid},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": DRIVER}}]}},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": device}
+            ]}}},
+        }  # fmt: skip
+        return ref
+
+    def get(self, name: str, namespace: str | None = None) -> Mapping[str, Any]:
+        try:
+            return self.objects[(namespace or "", name)]
+        except KeyError:
+            raise NotFound(f"{namespace}/{name} not found", code=404) from None
+
+
+class RecordingBackend:
+    """The example backend, recording each unprepare's state; prepare can be made to fail."""
+
+    def __init__(self) -> None:
+        self._inner = load_backend("example", driver_name=DRIVER, node_name=NODE,
+                                   config={"gpus": 2})  # fmt: skip
+        self.name = "recording"
+        self.config_model = self._inner.config_model
+        self.supports_health = False
+        self.unprepared: list[tuple[str, dict[str, Any]]] = []
+        self.fail_prepare = False
+        self.prepares = 0
+
+    def discover(self) -> Any:
+        return self._inner.discover()
+
+    def subscribe(self, on_change: Any) -> None:
+        self._inner.subscribe(on_change)
+
+    def health(self) -> Any:
+        return []
+
+    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+        if self.fail_prepare:
+            raise BackendError("device busy")
+        self.prepares += 1
+        done = self._inner.prepare(claim)
+        return BackendPrepared(done.device_edits, {"token": f"t{self.prepares}"})
+
+    def unprepare(self, claim_uid: str, state: Mapping[str, Any]) -> None:
+        self.unprepared.append((claim_uid, dict(state)))
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> PluginConfig:
+    for sub in ("registry", "plugins", "cdi"):
+        (tmp_path / sub).mkdir()
+    return PluginConfig(
+        driver_name=DRIVER, node_name=NODE, kubeconfig=None, registrar_dir=tmp_path / "registry",
+        plugins_dir=tmp_path / "plugins", cdi_root=tmp_path / "cdi", backend="example",
+    )  # fmt: skip
+
+
+@pytest.fixture
+def backend() -> RecordingBackend:
+    return RecordingBackend()
+
+
+@pytest.fixture
+def claims() -> InMemoryClaims:
+    return InMemoryClaims()
+
+
+@pytest.fixture
+def core(config: PluginConfig, backend: RecordingBackend, claims: InMemoryClaims) -> Any:
+    core = PrepareCore(config, PluginMetrics(), backend, claims, boot_id=lambda: "boot-1")  # type: ignore[arg-type]
+    core.start()
+    yield core
+    core.stop()
+
+
+def call(config: PluginConfig) -> CallContext:
+    return CallContext("r1", SerializeLock(config.plugin_data_dir / "serialize.lock"))
+
+
+def test_cdi_write_failure_rolls_back_with_the_state_prepare_returned(
+    core: PrepareCore, backend: RecordingBackend, claims: InMemoryClaims,
+    config: PluginConfig, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    ref = claims.add_allocated("gpu-0")
+
+    def disk_full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(core.cdi, "write", disk_full)
+    result = core.prepare([ref], call(config))[ref.uid]
+    assert "cannot write CDI spec" in result.error
+    assert backend.unprepared == [(ref.uid, {"token": "t1"})]
+    assert core.checkpoint.get(ref.uid) is None
+
+
+def test_failed_re_prepare_after_a_lost_cdi_spec_keeps_the_earlier_backend_state(
+    core: PrepareCore, backend: RecordingBackend, claims: InMemoryClaims, config: PluginConfig
+) -> None:
+    ref = claims.add_allocated("gpu-1")
+    assert core.prepare([ref], call(config))[ref.uid].error == ""
+    core.cdi.spec_path(ref.uid).unlink()  # /var/run/cdi wiped without a reboot
+    backend.fail_prepare = True
+    assert "device busy" in core.prepare([ref], call(config))[ref.uid].error
+    assert backend.unprepared == [(ref.uid, {"token": "t1"})]
+
+
+def test_start_rewrites_the_checkpoint_only_under_the_cross_process_lock(
+    config: PluginConfig, backend: RecordingBackend, claims: InMemoryClaims
+) -> None:
+    config.plugin_data_dir.mkdir(parents=True)
+    path = config.plugin_data_dir / FILE_NAME
+    earlier = Checkpoint(path, boot_id=lambda: "boot-0")
+    dropped = str(uuid.uuid4())
+    earlier.put(ClaimEntry(dropped, "default", "c1", COMPLETED, (), (), {}))
+    earlier.save()
+    written = path.read_bytes()
+    metrics = PluginMetrics()
+    core = PrepareCore(config, metrics, backend, claims, boot_id=lambda: "boot-1")  # type: ignore[arg-type]
+    try:
+        with SerializeLock(config.plugin_data_dir / "serialize.lock"):  # the other instance
+            core.start()  # returns: it must not wait for the other instance's calls
+            assert path.read_bytes() == written, "no rewrite without the lock"
+            assert metrics.prepared_claims._value.get() == 0  # claims of an earlier boot
+        core.unprepare([ClaimRef("default", str(uuid.uuid4()), "c2")], call(config))
+        assert core.checkpoint.get(dropped) is None  # the reboot drop, done under the lock
+        assert path.read_bytes() != written
+    finally:
+        core.stop()

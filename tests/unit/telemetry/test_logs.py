@@ -1,0 +1,74 @@
+"""One logging path: kubeapi's stdlib ``extra`` fields and bound fields print the same way."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from kubeapi.errors import Conflict
+from kubeapi.retry import Backoff, retry_on_conflict
+from telemetry.logs import configure, get_logger
+
+
+@pytest.fixture
+def log_stream() -> Iterator[io.StringIO]:
+    """The node plugin's log configuration (``drakit node-plugin`` calls ``configure``)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    stream = io.StringIO()
+    configure("json", "debug", stream)
+    yield stream
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def lines(stream: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_kubeapi_retry_line_shows_its_attempt_in_the_node_plugin_logs(
+    log_stream: io.StringIO,
+) -> None:
+    calls = []
+
+    def write() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise Conflict("stale resourceVersion", code=409)
+        return "written"
+
+    assert retry_on_conflict(write, backoff=Backoff(initial=0, jitter=0)) == "written"
+    retry = next(e for e in lines(log_stream) if e["msg"] == "Write conflict, retrying")
+    assert retry["attempt"] == 1
+    assert retry["logger"] == "kubeapi.retry"
+
+
+def test_bound_and_call_fields_are_both_in_the_line(log_stream: io.StringIO) -> None:
+    get_logger("drakit.test").bind(request_id="7").info("Prepared claim", claim_uid="u1")
+    (entry,) = lines(log_stream)
+    assert entry["request_id"] == "7" and entry["claim_uid"] == "u1"
+
+
+def test_a_field_named_like_a_record_attribute_is_kept_not_a_crash(
+    log_stream: io.StringIO,
+) -> None:
+    get_logger("drakit.test").info("Named thing", name="gpu-0")
+    (entry,) = lines(log_stream)
+    assert entry["name_"] == "gpu-0" and entry["logger"] == "drakit.test"
+
+
+def test_text_format_prints_the_extra_fields_as_key_value() -> None:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    stream = io.StringIO()
+    try:
+        configure("text", "info", stream)
+        logging.getLogger("kubeapi.informer").info("Watch expired", extra={"cause": "410"})
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    assert '"Watch expired" cause=410' in stream.getvalue()
