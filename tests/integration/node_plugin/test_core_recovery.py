@@ -74,7 +74,7 @@ def test_prepare_completed_record_torn_in_half_leaves_a_half_prepared_claim_that
     out = restarted.prepare([ref], call(restarted.config))[ref.uid]
     assert out.error == "" and [d.device_name for d in out.devices] == ["gpu-0"]
     assert checkpoint_of(tmp_path)["claims"][ref.uid]["state"] == "PrepareCompleted"  # type: ignore[index]
-    assert restarted.corrupt_checkpoints._value.get() == 0
+    assert restarted.metrics.corrupt_checkpoints._value.get() == 0
     assert restarted.unprepare([ref], call(restarted.config)) == {ref.uid: ""}
     assert checkpoint_of(tmp_path)["claims"] == {}
 
