@@ -53,6 +53,12 @@ def build_core(config: PluginConfig, metrics: PluginMetrics) -> DriverCore:
     return load_core_factory()(config, metrics)
 
 
+def _kubelet_health_services(core: DriverCore) -> tuple[str, ...] | None:
+    """What the node's kubelet calls, if the core can tell (test cores need not)."""
+    ask = getattr(core, "kubelet_health_services", None)
+    return ask() if callable(ask) else None
+
+
 class NodePlugin:
     """One running plugin instance: metrics, core, and its two servers."""
 
@@ -111,7 +117,11 @@ class NodePlugin:
         )
         calls = DriverCalls(self._core, lock, self.metrics)
         self.dra_server = DraServer(
-            self.sockets.dra, self._core, calls, health_resend_seconds=config.health_resend_seconds
+            self.sockets.dra,
+            self._core,
+            calls,
+            health_resend_seconds=config.health_resend_seconds,
+            health_versions=_kubelet_health_services(self._core),
         )
         self.dra_server.start()
         self.registration_server = RegistrationServer(

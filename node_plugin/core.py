@@ -42,6 +42,7 @@ from prometheus_client import Counter
 
 from allocator.model import DeviceRequestAllocationResult, ModelError, ResourceClaim
 from kubeapi.client import load_client
+from kubeapi.clusterversion import kubelet_health_services_for_node
 from kubeapi.errors import ApiError, NotFound
 from kubeapi.errors import ConfigError as KubeConfigError
 from kubeapi.events import EventRecorder
@@ -633,6 +634,10 @@ class PrepareCore:
 
     def supports_health(self) -> bool:
         return bool(self.backend.supports_health)
+
+    def kubelet_health_services(self) -> tuple[str, ...] | None:
+        """DRAResourceHealth versions this node's kubelet calls (None: unknown, offer all)."""
+        return kubelet_health_services_for_node(self.claims_api.api, self.config.node_name)
 
     def health_snapshot(self) -> list[DeviceHealth]:
         with self._health_lock:

@@ -133,7 +133,7 @@ func serve(ctx context.Context, o options, client kubernetes.Interface, out *emi
 	if err != nil {
 		return fmt.Errorf("DRA manager with state in %s: %w", o.stateDir, err)
 	}
-	defer manager.Stop()
+	defer stopManager(manager)
 
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(opts *metav1.ListOptions) {

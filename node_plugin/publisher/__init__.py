@@ -39,4 +39,5 @@ def build_publisher(config: Any, backend: Any, api: Any, metrics: Any) -> Publis
         backend,
         registry=metrics.registry,
         health=backend.health if getattr(backend, "supports_health", False) else None,
+        detect_cluster=True,
     )

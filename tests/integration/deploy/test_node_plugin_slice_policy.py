@@ -26,7 +26,7 @@ from kubernetes.client.rest import ApiException
 
 from drakit.localcluster import LocalCluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 GROUP, VERSION, PLURAL = "resource.k8s.io", "v1", "resourceslices"
