@@ -221,18 +221,20 @@ def detect(api: Any) -> ClusterInfo:
 
 
 def _get_text(api: Any, path: str) -> str:
-    response = api.call_api(
-        path,
-        "GET",
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
-        _request_timeout=(10.0, 30.0),
+    method, url, headers, _, _ = api.param_serialize(
+        method="GET", resource_path=path, header_params={}, auth_settings=["BearerToken"]
     )
-    data = response.data
+    response = api.call_api(method, url, header_params=headers, _request_timeout=(10.0, 30.0))
+    raw = response.response
+    try:
+        if not 200 <= raw.status < 300:
+            raise ValueError(f"GET {path}: HTTP {raw.status}")
+        data = raw.data
+    finally:
+        raw.release_conn()
     # /metrics of a large apiserver is a few MB; refuse anything absurd.
     if len(data) > 64 * 1024 * 1024:
-        raise ValueError(f"{path}: answer of {len(data)} bytes is too large")
+        raise ValueError(f"GET {path}: answer of {len(data)} bytes is too large")
     return bytes(data).decode("utf-8", errors="replace")
 
 

@@ -112,14 +112,17 @@ def test_publisher_writes_only_the_fields_the_cluster_keeps(
             items = slices.list(field_selector=f"spec.driver={DRIVER},spec.nodeName={node}")
             return list(items.items)
 
-        stored = _wait(published, f"slices of node {node}")
-        names = {d["name"] for s in stored for d in s["spec"].get("devices", [])}
+        def names() -> set[str]:
+            return {d["name"] for s in published() for d in s["spec"].get("devices", [])}
+
         if "DRAPartitionableDevices" in kube_facts.default_on:
-            assert names == {"plain-0", "half-0", "half-1"}
+            expected = {"plain-0", "half-0", "half-1"}
         else:
             # Without counters the halves could be handed out twice: withheld on purpose.
-            assert names == {"plain-0"}
-            assert not any(s["spec"].get("sharedCounters") for s in stored)
+            expected = {"plain-0"}
+        _wait(lambda: names() == expected, f"devices {sorted(expected)} published")
+        has_counters = any(s["spec"].get("sharedCounters") for s in published())
+        assert has_counters == ("DRAPartitionableDevices" in kube_facts.default_on)
         assert publisher.metrics.dropped_fields_total._value.get() == 0
     finally:
         publisher.stop()
