@@ -66,3 +66,14 @@ def test_minor_of_rejects_what_is_not_a_release() -> None:
     assert minor_of("v1.36.3") == 36
     with pytest.raises(ValueError, match="not a Kubernetes release"):
         minor_of("latest")
+
+
+def test_local_cluster_refuses_an_unsupported_version_before_starting_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from drakit.cli import main  # noqa: PLC0415
+
+    assert main(["local-cluster", "run", str(tmp_path), "--kube-version", "v1.34"]) == 2
+    assert "'v1.34' is not supported (supported: v1.35.4, v1.36.3, v1.37.2)" in (
+        capsys.readouterr().err
+    )
