@@ -637,7 +637,10 @@ class PrepareCore:
 
     def kubelet_health_services(self) -> tuple[str, ...] | None:
         """DRAResourceHealth versions this node's kubelet calls (None: unknown, offer all)."""
-        return kubelet_health_services_for_node(self.claims_api.api, self.config.node_name)
+        api = getattr(self.claims_api, "api", None)  # a wrapped claims API may hide it
+        if api is None:
+            return None
+        return kubelet_health_services_for_node(api, self.config.node_name)
 
     def health_snapshot(self) -> list[DeviceHealth]:
         with self._health_lock:
