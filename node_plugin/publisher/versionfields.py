@@ -5,7 +5,8 @@ An apiserver whose feature gate is off silently drops the gate's ResourceSlice f
 noticing the loss afterwards, the publisher decides per field, once, from the cluster it meets:
 
 - counters (DRAPartitionableDevices): a device that consumes counters overlaps with others;
-  without counters the scheduler could hand out both, so such devices are withheld;
+  without counters the scheduler could hand out both, so such devices are withheld; so
+  are devices that name their own node (per-device node selection, same gate);
 - binding conditions (DRADeviceBindingConditions): a device that must wait for its
   conditions would be used before it is ready, so it is withheld;
 - device taints (DRADeviceTaints): a NoSchedule/NoExecute-tainted device (e.g. drakit's
@@ -38,6 +39,11 @@ class Trimmed:
 def _withhold_reason(device: Device, fields: SliceFields) -> str | None:
     if device.consumes_counters and not fields.counters:
         return "consumes shared counters, which this cluster does not support"
+    per_device_node = device.node_name or device.node_selector or device.all_nodes is not None
+    if per_device_node and not fields.counters:
+        # perDeviceNodeSelection is part of DRAPartitionableDevices; without it the
+        # apiserver drops the field and rejects the slice as naming no node.
+        return "names its own node, which this cluster does not support"
     if (device.binding_conditions or device.binds_to_node) and not fields.binding_conditions:
         return "has binding conditions, which this cluster does not support"
     if not fields.taints and any(t.effect in ("NoSchedule", "NoExecute") for t in device.taints):

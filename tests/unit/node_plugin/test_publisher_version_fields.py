@@ -25,6 +25,7 @@ def _devices() -> tuple[Device, ...]:
         Device(name="part", consumes_counters=(DeviceCounterConsumption(counter_set="gpu"),)),
         Device(name="attach", binding_conditions=("attached",), binds_to_node=True),
         Device(name="sick", taints=(DeviceTaint(key="k", effect="NoSchedule"),)),
+        Device(name="own-node", node_name="node-a"),
         Device(
             name="shared",
             allow_multiple_allocations=True,
@@ -46,7 +47,7 @@ def test_every_field_is_kept_where_the_cluster_has_every_feature() -> None:
 def test_devices_that_would_be_unsafe_without_their_feature_are_withheld_with_a_reason() -> None:
     trimmed = trim_pool(_devices(), NONE)
     assert [d.name for d in trimmed.devices] == ["plain", "shared"]
-    assert set(trimmed.withheld) == {"part", "attach", "sick"}
+    assert set(trimmed.withheld) == {"part", "attach", "sick", "own-node"}
     assert "shared counters" in trimmed.withheld["part"]
     assert not trimmed.counters
 
