@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv binaries node-assets test-node tools manifests codegen verify lint format typecheck imports test unit integration e2e bench demo clean
+.PHONY: all venv binaries compat-binaries test-compat node-assets test-node tools manifests codegen verify lint format typecheck imports test unit integration e2e bench demo clean
 
 all: test
 
@@ -76,6 +76,25 @@ e2e: venv binaries
 # The real-node tier alone (root): kubelet + containerd + runc, the chart, real containers.
 test-node: venv node-assets
 	$(VENV)/bin/pytest -m node $(PYTEST_ARGS)
+
+# The compat tier: the `compat` tests once per supported Kubernetes version
+# (KUBE_VERSIONS in hack/versions.env), each against that version's
+# kube-apiserver, kube-scheduler and kubelet harness. Builds run one at a
+# time (the cache's lock); etcd, helm and grpcurl are shared with the default.
+# COMPAT_VERSIONS narrows the list (CI: the older ones; `make test` ran the default).
+KUBE_VERSIONS := $(shell . hack/versions.env && echo $$KUBE_VERSIONS)
+COMPAT_VERSIONS ?= $(KUBE_VERSIONS)
+compat-binaries:
+	@for v in $(COMPAT_VERSIONS); do \
+	  echo "compat: binaries for $$v" >&2; \
+	  DRAKIT_KUBE_VERSION=$$v hack/build-binaries.sh compat helm grpcurl >/dev/null || exit 1; \
+	done
+
+test-compat: venv compat-binaries
+	@for v in $(COMPAT_VERSIONS); do \
+	  echo "compat: Kubernetes $$v" >&2; \
+	  $(VENV)/bin/pytest -m compat --kube-version $$v $(PYTEST_ARGS) || exit 1; \
+	done
 
 bench: venv binaries
 	hack/bench.sh

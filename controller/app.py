@@ -19,6 +19,7 @@ import logging
 import threading
 from typing import Any
 
+from allocator.features import Features
 from controller.caches import Caches, CreatedClaims, DeletedPods
 from controller.claimgen import ClaimGenerator
 from controller.claimwrites import ClaimWriter
@@ -36,6 +37,7 @@ from controller.naming import (
 from controller.poolstatus import PoolStatusResponder
 from controller.scheduler import PodScheduler, needs_scheduling
 from controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
+from kubeapi.clusterversion import features_for_cluster
 from kubeapi.errors import ApiError, namespace_terminating
 from kubeapi.events import EventRecorder
 from kubeapi.informer import EventHandlers
@@ -48,6 +50,13 @@ __all__ = ["Controller"]
 logger = logging.getLogger(__name__)
 
 POD, CLAIM, SCHEDULE = "pod", "claim", "schedule"
+
+
+def _allocator_features(api: Any, config: ControllerConfig) -> Features | None:
+    """The configured features, else those of the cluster behind ``api``."""
+    if config.allocator_features is not None or not config.detect_cluster:
+        return config.allocator_features
+    return features_for_cluster(api)
 
 
 class Controller:
@@ -78,6 +87,7 @@ class Controller:
             list_slices=self.caches.slices.store.objects,
             list_classes=self.caches.classes.store.objects,
             get_claim=self.caches.claims.get,
+            features=_allocator_features(api, config),
         )
         self.generator = ClaimGenerator(
             caches=self.caches,

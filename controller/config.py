@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from allocator.features import Features
+
 __all__ = ["DEFAULT_SCHEDULER_NAME", "ClaimGeneration", "ControllerConfig"]
 
 DEFAULT_SCHEDULER_NAME = "drakit"
@@ -45,6 +47,11 @@ class ControllerConfig:
     scoped_generation_grace: float = 5.0
     #: Identity in Events and the leader Lease.
     identity: str = "drakit-controller"
+    #: Allocation features; None: those of the cluster met at start (its enabled gates
+    #: where /metrics is readable, else its version's defaults; kubeapi.clusterversion).
+    allocator_features: Features | None = None
+    #: Ask the apiserver for its version and gates when allocator_features is None.
+    detect_cluster: bool = True
 
     def __post_init__(self) -> None:
         if not self.scheduler_name:

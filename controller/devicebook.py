@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from allocator.allocated import AllocatedState
+from allocator.features import Features
 from allocator.inventory import Inventory
 from allocator.model import DeviceClass, ModelError, ResourceClaim, ResourceSlice
 from controller.naming import meta
@@ -58,8 +59,10 @@ class DeviceBook:
         list_slices: Callable[[], Iterable[KubeObject]],
         list_classes: Callable[[], Iterable[KubeObject]],
         get_claim: Callable[[str], KubeObject | None],
+        features: Features | None = None,
     ) -> None:
         self.lock = threading.RLock()
+        self._features = features
         self._list_slices = list_slices
         self._list_classes = list_classes
         self._get_claim = get_claim
@@ -161,7 +164,7 @@ class DeviceBook:
                             "Ignoring undecodable ResourceSlice",
                             extra={"slice": meta(obj).get("name"), "cause": str(err)},
                         )
-                self._inventory = Inventory(slices)
+                self._inventory = Inventory(slices, self._features)
             return self._inventory
 
     def classes(self) -> dict[str, DeviceClass]:

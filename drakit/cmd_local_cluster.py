@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drakit.background import run_until_signalled, start_detached, stop_detached
+from drakit.version import KUBERNETES_VERSION, SUPPORTED_KUBERNETES_VERSIONS
 
 if TYPE_CHECKING:
     from drakit.localcluster import ClusterConfig
@@ -56,10 +57,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             help="kube-controller-manager --controllers value (default: %(default)s)",
         )
         a.add_argument(
+            "--kube-version",
+            default=None,
+            metavar="VERSION",
+            help="Kubernetes version to run, one of "
+            f"{', '.join(SUPPORTED_KUBERNETES_VERSIONS)} or its minor (v1.36); "
+            f"default {KUBERNETES_VERSION}. Missing binaries are built (needs Go).",
+        )
+        a.add_argument(
             "--feature-gates",
             default=None,
             help="feature gates for every component "
-            "(default: $DRAKIT_FEATURE_GATES or drakit's DRA gates)",
+            "(default: $DRAKIT_FEATURE_GATES or drakit's DRA gates for that version)",
         )
         a.set_defaults(func=run_up if name == "up" else run_foreground)
     down = actions.add_parser("down", help="stop a cluster started with `up DIR`")
@@ -76,6 +85,7 @@ def _config(args: argparse.Namespace) -> ClusterConfig:
         with_controller_manager=args.with_controller_manager,
         controllers=args.controllers,
         real_nodes=args.real_nodes,
+        kube_version=args.kube_version,
     )
     if args.feature_gates is not None:
         config.feature_gates = args.feature_gates
@@ -93,7 +103,11 @@ def run_foreground(args: argparse.Namespace) -> int:
         print(f"drakit local-cluster: {exc}", file=sys.stderr)
         return 1
 
-    cluster = LocalCluster(_config(args))
+    try:
+        cluster = LocalCluster(_config(args))
+    except ValueError as err:  # unsupported version or a gate that version does not know
+        print(f"drakit local-cluster: {err}", file=sys.stderr)
+        return 2
 
     def start() -> str:
         cluster.start()
@@ -114,6 +128,8 @@ def run_up(args: argparse.Namespace) -> int:
     argv += ["--with-controller-manager"] if args.with_controller_manager else []
     argv += ["--real-nodes"] if args.real_nodes else []
     argv += ["--controllers", args.controllers]
+    if args.kube_version is not None:
+        argv += ["--kube-version", args.kube_version]
     if args.feature_gates is not None:
         argv += ["--feature-gates", args.feature_gates]
     kubeconfig = (args.dir / "kubeconfig").resolve()

@@ -9,6 +9,9 @@ except metadata.PackageNotFoundError:  # running from a source tree without an i
 
 #: The Kubernetes release drakit is built and tested against.
 KUBERNETES_VERSION = "v1.37.2"
+#: Every Kubernetes release drakit is tested against (make test-compat), oldest first;
+#: the same list as KUBE_VERSIONS in hack/versions.env.
+SUPPORTED_KUBERNETES_VERSIONS = ("v1.35.4", "v1.36.3", "v1.37.2")
 #: resource.k8s.io API versions drakit reads (v1 preferred).
 RESOURCE_API_VERSIONS = ("v1", "v1beta2", "v1beta1")
 #: kubelet DRA gRPC services the node plugin serves, in the order it prefers them.

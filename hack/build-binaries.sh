@@ -7,6 +7,15 @@
 #             node (the real node: kubelet, containerd, ctr, shim, runc, CNI plugins,
 #             crictl, pause)
 #             (default: kube etcd)
+#             compat: what the compat tier needs of one minor (kube-apiserver,
+#             kube-scheduler, kubelet-harness; etcd is shared, see below)
+#
+# DRAKIT_KUBE_VERSION picks one of the supported versions in versions.env
+# (KUBE_VERSIONS; default KUBE_VERSION). The default minor builds from each
+# module's go.mod; the others from go-v1.MINOR.mod (hack/pin-kube-minor.sh).
+# Only kube, compat and kubelet-harness depend on the version: etcd and the
+# other tools are the default version's and are linked into an older
+# version's folder (every supported minor's apiserver talks etcd v3.5+).
 #
 # The cache folder is $DRAKIT_CACHE_DIR/bin/$KUBE_VERSION (default
 # ~/.cache/drakit). A binary is rebuilt only when its tool module's go.sum
@@ -17,6 +26,15 @@ HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$HACK/versions.env"
 CACHE="${DRAKIT_CACHE_DIR:-$HOME/.cache/drakit}"
+DEFAULT_KUBE_VERSION="$KUBE_VERSION"
+KUBE_VERSION="${DRAKIT_KUBE_VERSION:-$KUBE_VERSION}"
+if [[ " $KUBE_VERSIONS " != *" $KUBE_VERSION "* ]]; then
+  echo "build-binaries: DRAKIT_KUBE_VERSION=$KUBE_VERSION is not one of the supported versions ($KUBE_VERSIONS)" >&2
+  exit 2
+fi
+KUBE_MINOR="${KUBE_VERSION%.*}"
+# The module file of a Kubernetes-dependent tool for this version.
+if [[ $KUBE_VERSION == "$DEFAULT_KUBE_VERSION" ]]; then MODFILE=go.mod; else MODFILE="go-$KUBE_MINOR.mod"; fi
 BIN="$CACHE/bin/$KUBE_VERSION"
 mkdir -p "$BIN"
 # One build at a time per cache: parallel callers (tests, helpers, make
@@ -38,8 +56,10 @@ need_go() {
 # stamp_of MODULE_DIR: hash of go.sum plus the module's own .go files, so a
 # change to a local tool's source (oracle, kubelet harness) rebuilds it.
 stamp_of() {
+  local sum="$1/go.sum"
+  [[ -f "$1/$MODFILE" ]] && sum="$1/${MODFILE%.mod}.sum"
   # shellcheck disable=SC2046
-  cat "$1/go.sum" $(find "$1" -maxdepth 1 -name '*.go' | sort) | sha256sum | cut -d' ' -f1
+  cat "$sum" $(find "$1" -maxdepth 1 -name '*.go' | sort) | sha256sum | cut -d' ' -f1
 }
 
 # up_to_date NAME MODULE_DIR: the binary exists and was built from this source.
@@ -59,7 +79,9 @@ go_build() {
   local target="$BIN/$out"
   local tmp; tmp="$(dirname "$target")/.$(basename "$target").tmp"
   mkdir -p "$(dirname "$target")"
-  (cd "$dir" && CGO_ENABLED="${CGO_ENABLED:-0}" go build -trimpath -tags "$tags" -ldflags "$ldflags" \
+  local modflag=()
+  [[ $MODFILE != go.mod && -f "$dir/$MODFILE" ]] && modflag=(-modfile="$MODFILE")
+  (cd "$dir" && CGO_ENABLED="${CGO_ENABLED:-0}" go build "${modflag[@]}" -trimpath -tags "$tags" -ldflags "$ldflags" \
     -o "$tmp" "$pkg")
   mv -f "$tmp" "$target"
 }
@@ -76,22 +98,42 @@ kube_ldflags() {
   echo "$ldf"
 }
 
+# build_kube [CMD...]: the control plane (default: all three binaries).
 build_kube() {
   if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/kube-apiserver" ]]; then return; fi
-  local dir="$HACK/tools/kube"
-  if up_to_date kube-apiserver "$dir" && up_to_date kube-scheduler "$dir" && up_to_date kube-controller-manager "$dir"; then return; fi
-  need_go
-  local ldf; ldf="$(kube_ldflags)"
+  local dir="$HACK/tools/kube" cmds=("$@")
+  [[ ${#cmds[@]} -eq 0 ]] && cmds=(kube-apiserver kube-scheduler kube-controller-manager)
+  local ldf="" cmd
   # One go build per binary, sequentially: they share the compile cache, and
   # linking three at once needs more memory than a small machine has to spare.
-  for cmd in kube-apiserver kube-scheduler kube-controller-manager; do
+  for cmd in "${cmds[@]}"; do
+    up_to_date "$cmd" "$dir" && continue
+    need_go
+    [[ -n $ldf ]] || ldf="$(kube_ldflags)"
     go_build "$dir" "$cmd" "k8s.io/kubernetes/cmd/$cmd" "$ldf"
     stamp "$cmd" "$dir"
   done
 }
 
+# harness_tags: the kubelet harness's per-minor source files carry a build
+# tag naming the minor (kube_v1_35); the default minor's files need none.
+harness_tags() {
+  [[ $MODFILE == go.mod ]] && return
+  echo "kube_${KUBE_MINOR//./_}"
+}
+
+# shared_from_default NAME TARGET: an older version's folder reuses the
+# default version's build of a tool that does not depend on the Kubernetes
+# minor (built there first if needed); returns 1 for the default version.
+shared_from_default() {
+  [[ $KUBE_VERSION == "$DEFAULT_KUBE_VERSION" ]] && return 1
+  DRAKIT_KUBE_VERSION="$DEFAULT_KUBE_VERSION" "$0" "$2" >/dev/null
+  ln -sfn "$CACHE/bin/$DEFAULT_KUBE_VERSION/$1" "$BIN/$1"
+}
+
 build_etcd() {
   if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/etcd" ]]; then return; fi
+  shared_from_default etcd etcd && return
   local dir="$HACK/tools/etcd"
   up_to_date etcd "$dir" && return
   need_go
@@ -99,8 +141,10 @@ build_etcd() {
   stamp etcd "$dir"
 }
 
-# build_tool NAME MODULE_DIR PACKAGE: tools that are not part of the control plane.
+# build_tool NAME MODULE_DIR PACKAGE TARGET: tools that are not part of the
+# control plane (one build, shared by every Kubernetes version's folder).
 build_tool() {
+  shared_from_default "$1" "$4" && return
   up_to_date "$1" "$2" && return
   need_go
   go_build "$2" "$1" "$3" "-s -w"
@@ -135,6 +179,14 @@ build_node() {
   up_to_date pause "$t/pause" || { need_go; go_build "$t/pause" pause . "-s -w"; stamp pause "$t/pause"; }
 }
 
+build_harness() {
+  local dir="$HACK/kubelet-harness"
+  up_to_date kubelet-harness "$dir" && return
+  need_go
+  go_build "$dir" kubelet-harness . "-s -w" "$(harness_tags)"
+  stamp kubelet-harness "$dir"
+}
+
 need_libseccomp() {
   if ! pkg-config --exists libseccomp 2>/dev/null; then
     log "runc needs libseccomp's headers: apt-get install libseccomp-dev pkg-config"
@@ -147,13 +199,18 @@ targets=("$@")
 for t in "${targets[@]}"; do
   case "$t" in
     kube) build_kube ;;
+    compat) build_kube kube-apiserver kube-scheduler; build_harness; build_etcd ;;
     etcd) build_etcd ;;
-    grpcurl) build_tool grpcurl "$HACK/tools/grpcurl" github.com/fullstorydev/grpcurl/cmd/grpcurl ;;
-    oracle) build_tool dra-oracle "$HACK/oracle" . ;;
-    kubelet-harness) build_tool kubelet-harness "$HACK/kubelet-harness" . ;;
-    helm) build_tool helm "$HACK/tools/helm" helm.sh/helm/v3/cmd/helm ;;
-    node) build_node ;;
-    dra-example-driver) build_tool dra-example-kubeletplugin "$HACK/tools/dra-example-driver" sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin ;;
+    grpcurl) build_tool grpcurl "$HACK/tools/grpcurl" github.com/fullstorydev/grpcurl/cmd/grpcurl grpcurl ;;
+    oracle) build_tool dra-oracle "$HACK/oracle" . oracle ;;
+    kubelet-harness) build_harness ;;
+    helm) build_tool helm "$HACK/tools/helm" helm.sh/helm/v3/cmd/helm helm ;;
+    node)
+      if [[ $KUBE_VERSION != "$DEFAULT_KUBE_VERSION" ]]; then
+        log "the real-node tier runs the default version ($DEFAULT_KUBE_VERSION) only"; exit 2
+      fi
+      build_node ;;
+    dra-example-driver) build_tool dra-example-kubeletplugin "$HACK/tools/dra-example-driver" sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin dra-example-driver ;;
     *) log "unknown target $t"; exit 2 ;;
   esac
 done

@@ -5,6 +5,9 @@
 # required or replaced at a release version (pseudo-versions such as
 # kube-openapi's are left to go mod tidy), then tidies the modules.
 # Usage: edit hack/versions.env, run hack/bump-kube.sh, run make test, commit.
+# The older supported minors (KUBE_VERSIONS) build from go-v1.MINOR.mod files
+# written by hack/pin-kube-minor.sh; this script writes them for every
+# version in KUBE_VERSIONS but the default, and updates drakit/version.py.
 set -euo pipefail
 HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(dirname "$HACK")"
@@ -19,5 +22,10 @@ for mod in "$HACK"/tools/kube "$HACK"/tools/kubelet "$HACK"/kubelet-harness "$HA
   (cd "$mod" && go mod tidy)
   echo "bumped $mod"
 done
+older=()
+for v in $KUBE_VERSIONS; do [[ $v == "$KUBE_VERSION" ]] || older+=("$v"); done
+[[ ${#older[@]} -eq 0 ]] || "$HACK/pin-kube-minor.sh" "${older[@]}"
 sed -i -E "s#^KUBERNETES_VERSION = \".*\"#KUBERNETES_VERSION = \"$KUBE_VERSION\"#" "$ROOT/drakit/version.py"
+quoted="$(printf '"%s", ' $KUBE_VERSIONS)"
+sed -i -E "s#^SUPPORTED_KUBERNETES_VERSIONS = .*#SUPPORTED_KUBERNETES_VERSIONS = (${quoted%, })#" "$ROOT/drakit/version.py"
 echo "now: make test"

@@ -26,6 +26,12 @@ from telemetry.logs import get_logger
 _log = get_logger(__name__)
 
 
+def _kubelet_health_services(core: DriverCore) -> tuple[str, ...] | None:
+    """What the node's kubelet calls, if the core can tell (test cores need not)."""
+    ask = getattr(core, "kubelet_health_services", None)
+    return ask() if callable(ask) else None
+
+
 class NodePlugin:
     """One running plugin instance: metrics, core, and its two servers."""
 
@@ -92,7 +98,11 @@ class NodePlugin:
             service.start()
         calls = DriverCalls(self._core, self._parts.serialize, self.metrics)
         self.dra_server = DraServer(
-            self.sockets.dra, self._core, calls, health_resend_seconds=config.health_resend_seconds
+            self.sockets.dra,
+            self._core,
+            calls,
+            health_resend_seconds=config.health_resend_seconds,
+            health_versions=_kubelet_health_services(self._core),
         )
         self.dra_server.start()
         self.registration_server = RegistrationServer(

@@ -37,6 +37,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
+from kubeapi.clusterversion import kubelet_health_services_for_node
 from kubeapi.resources import RESOURCE_CLAIMS
 from node_plugin.backends.base import Backend, BackendPrepared, health_report
 from node_plugin.cdi import PREPARED_ANNOTATION, CDIDevice, CDISpecs
@@ -122,6 +123,7 @@ class PrepareCore:
         self.events = events
         self.cdi = CDISpecs(config.cdi_root, config.driver_name)
         self.reader = ClaimReader(claims_api, config.driver_name, backend.config_model)
+        self.claims_api = claims_api
         self.health = HealthMonitor(health_report(backend))
         self.checkpoint = checkpoint or Checkpoint(
             config.plugin_data_dir / FILE_NAME,
@@ -542,6 +544,13 @@ class PrepareCore:
 
     def supports_health(self) -> bool:
         return self.health.supported
+
+    def kubelet_health_services(self) -> tuple[str, ...] | None:
+        """DRAResourceHealth versions this node's kubelet calls (None: unknown, offer all)."""
+        api = getattr(self.claims_api, "api", None)  # a wrapped claims API may hide it
+        if api is None:
+            return None
+        return kubelet_health_services_for_node(api, self.config.node_name)
 
     def health_snapshot(self) -> list[DeviceHealth]:
         return self.health.snapshot()

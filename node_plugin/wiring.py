@@ -77,6 +77,7 @@ def build_publisher(
         registry=metrics.registry,
         events=events,
         health=health_report(backend),
+        detect_cluster=True,
     )
 
 

@@ -4,10 +4,16 @@
 control plane that also runs the real kube-scheduler (started only when a test
 asks for it). Both are torn down when the session ends, fails or is
 interrupted; a killed session's leftovers are swept by the next start.
+
+``--kube-version`` (default ``$DRAKIT_KUBE_VERSION``, else the pinned version)
+picks the Kubernetes version of every control plane and kubelet harness of the
+session; ``make test-compat`` runs the ``compat`` tests once per supported
+version this way.
 """
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,7 +23,10 @@ from typing import Any
 import pytest
 
 from drakit.localcluster import ClusterConfig, LocalCluster
+from drakit.localcluster.assets import selected_version
+from drakit.localcluster.kubeversions import minor_of, resolve_version
 from kubeapi.client import RateLimitedApiClient, load_client
+from kubeapi.clusterversion import MinorFacts, facts_for
 from kubeapi.pool import widen_connection_pool
 from kubeapi.resources import RESOURCE_CLAIMS, Resource
 
@@ -42,15 +51,43 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(marker)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--kube-version",
+        default=None,
+        help="Kubernetes version (v1.36.3 or v1.36) of the session's control planes and "
+        "kubelet harnesses (default: $DRAKIT_KUBE_VERSION, else drakit's pinned version)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    wanted = config.getoption("--kube-version")
+    if wanted:
+        # Subprocesses (hack/build-binaries.sh, the launcher) read the same variable.
+        os.environ["DRAKIT_KUBE_VERSION"] = resolve_version(wanted)
+
+
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(ClusterConfig()) as c:
+def kube_version() -> str:
+    """The Kubernetes version this session runs against (see --kube-version)."""
+    return selected_version()
+
+
+@pytest.fixture(scope="session")
+def kube_facts(kube_version: str) -> MinorFacts:
+    """What that version's minor offers (gates on by default, kubelet gRPC services)."""
+    return facts_for(minor_of(kube_version))
+
+
+@pytest.fixture(scope="session")
+def cluster(kube_version: str) -> Iterator[LocalCluster]:
+    with LocalCluster(ClusterConfig(kube_version=kube_version)) as c:
         yield c
 
 
 @pytest.fixture(scope="session")
-def cluster_with_scheduler() -> Iterator[LocalCluster]:
-    with LocalCluster(ClusterConfig(with_scheduler=True)) as c:
+def cluster_with_scheduler(kube_version: str) -> Iterator[LocalCluster]:
+    with LocalCluster(ClusterConfig(with_scheduler=True, kube_version=kube_version)) as c:
         yield c
 
 
@@ -67,12 +104,12 @@ def namespace(cluster: LocalCluster) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def kubelet_harness_binary() -> Path:
-    """The kubelet harness (the real v1.37.2 DRA manager), built once per cache."""
+def kubelet_harness_binary(kube_version: str) -> Path:
+    """The kubelet harness (the real DRA manager of ``kube_version``), built once per cache."""
     from harness.kubelet import build_harness_binary  # noqa: PLC0415
 
     try:
-        return build_harness_binary(Path(__file__).resolve().parents[1])
+        return build_harness_binary(Path(__file__).resolve().parents[1], kube_version)
     except FileNotFoundError as err:
         pytest.skip(f"kubelet harness not built: {err}")
 

@@ -33,6 +33,11 @@ import yaml
 
 from drakit.localcluster import assets
 from drakit.localcluster.certs import CertPaths, write_certificates
+from drakit.localcluster.kubeversions import (
+    check_feature_gates,
+    default_feature_gates,
+    resolve_version,
+)
 from drakit.localcluster.leftovers import RunRecord, sweep
 from drakit.localcluster.process import ManagedProcess, PortInUseError, StartError, free_port
 
@@ -56,8 +61,16 @@ class ClusterConfig:
     #: controller is off: the fake nodes in tests have no kubelet to renew
     #: their leases and would be tainted and evicted after 40 s.
     controllers: str = "*,-node-lifecycle-controller"
-    feature_gates: str = field(
-        default_factory=lambda: os.environ.get("DRAKIT_FEATURE_GATES", DEFAULT_FEATURE_GATES)
+    #: The Kubernetes version to run (one of drakit.version.SUPPORTED_KUBERNETES_VERSIONS,
+    #: or its minor such as ``v1.36``); None: the default, KUBERNETES_VERSION. Each
+    #: version's binaries live in their own cache folder. Default: $DRAKIT_KUBE_VERSION.
+    kube_version: str | None = field(
+        default_factory=lambda: os.environ.get("DRAKIT_KUBE_VERSION") or None
+    )
+    #: Feature gates for every component. None: $DRAKIT_FEATURE_GATES, else the gates
+    #: chosen for the version (kubeversions.default_feature_gates).
+    feature_gates: str | None = field(
+        default_factory=lambda: os.environ.get("DRAKIT_FEATURE_GATES")
     )
     start_timeout: float = float(
         os.environ.get("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "90").rstrip("s")
@@ -83,7 +96,10 @@ class LocalCluster:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.work_dir = self.work_dir.resolve()
         self.kubeconfig = str(self.work_dir / "kubeconfig")
-        self.feature_gates = self.config.feature_gates
+        self.kube_version = resolve_version(self.config.kube_version)
+        gates = self.config.feature_gates
+        self.feature_gates = default_feature_gates(self.kube_version) if gates is None else gates
+        check_feature_gates(self.feature_gates, self.kube_version)
         self.server = ""
         self.etcd_url = ""
         self.certs: CertPaths | None = None
@@ -151,9 +167,11 @@ class LocalCluster:
             names.append("kube-scheduler")
         if self.config.with_controller_manager:
             names.append("kube-controller-manager")
-        if self.config.build_missing and any(assets.find_binary(n) is None for n in names):
-            assets.build_binaries(("etcd", "kube"))
-        return {n: assets.require_binary(n) for n in names}
+        version = self.kube_version
+        missing = any(assets.find_binary(n, version) is None for n in names)
+        if self.config.build_missing and missing:
+            assets.build_binaries(("etcd", "kube"), version)
+        return {n: assets.require_binary(n, kube_version=version) for n in names}
 
     def _with_port_retries(self, start: Callable[[], None]) -> None:
         for attempt in range(PORT_ATTEMPTS):

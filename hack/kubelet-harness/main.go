@@ -133,7 +133,7 @@ func serve(ctx context.Context, o options, client kubernetes.Interface, out *emi
 	if err != nil {
 		return fmt.Errorf("DRA manager with state in %s: %w", o.stateDir, err)
 	}
-	defer manager.Stop()
+	defer stopManager(manager)
 
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
@@ -148,9 +148,9 @@ func serve(ctx context.Context, o options, client kubernetes.Interface, out *emi
 	// The kubelet's only pod source here is the API server, so all sources
 	// are ready once the pod informer has synced.
 	sourcesReady := config.NewSourcesReady(func(sets.Set[string]) bool { return podInformer.HasSynced() })
-	getNode := func(ctx context.Context) (*v1.Node, error) {
+	getNode := nodeGetter(ctx, func(ctx context.Context) (*v1.Node, error) {
 		return client.CoreV1().Nodes().Get(ctx, o.nodeName, metav1.GetOptions{})
-	}
+	})
 	if err := manager.Start(ctx, syncer.activePods, getNode, sourcesReady); err != nil {
 		return fmt.Errorf("start DRA manager: %w", err)
 	}

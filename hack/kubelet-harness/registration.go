@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"time"
-
 	"k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
 )
 
@@ -21,16 +18,19 @@ type reportingHandler struct {
 
 var _ cache.PluginHandler = &reportingHandler{}
 
-func (h *reportingHandler) ValidatePlugin(ctx context.Context, name, endpoint string, versions []string) error {
-	err := h.inner.ValidatePlugin(ctx, name, endpoint, versions)
+// The plugin handler's methods and the DRA manager's Stop differ between
+// Kubernetes minors; registration_ctx.go (1.37+) and registration_noctx.go
+// (1.35, 1.36, build tags kube_v1_35/kube_v1_36) adapt them. The outcome
+// reporting itself is shared.
+
+func (h *reportingHandler) validated(name, endpoint string, versions []string, err error) error {
 	if err != nil {
 		h.out.emit(event{Event: "registration-failed", Driver: name, Endpoint: endpoint, Versions: versions, Error: err.Error()})
 	}
 	return err
 }
 
-func (h *reportingHandler) RegisterPlugin(ctx context.Context, name, endpoint string, versions []string, timeout *time.Duration) error {
-	err := h.inner.RegisterPlugin(ctx, name, endpoint, versions, timeout)
+func (h *reportingHandler) registered(name, endpoint string, versions []string, err error) error {
 	if err != nil {
 		h.out.emit(event{Event: "registration-failed", Driver: name, Endpoint: endpoint, Versions: versions, Error: err.Error()})
 		return err
@@ -42,7 +42,6 @@ func (h *reportingHandler) RegisterPlugin(ctx context.Context, name, endpoint st
 	return nil
 }
 
-func (h *reportingHandler) DeRegisterPlugin(ctx context.Context, name, endpoint string) {
-	h.inner.DeRegisterPlugin(ctx, name, endpoint)
+func (h *reportingHandler) deregistered(name, endpoint string) {
 	h.out.emit(event{Event: "deregistered", Driver: name, Endpoint: endpoint})
 }

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry
 
 from allocator.model import CounterSet, Device, DeviceTaint
+from kubeapi.clusterversion import SliceFields, detect, slice_fields
 from kubeapi.errors import ApiError
 from kubeapi.events import EventRecorder
 from kubeapi.informer import EventHandlers, Informer
@@ -44,6 +45,7 @@ from node_plugin.publisher.layout import InvalidPoolError
 from node_plugin.publisher.metrics import PublisherMetrics
 from node_plugin.publisher.node import NodeIdentity, read_node, wait_for_node
 from node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL, PoolState, PoolSyncer, SyncResult
+from node_plugin.publisher.versionfields import trim_pool
 from node_plugin.publisher.view import POOL_INDEX, SliceView, pool_index
 from telemetry.logs import get_logger
 
@@ -112,8 +114,16 @@ class Publisher:
         repair_delay: float = DEFAULT_REPAIR_DELAY,
         node_retry_max_seconds: float = 10.0,
         health: Callable[[], Sequence[HealthReport]] | None = None,
+        slice_fields: SliceFields | None = None,
+        detect_cluster: bool = False,
     ) -> None:
+        """``slice_fields``: the optional fields this cluster keeps (None: all). With
+        ``detect_cluster`` the publisher asks the apiserver at start instead
+        (``kubeapi.clusterversion``); if that fails every field is published."""
         self.driver = driver
+        self.slice_fields = slice_fields
+        self._detect_cluster = detect_cluster
+        self._withheld_reported: dict[str, str] = {}
         self.node_name = node_name
         self.metrics = PublisherMetrics(registry)
         self._api = api
@@ -188,7 +198,26 @@ class Publisher:
         """Ask the backend for its pools again and sync every pool (the changed ones write)."""
         self._queue.add(_RESCAN)
 
+    def _detect_slice_fields(self) -> None:
+        """Decide once, from the apiserver's version and gates, which fields to publish."""
+        try:
+            info = detect(self._api)
+        except Exception as err:
+            _log.warning("Cannot tell the cluster's Kubernetes version", error=str(err))
+            return
+        self.slice_fields = slice_fields(info)
+        _log.info(
+            "Publishing for the cluster's Kubernetes",
+            version=info.git_version,
+            counters=self.slice_fields.counters,
+            consumable_capacity=self.slice_fields.consumable_capacity,
+            binding_conditions=self.slice_fields.binding_conditions,
+            taints=self.slice_fields.taints,
+        )
+
     def _run_start(self) -> None:
+        if self._detect_cluster:
+            self._detect_slice_fields()
         node = wait_for_node(
             self._nodes, self.node_name, self._stop, max_delay=self._node_retry_max
         )
@@ -258,14 +287,15 @@ class Publisher:
     def _rescan(self) -> None:
         pools = self._backend.discover()
         unhealthy = self._unhealthy_devices()
-        fresh = {
-            p.name: PoolState(
-                p.name,
-                tuple(self._with_health_taint(d, (p.name, d.name) in unhealthy) for d in p.devices),
-                tuple(p.shared_counters),
+        fresh: dict[str, PoolState] = {}
+        for p in pools:
+            devices = tuple(
+                self._with_health_taint(d, (p.name, d.name) in unhealthy) for d in p.devices
             )
-            for p in pools
-        }
+            trimmed = trim_pool(devices, self.slice_fields)
+            self._report_withheld(p.name, trimmed.withheld)
+            counters = tuple(p.shared_counters) if trimmed.counters else ()
+            fresh[p.name] = PoolState(p.name, trimmed.devices, counters)
         with self._lock:
             old = self._desired
             self._desired = fresh
@@ -280,6 +310,15 @@ class Publisher:
         self._scanned.set()
         for name in sorted(changed):
             self._queue.add(name)
+
+    def _report_withheld(self, pool: str, withheld: dict[str, str]) -> None:
+        """Warn once per device and reason about devices this cluster cannot hold."""
+        for device, reason in sorted(withheld.items()):
+            key = f"{pool}/{device}"
+            if self._withheld_reported.get(key) == reason:
+                continue
+            self._withheld_reported[key] = reason
+            _log.warning("Device not published", pool=pool, device=device, reason=reason)
 
     def _unhealthy_devices(self) -> set[tuple[str, str]]:
         if self._health is None:

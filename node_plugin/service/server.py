@@ -14,7 +14,7 @@ how the kubelet learns the plugin is going away.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent import futures
 from pathlib import Path
 
@@ -102,7 +102,12 @@ class DraServer(UnixServer):
         calls: DriverCalls,
         health_resend_seconds: float = DEFAULT_RESEND_SECONDS,
         max_workers: int = 16,
+        *,
+        health_versions: Collection[str] | None = None,
     ) -> None:
+        """``health_versions``: the DRAResourceHealth versions to advertise (those the
+        node's kubelet calls, e.g. only ``v1alpha1.DRAResourceHealth`` before 1.37);
+        None advertises both. Both are served either way."""
         # The folder is this driver's own (<plugins>/<driver>/): every socket in it is one
         # of its instances.
         super().__init__(socket_path, max_workers, dead_siblings="*.sock")
@@ -111,7 +116,11 @@ class DraServer(UnixServer):
         self.health_streams = HealthStreams(core, health_resend_seconds)
         services = add_dra_servicers(self.server, calls)
         if core.supports_health():
-            services += add_health_servicers(self.server, self.health_streams)
+            services += [
+                (version, name)
+                for version, name in add_health_servicers(self.server, self.health_streams)
+                if health_versions is None or version in health_versions
+            ]
         # Versions in the kubelet's preference order: v1 before v1beta1.
         self.supported_versions = [version for version, _ in services]
         self.service_names = [name for _, name in services]

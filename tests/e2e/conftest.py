@@ -69,12 +69,17 @@ def _start_node(
 
 
 @pytest.fixture(scope="session")
-def e2e(kubelet_harness_binary: Path, request: pytest.FixtureRequest) -> Iterator[E2EStack]:
+def e2e(
+    kubelet_harness_binary: Path, kube_version: str, request: pytest.FixtureRequest
+) -> Iterator[E2EStack]:
     root = stack.short_temp_root("dk-")
     log_dir = root / "logs"
     nodes: dict[str, NodeRig] = {}
     controller: Component | None = None
-    with LocalCluster(ClusterConfig(with_scheduler=True, with_controller_manager=False)) as cluster:
+    config = ClusterConfig(
+        with_scheduler=True, with_controller_manager=False, kube_version=kube_version
+    )
+    with LocalCluster(config) as cluster:
         try:
             client = load_client(cluster.kubeconfig, qps=200, burst=400)
             stack.ensure_device_class(client)

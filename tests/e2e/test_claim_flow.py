@@ -29,6 +29,7 @@ pytestmark = pytest.mark.e2e
 @pytest.mark.parametrize(
     "scheduler", [None, DRAKIT_SCHEDULER], ids=["kube-scheduler", "drakit-scheduler"]
 )
+@pytest.mark.compat
 def test_pod_with_claim_template_gets_its_devices_and_everything_is_cleaned_up_after(
     e2e: E2EStack, api: Api, scheduler: str | None
 ) -> None:

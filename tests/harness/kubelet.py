@@ -31,7 +31,7 @@ class HarnessError(AssertionError):
     """The harness exited, or an expected event did not arrive in time."""
 
 
-def build_harness_binary(repo_root: Path) -> Path:
+def build_harness_binary(repo_root: Path, kube_version: str | None = None) -> Path:
     """Build (or reuse) the harness with ``hack/build-binaries.sh`` and return its path.
 
     Raises FileNotFoundError when Go is not installed (the script exits 3),
@@ -39,8 +39,11 @@ def build_harness_binary(repo_root: Path) -> Path:
     HarnessError with the build output.
     """
     script = repo_root / "hack" / "build-binaries.sh"
+    env = dict(os.environ)
+    if kube_version is not None:  # that version's DRA manager (default: $DRAKIT_KUBE_VERSION)
+        env["DRAKIT_KUBE_VERSION"] = kube_version
     proc = subprocess.run(
-        [str(script), "kubelet-harness"], capture_output=True, text=True, check=False
+        [str(script), "kubelet-harness"], capture_output=True, text=True, check=False, env=env
     )
     if proc.returncode == 3:
         raise FileNotFoundError(f"Go is needed to build the kubelet harness: {proc.stderr.strip()}")

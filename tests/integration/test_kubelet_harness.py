@@ -176,6 +176,7 @@ def start_and_wait_registered(plugin: FakeDRAPlugin, harness: KubeletHarness) ->
 # -- tests ---------------------------------------------------------------------
 
 
+@pytest.mark.compat
 def test_real_kubelet_dra_manager_registers_plugin_and_prepares_pod(
     cluster: LocalCluster,
     namespace: str,
@@ -199,6 +200,7 @@ def test_real_kubelet_dra_manager_registers_plugin_and_prepares_pod(
     assert_cdi_ids_resolve(prepared["containers"]["main"], plugin.cdi_dir)
 
 
+@pytest.mark.compat
 def test_deleting_pod_unprepares_its_claim_and_removes_the_pod(
     cluster: LocalCluster,
     namespace: str,

@@ -136,7 +136,7 @@ def test_missing_binaries_without_go_give_one_message_naming_what_to_install_or_
     monkeypatch.setenv("KUBEBUILDER_ASSETS", str(tmp_path / "no-assets"))
     monkeypatch.delenv("TEST_ASSET_ETCD", raising=False)
     monkeypatch.delenv("TEST_ASSET_KUBE_APISERVER", raising=False)
-    monkeypatch.setattr(assets, "find_binary", lambda name: None)
+    monkeypatch.setattr(assets, "find_binary", lambda name, kube_version=None: None)
     cluster = LocalCluster(ClusterConfig(build_missing=False))
     with pytest.raises(MissingBinaryError) as err:
         cluster.start()

@@ -151,6 +151,7 @@ def test_pod_lands_only_on_a_node_matching_its_selector_and_taints(
         assert eventually(lambda i=i: bound(objects, namespace, f"p{i}")) == f"zone-{tag}"
 
 
+@pytest.mark.compat
 def test_scoped_mode_beside_kube_scheduler_touches_only_pods_that_name_drakit(
     cluster_with_scheduler, start_controller, eventually
 ):

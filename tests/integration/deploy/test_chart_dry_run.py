@@ -49,6 +49,7 @@ def _dry_run_apply(dyn: DynamicClient, obj: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.compat
 def test_every_rendered_object_passes_server_side_dry_run(
     helm: Helm, cluster: LocalCluster, namespace: str, variant: str
 ) -> None:

@@ -25,8 +25,9 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from drakit.localcluster import LocalCluster
+from kubeapi.clusterversion import MinorFacts
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 GROUP, VERSION, PLURAL = "resource.k8s.io", "v1", "resourceslices"
@@ -51,6 +52,14 @@ def _forbidden(call: Callable[[], Any]) -> str:
         call()
     assert refused.value.status == 403, refused.value.body
     return str(refused.value.body)
+
+
+@pytest.fixture
+def per_device_slices_supported(kube_facts: MinorFacts) -> None:
+    """perDeviceNodeSelection belongs to DRAPartitionableDevices (alpha, off, in 1.35):
+    without it the apiserver drops the field and rejects the slice as naming no node."""
+    if "DRAPartitionableDevices" not in kube_facts.default_on:
+        pytest.skip(f"per-device node selection is off by default in 1.{kube_facts.minor}")
 
 
 @pytest.fixture(scope="module")
@@ -185,6 +194,7 @@ def test_policy_holds_on_every_served_resource_api_version(
     assert f"not those of node {installed.node_b}" in message
 
 
+@pytest.mark.usefixtures("per_device_slices_supported")
 def test_node_plugin_writes_per_device_slices_whose_devices_are_all_on_its_node(
     plugin_on_a: client.ApiClient, installed: Installed
 ) -> None:
@@ -203,6 +213,7 @@ def test_node_plugin_writes_per_device_slices_whose_devices_are_all_on_its_node(
     ],
     ids=["a-device-on-node-b", "a-device-on-all-nodes", "labelled-for-node-b"],
 )
+@pytest.mark.usefixtures("per_device_slices_supported")
 def test_node_plugin_cannot_write_per_device_slices_reaching_other_nodes(
     plugin_on_a: client.ApiClient,
     installed: Installed,
@@ -223,6 +234,7 @@ def _get(api: client.ApiClient, name: str) -> Any:
     return _slices(api).get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
 
 
+@pytest.mark.usefixtures("per_device_slices_supported")
 def test_node_plugin_updates_and_deletes_its_own_per_device_slice(
     plugin_on_a: client.ApiClient, installed: Installed
 ) -> None:
@@ -237,6 +249,7 @@ def test_node_plugin_updates_and_deletes_its_own_per_device_slice(
     _slices(plugin_on_a).delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
 
 
+@pytest.mark.usefixtures("per_device_slices_supported")
 def test_node_plugin_cannot_take_over_another_nodes_per_device_slice_by_rewriting_it(
     admin: client.ApiClient, plugin_on_a: client.ApiClient, installed: Installed
 ) -> None:

@@ -19,6 +19,7 @@ from publisher_support import DRIVER, Pool, StaticBackend, make_node
 from allocator.model import CounterSet, Device
 from drakit.localcluster import LocalCluster
 from kubeapi.client import load_client
+from kubeapi.clusterversion import MinorFacts
 from kubeapi.errors import NotFound
 from kubeapi.resources import (
     DEVICE_CLASSES,
@@ -82,7 +83,10 @@ def start_publisher(sched_api: Any) -> Iterator[Any]:
     started: list[Publisher] = []
 
     def start(node_name: str, pools: list[Pool]) -> Publisher:
-        publisher = Publisher(sched_api, DRIVER, node_name, StaticBackend(pools))
+        # As in the node plugin: the fields published follow the cluster's version.
+        publisher = Publisher(
+            sched_api, DRIVER, node_name, StaticBackend(pools), detect_cluster=True
+        )
         publisher.start()
         started.append(publisher)
         return publisher
@@ -160,6 +164,7 @@ def _gpu(name: str, model: str) -> Device:
     )
 
 
+@pytest.mark.compat
 def test_the_scheduler_allocates_a_device_from_published_slices(
     *,
     sched_api: Any,
@@ -216,6 +221,7 @@ def _partitionable_pool(node: str) -> Pool:
     return Pool(node, devices, (counters,))
 
 
+@pytest.mark.compat
 def test_the_scheduler_honours_shared_counters_of_a_partitionable_device(
     *,
     sched_api: Any,
@@ -224,7 +230,10 @@ def test_the_scheduler_honours_shared_counters_of_a_partitionable_device(
     sched_namespace: str,
     start_publisher: Any,
     eventually: Any,
+    kube_facts: MinorFacts,
 ) -> None:
+    if "DRAPartitionableDevices" not in kube_facts.default_on:
+        pytest.skip(f"partitionable devices are off by default in 1.{kube_facts.minor}")
     start_publisher(sched_node, [_partitionable_pool(sched_node)])
     kind = f'device.attributes["{DRIVER}"].kind'
     _claim(sched_api, sched_namespace, "halves", f'{kind} == "partition"', count=2)

@@ -1,0 +1,82 @@
+"""What the publisher writes on a cluster whose Kubernetes lacks an optional slice feature.
+
+An apiserver whose feature gate is off silently drops the gate's ResourceSlice fields
+(``kubeapi.clusterversion.SliceFields`` says which it keeps). Instead of writing them and
+noticing the loss afterwards, the publisher decides per field, once, from the cluster it meets:
+
+- counters (DRAPartitionableDevices): a device that consumes counters overlaps with others;
+  without counters the scheduler could hand out both, so such devices are withheld; so
+  are devices that name their own node (per-device node selection, same gate);
+- binding conditions (DRADeviceBindingConditions): a device that must wait for its
+  conditions would be used before it is ready, so it is withheld;
+- device taints (DRADeviceTaints): a NoSchedule/NoExecute-tainted device (e.g. drakit's
+  own unhealthy taint) would be scheduled as if healthy, so it is withheld; other taint
+  effects are dropped;
+- consumable capacity (DRAConsumableCapacity): ``allowMultipleAllocations`` and capacity
+  request policies are left out; the device is then allocated exclusively, which is safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from allocator.model import Device, DeviceCapacity
+from kubeapi.clusterversion import SliceFields
+
+__all__ = ["Trimmed", "trim_pool"]
+
+
+@dataclass
+class Trimmed:
+    """The devices to publish, and why others were withheld (device name -> reason)."""
+
+    devices: tuple[Device, ...]
+    withheld: dict[str, str] = field(default_factory=dict)
+    #: False when the pool's shared counter sets must be left out.
+    counters: bool = True
+
+
+def _withhold_reason(device: Device, fields: SliceFields) -> str | None:
+    if device.consumes_counters and not fields.counters:
+        return "consumes shared counters, which this cluster does not support"
+    per_device_node = device.node_name or device.node_selector or device.all_nodes is not None
+    if per_device_node and not fields.counters:
+        # perDeviceNodeSelection is part of DRAPartitionableDevices; without it the
+        # apiserver drops the field and rejects the slice as naming no node.
+        return "names its own node, which this cluster does not support"
+    if (device.binding_conditions or device.binds_to_node) and not fields.binding_conditions:
+        return "has binding conditions, which this cluster does not support"
+    if not fields.taints and any(t.effect in ("NoSchedule", "NoExecute") for t in device.taints):
+        return "is tainted, and this cluster does not support device taints"
+    return None
+
+
+def _without_unsupported(device: Device, fields: SliceFields) -> Device:
+    changes: dict[str, object] = {}
+    if not fields.taints and device.taints:
+        changes["taints"] = ()
+    if not fields.consumable_capacity:
+        if device.allow_multiple_allocations is not None:
+            changes["allow_multiple_allocations"] = None
+        if any(c.request_policy is not None for c in device.capacity.values()):
+            changes["capacity"] = {name: _plain_capacity(c) for name, c in device.capacity.items()}
+    return replace(device, **changes) if changes else device  # type: ignore[arg-type]
+
+
+def _plain_capacity(capacity: DeviceCapacity) -> DeviceCapacity:
+    return replace(capacity, request_policy=None)
+
+
+def trim_pool(devices: tuple[Device, ...], fields: SliceFields | None) -> Trimmed:
+    """The devices of one pool as this cluster can hold them (None: every field kept)."""
+    if fields is None:
+        return Trimmed(devices)
+    kept: list[Device] = []
+    withheld: dict[str, str] = {}
+    for device in devices:
+        reason = _withhold_reason(device, fields)
+        if reason is None:
+            kept.append(_without_unsupported(device, fields))
+        else:
+            withheld[device.name] = reason
+    return Trimmed(tuple(kept), withheld, counters=fields.counters)
