@@ -39,7 +39,13 @@ from drakit.localcluster.kubeversions import (
     resolve_version,
 )
 from drakit.localcluster.leftovers import RunRecord, sweep
-from drakit.localcluster.process import ManagedProcess, PortInUseError, StartError, free_port
+from drakit.localcluster.process import (
+    ManagedProcess,
+    PortInUseError,
+    StartError,
+    free_port,
+    http_ok,
+)
 
 #: Alpha DRA gates drakit's allocator and publisher exercise; beta and GA gates
 #: are on by default in 1.37. Every component gets this same string.
@@ -211,7 +217,7 @@ class LocalCluster:
                 "--log-level=warn",
             ],
         )
-        proc.wait_ready(lambda: _http_ok(f"{self.etcd_url}/health"), self.config.start_timeout)
+        proc.wait_ready(lambda: http_ok(f"{self.etcd_url}/health"), self.config.start_timeout)
 
     def _start_apiserver(self, binary: Path) -> None:
         assert self.certs is not None
@@ -284,7 +290,7 @@ class LocalCluster:
             ],
         )
         proc.wait_ready(
-            lambda: _http_ok(f"https://127.0.0.1:{port}/healthz", insecure=True),
+            lambda: http_ok(f"https://127.0.0.1:{port}/healthz", insecure=True),
             self.config.start_timeout,
         )
 
@@ -305,7 +311,7 @@ class LocalCluster:
             ],
         )
         proc.wait_ready(
-            lambda: _http_ok(f"https://127.0.0.1:{port}/healthz", insecure=True),
+            lambda: http_ok(f"https://127.0.0.1:{port}/healthz", insecure=True),
             self.config.start_timeout,
         )
 
@@ -396,18 +402,3 @@ class LocalCluster:
         if status != 200:
             raise RuntimeError(f"GET /metrics: HTTP {status}")
         return body.decode()
-
-
-def _http_ok(url: str, insecure: bool = False) -> bool:
-    ctx = None
-    if insecure:
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    try:
-        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
-            return int(resp.status) == 200
-    except urllib.error.HTTPError:
-        return False
-    except urllib.error.URLError as err:
-        raise OSError(str(err.reason)) from err

@@ -41,7 +41,7 @@ import yaml
 
 from drakit.localcluster import assets, hoststate
 from drakit.localcluster.cluster import DEFAULT_FEATURE_GATES
-from drakit.localcluster.images import busybox_spec, pause_spec, write_oci_archive
+from drakit.localcluster.images import PAUSE_IMAGE, busybox_spec, pause_spec, write_oci_archive
 from drakit.localcluster.nodeconfig import (
     KubeletPorts,
     NodePaths,
@@ -50,7 +50,7 @@ from drakit.localcluster.nodeconfig import (
     kubelet_config,
     parse_feature_gates,
 )
-from drakit.localcluster.process import ManagedProcess, StartError, free_port
+from drakit.localcluster.process import ManagedProcess, StartError, free_port, http_ok
 
 NODE_BINARIES = (
     "kubelet",
@@ -112,6 +112,7 @@ class LocalNode:
         self._api = _AdminAccess(config.kubeconfig, self.paths.root / "admin")
         self.bins: dict[str, Path] = {}
         self._machine_lock: hoststate.MachineLock | None = None
+        self._healthz_port = 0  # the kubelet's, set when it starts
 
     @property
     def kubelet_dir(self) -> Path:
@@ -208,7 +209,7 @@ class LocalNode:
         p.containerd_socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         bin_dir = self.bins["containerd"].parent
         p.containerd_config.write_text(
-            containerd_toml(p, bin_dir, self.bins["cni/loopback"].parent, _pause_image_name())
+            containerd_toml(p, bin_dir, self.bins["cni/loopback"].parent, PAUSE_IMAGE)
         )
         (p.cni_conf_dir / "10-drakit.conflist").write_text(cni_conflist(p))
         # containerd finds its shim (and the shim runc) on PATH.
@@ -269,7 +270,7 @@ class LocalNode:
             write_oci_archive(spec, archive)
             self.import_image(archive)
         # The sandbox image is pinned so image GC would never touch it.
-        self.ctr("images", "label", _pause_image_name(), "io.cri-containerd.pinned=pinned")
+        self.ctr("images", "label", PAUSE_IMAGE, "io.cri-containerd.pinned=pinned")
 
     def _start_kubelet(self) -> None:
         p = self.paths
@@ -300,7 +301,7 @@ class LocalNode:
             ],
         )
         proc.wait_ready(
-            lambda: _http_ok(f"http://127.0.0.1:{ports.healthz}/healthz"), self.config.start_timeout
+            lambda: http_ok(f"http://127.0.0.1:{ports.healthz}/healthz"), self.config.start_timeout
         )
 
     def restart_kubelet(self) -> None:
@@ -312,7 +313,7 @@ class LocalNode:
         kubelet.stop(timeout=15)
         self.processes.remove(kubelet)
         self._spawn("kubelet", kubelet.argv).wait_ready(
-            lambda: _http_ok(f"http://127.0.0.1:{self._healthz_port}/healthz"),
+            lambda: http_ok(f"http://127.0.0.1:{self._healthz_port}/healthz"),
             self.config.start_timeout,
         )
         self._wait_ready()
@@ -399,12 +400,6 @@ def host_ipv4() -> str:
     )
 
 
-def _pause_image_name() -> str:
-    from drakit.localcluster.images import PAUSE_IMAGE  # noqa: PLC0415
-
-    return PAUSE_IMAGE
-
-
 def _is_ready(node: dict[str, Any]) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True"
@@ -417,16 +412,6 @@ def _has_not_ready_taint(node: dict[str, Any]) -> bool:
         t.get("key") in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
         for t in node.get("spec", {}).get("taints", []) or []
     )
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return int(resp.status) == 200
-    except urllib.error.HTTPError:
-        return False
-    except urllib.error.URLError as err:
-        raise OSError(str(err.reason)) from err
 
 
 class _AdminAccess:

@@ -13,8 +13,11 @@ import ctypes
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -135,3 +138,22 @@ class ManagedProcess:
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def http_ok(url: str, insecure: bool = False) -> bool:
+    """True when ``url`` answers 200; OSError while nothing listens (``wait_ready`` retries).
+
+    ``insecure`` skips TLS verification: components' self-signed health endpoints.
+    """
+    ctx = None
+    if insecure:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+            return int(resp.status) == 200
+    except urllib.error.HTTPError:
+        return False
+    except urllib.error.URLError as err:
+        raise OSError(str(err.reason)) from err

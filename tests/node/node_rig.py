@@ -14,7 +14,7 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +47,6 @@ WAIT = 120.0
 #: static busybox is imported under that name.
 EXAMPLE_IMAGE = "docker.io/library/busybox:1.36"
 
-DAEMON_SETS = ResourceType("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
-DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
 SERVICE_ACCOUNTS = ResourceType("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
 CORE_EVENTS = ResourceType("", "v1", "events", "Event", namespaced=True)
 
@@ -326,12 +324,6 @@ class RealNodeStack:
                 f"events in {RELEASE_NAMESPACE}:\n{self.events(RELEASE_NAMESPACE)}"
             ) from None
 
-    def daemon_set(self, name: str) -> KubeObject:
-        return self.resource(DAEMON_SETS).get(name, RELEASE_NAMESPACE)
-
-    def deployment(self, name: str) -> KubeObject:
-        return self.resource(DEPLOYMENTS).get(name, RELEASE_NAMESPACE)
-
     def container_pid(self, pod: KubeObject, container: str) -> int:
         """Host pid of a running container's main process (through crictl)."""
         status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == container)
@@ -372,7 +364,3 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
-
-
-def iter_lines(text: str, prefix: str) -> Iterator[str]:
-    return (line for line in text.splitlines() if line.startswith(prefix))
