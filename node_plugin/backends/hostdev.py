@@ -51,9 +51,10 @@ from node_plugin.backends.base import (
     DeviceNodeEdit,
     EmptyConfig,
     PoolDescription,
+    RequestContext,
 )
 from node_plugin.backends.registry import validate_settings
-from node_plugin.driver import DeviceHealth, HealthStatus
+from node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
 from telemetry.logs import get_logger
 
 _log = get_logger(__name__)
@@ -226,7 +227,7 @@ class HostDevBackend:
             for name in seen
         ]
 
-    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+    def prepare(self, claim: ClaimToPrepare, context: RequestContext) -> BackendPrepared:
         with self._lock:
             devices = dict(self._devices)
         edits = []
@@ -247,7 +248,7 @@ class HostDevBackend:
             edits.append(ContainerEdits(device_nodes=(node,)))
         return BackendPrepared(device_edits=tuple(edits))
 
-    def unprepare(self, claim_uid: str, state: Mapping[str, Any]) -> None:
+    def unprepare(self, claim: ClaimRef, state: Mapping[str, Any], context: RequestContext) -> None:
         return None  # nothing on the host changes at prepare time
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
 from kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
 from kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from node_plugin.driver import ClaimRef, PreparedDevice
-from node_plugin.service.calls import DriverCalls, claim_count_problem
+from node_plugin.service.calls import DriverCalls, call_deadline, claim_count_problem
 
 # Names the kubelet knows these services by in GetInfo's supported_versions.
 V1_VERSION = "v1.DRAPlugin"
@@ -75,7 +75,10 @@ class DRAPluginV1(v1_grpc.DRAPluginServicer):
     ) -> v1.NodePrepareResourcesResponse:
         _refuse_oversized("NodePrepareResources", len(request.claims), context)
         results = self._calls.prepare(
-            _claim_refs(request.claims), api="v1", is_active=context.is_active
+            _claim_refs(request.claims),
+            api="v1",
+            is_active=context.is_active,
+            deadline=call_deadline(context.time_remaining()),
         )
         response = v1.NodePrepareResourcesResponse()
         for uid, result in results.items():
@@ -90,7 +93,10 @@ class DRAPluginV1(v1_grpc.DRAPluginServicer):
     ) -> v1.NodeUnprepareResourcesResponse:
         _refuse_oversized("NodeUnprepareResources", len(request.claims), context)
         results = self._calls.unprepare(
-            _claim_refs(request.claims), api="v1", is_active=context.is_active
+            _claim_refs(request.claims),
+            api="v1",
+            is_active=context.is_active,
+            deadline=call_deadline(context.time_remaining()),
         )
         response = v1.NodeUnprepareResourcesResponse()
         for uid, error in results.items():
@@ -109,7 +115,10 @@ class DRAPluginV1beta1(v1beta1_grpc.DRAPluginServicer):
     ) -> v1beta1.NodePrepareResourcesResponse:
         _refuse_oversized("NodePrepareResources", len(request.claims), context)
         results = self._calls.prepare(
-            _claim_refs(request.claims), api="v1beta1", is_active=context.is_active
+            _claim_refs(request.claims),
+            api="v1beta1",
+            is_active=context.is_active,
+            deadline=call_deadline(context.time_remaining()),
         )
         response = v1beta1.NodePrepareResourcesResponse()
         for uid, result in results.items():
@@ -124,7 +133,10 @@ class DRAPluginV1beta1(v1beta1_grpc.DRAPluginServicer):
     ) -> v1beta1.NodeUnprepareResourcesResponse:
         _refuse_oversized("NodeUnprepareResources", len(request.claims), context)
         results = self._calls.unprepare(
-            _claim_refs(request.claims), api="v1beta1", is_active=context.is_active
+            _claim_refs(request.claims),
+            api="v1beta1",
+            is_active=context.is_active,
+            deadline=call_deadline(context.time_remaining()),
         )
         response = v1beta1.NodeUnprepareResourcesResponse()
         for uid, error in results.items():
