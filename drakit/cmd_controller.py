@@ -16,6 +16,9 @@ from drakit.flags import (
     LOG_FORMATS,
     LOG_LEVELS,
     ConfigError,
+    Subcommands,
+    add_command,
+    add_kubeconfig_flag,
     check_address,
     check_choice,
     check_number,
@@ -57,23 +60,16 @@ example:
 """
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+def add_parser(sub: Subcommands) -> None:
+    p = add_command(
+        sub,
         "controller",
-        help="run the companion controller (claim generation, lifecycle, scheduling)",
+        summary="run the companion controller (claim generation, lifecycle, scheduling)",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
     )
     env = EnvDefault
-    p.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        action=env,
-        env="KUBECONFIG",
-        help="kubeconfig file (default: in-cluster service account)",
-    )
+    add_kubeconfig_flag(p, "in-cluster service account")
     p.add_argument(
         "--scheduler-name",
         metavar="NAME",

@@ -20,6 +20,9 @@ from drakit.flags import (
     LOG_FORMATS,
     LOG_LEVELS,
     ConfigError,
+    Subcommands,
+    add_command,
+    add_kubeconfig_flag,
     check_address,
     check_choice,
     client_limits,
@@ -73,14 +76,13 @@ example:
 """
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+def add_parser(sub: Subcommands) -> None:
+    p = add_command(
+        sub,
         "node-plugin",
-        help="run the kubelet plugin on this node",
+        summary="run the kubelet plugin on this node",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,  # "--node" must not silently mean --node-name
     )
     env = EnvDefault
     p.add_argument(
@@ -99,13 +101,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         required=True,
         help="name of this Kubernetes node",
     )
-    p.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        action=env,
-        env="KUBECONFIG",
-        help="kubeconfig file (default: in-cluster service account)",
-    )
+    add_kubeconfig_flag(p, "in-cluster service account")
     p.add_argument(
         "--kubelet-registrar-dir",
         metavar="DIR",

@@ -1,4 +1,6 @@
-"""Flag checks both long-running commands share (``node-plugin``, ``controller``).
+"""What drakit's subcommands share about flags: how a subcommand's parser is made, the
+``--kubeconfig`` flag, and the value checks of the long-running commands (``node-plugin``,
+``controller``).
 
 argparse checks ``choices`` only for values given on the command line, not for their
 environment-variable twins, so every value is checked again here. Each check raises
@@ -8,8 +10,10 @@ as one line and exits with code 2.
 
 from __future__ import annotations
 
-from typing import TypeVar
+import argparse
+from typing import TypeAlias, TypeVar
 
+from drakit.envflags import EnvDefault
 from telemetry.address import parse_address
 from telemetry.logs import LOG_FORMATS, LOG_LEVELS
 
@@ -17,11 +21,45 @@ __all__ = [
     "LOG_FORMATS",
     "LOG_LEVELS",
     "ConfigError",
+    "Subcommands",
+    "add_command",
+    "add_kubeconfig_flag",
     "check_address",
     "check_choice",
     "check_number",
     "client_limits",
 ]
+
+
+# A string: argparse's class cannot be subscripted at run time.
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def add_command(
+    sub: Subcommands, name: str, *, summary: str, description: str, epilog: str | None = None
+) -> argparse.ArgumentParser:
+    """The parser of ``drakit NAME`` as every subcommand has it: description and epilog
+    printed as written, and no abbreviated flags (``--node`` must never silently mean
+    ``--node-name``)."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+
+
+def add_kubeconfig_flag(parser: argparse.ArgumentParser, without: str) -> None:
+    """``--kubeconfig FILE`` (``$KUBECONFIG``); ``without`` says what is used when it is unset."""
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        action=EnvDefault,
+        env="KUBECONFIG",
+        help=f"kubeconfig file (default: {without})",
+    )
 
 
 class ConfigError(ValueError):
