@@ -257,14 +257,8 @@ class HealthReporter(Protocol):
 
 
 def health_report(backend: object) -> Callable[[], Sequence[DeviceHealth]] | None:
-    """``backend.health`` when it reports health, else None.
-
-    A class variable ``supports_health = False`` still opts a backend out (older backends
-    declared it); nothing else about it is required.
-    """
-    if isinstance(backend, HealthReporter) and getattr(backend, "supports_health", True):
-        return backend.health
-    return None
+    """``backend.health`` when it reports health (:class:`HealthReporter`), else None."""
+    return backend.health if isinstance(backend, HealthReporter) else None
 
 
 ConfigT = TypeVar("ConfigT", bound=pydantic.BaseModel)

@@ -151,7 +151,6 @@ class ExampleBackend:
 
     name: ClassVar[str] = "example"
     config_model: ClassVar[type[pydantic.BaseModel]] = GpuConfig
-    supports_health: ClassVar[bool] = True
 
     def __init__(self, context: BackendContext) -> None:
         settings = validate_settings(ExampleSettings, context, self.name)

@@ -160,7 +160,6 @@ class HostDevBackend:
 
     name: ClassVar[str] = "hostdev"
     config_model: ClassVar[type[pydantic.BaseModel]] = EmptyConfig
-    supports_health: ClassVar[bool] = True
 
     def __init__(self, context: BackendContext) -> None:
         settings = validate_settings(HostDevSettings, context, self.name)

@@ -9,8 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from node_plugin.backends.base import BackendConfigError, ClaimToPrepare, RequestContext
+from node_plugin.backends.base import (
+    BackendBase,
+    BackendConfigError,
+    BackendContext,
+    ClaimToPrepare,
+    EmptyConfig,
+    HealthReporter,
+    PoolDescription,
+    RequestContext,
+    health_report,
+)
 from node_plugin.backends.registry import load_backend
+from node_plugin.device_health import HealthMonitor
+from node_plugin.driver import DeviceHealth, HealthStatus
 
 OLD_STYLE = """
 from drakit.plugin import BackendBase, BackendPrepared
@@ -68,3 +80,31 @@ def test_a_context_past_its_deadline_has_no_time_left() -> None:
 def test_a_claim_to_prepare_names_the_reference_unprepare_gets_later() -> None:
     claim = ClaimToPrepare("uid-1", "team-a", "claim-a", ())
     assert (claim.ref.namespace, claim.ref.name, claim.ref.uid) == ("team-a", "claim-a", "uid-1")
+
+
+class Quiet(BackendBase[EmptyConfig]):
+    """Implements no ``health``: no HealthReporter."""
+
+    name = "quiet"
+
+    def discover(self) -> tuple[PoolDescription, ...]:
+        return ()
+
+
+class Reporting(Quiet):
+    def health(self) -> list[DeviceHealth]:
+        return [DeviceHealth("p", "d", HealthStatus.HEALTHY, 0)]
+
+
+def test_a_backend_without_health_reports_none_and_no_health_service_is_offered() -> None:
+    backend = Quiet(BackendContext("d.example.com", "n1"))
+    assert not isinstance(backend, HealthReporter)
+    assert health_report(backend) is None
+    assert not HealthMonitor(health_report(backend)).supported
+
+
+def test_a_backend_with_health_is_a_health_reporter() -> None:
+    backend = Reporting(BackendContext("d.example.com", "n1"))
+    report = health_report(backend)
+    assert report is not None and [h.device_name for h in report()] == ["d"]
+    assert HealthMonitor(report).supported

@@ -66,7 +66,6 @@ class RecordingBackend:
                                    config={"gpus": 2})  # fmt: skip
         self.name = "recording"
         self.config_model = self._inner.config_model
-        self.supports_health = False
         self.unprepared: list[tuple[str, dict[str, Any]]] = []
         self.unprepared_refs: list[ClaimRef] = []
         self.contexts: list[RequestContext] = []
@@ -78,9 +77,6 @@ class RecordingBackend:
 
     def subscribe(self, on_change: Any) -> None:
         self._inner.subscribe(on_change)
-
-    def health(self) -> Any:
-        return []
 
     def prepare(self, claim: ClaimToPrepare, context: RequestContext) -> BackendPrepared:
         self.contexts.append(context)
