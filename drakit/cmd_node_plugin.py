@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING
 
 from drakit.envflags import EnvDefault
 from drakit.flags import (
-    LOG_FORMATS,
-    LOG_LEVELS,
     ConfigError,
     Subcommands,
     add_command,
     add_kubeconfig_flag,
+    add_log_flags,
     check_address,
-    check_choice,
+    check_log_flags,
     client_limits,
 )
 from node_plugin.driver import CoreConfigError, PluginConfig
@@ -163,22 +162,7 @@ def add_parser(sub: Subcommands) -> None:
         metavar="SECONDS",
         help="longest silence on a device-health stream, at most 30 (default: %(default)s)",
     )
-    p.add_argument(
-        "--log-format",
-        action=env,
-        env="LOG_FORMAT",
-        default="json",
-        choices=LOG_FORMATS,
-        help="log line format (default: %(default)s)",
-    )
-    p.add_argument(
-        "--log-level",
-        action=env,
-        env="LOG_LEVEL",
-        default="info",
-        choices=LOG_LEVELS,
-        help="log level (default: %(default)s)",
-    )
+    add_log_flags(p)
     p.set_defaults(func=run)
 
 
@@ -256,8 +240,7 @@ def build_config(args: argparse.Namespace) -> PluginConfig:
     """Validate the flags into a ``PluginConfig``; raises ConfigError naming the flag."""
     driver = _check_driver_name(args.driver_name)
     kubeconfig = _readable_file("--kubeconfig", args.kubeconfig)
-    check_choice("--log-format", args.log_format, LOG_FORMATS)
-    check_choice("--log-level", args.log_level, LOG_LEVELS)
+    check_log_flags(args)
     pod_uid = _check_pod_uid(args.pod_uid)
     qps, burst = client_limits(
         f"${KUBE_API_QPS_ENV}", os.environ.get(KUBE_API_QPS_ENV, DEFAULT_QPS),

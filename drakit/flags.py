@@ -24,8 +24,10 @@ __all__ = [
     "Subcommands",
     "add_command",
     "add_kubeconfig_flag",
+    "add_log_flags",
     "check_address",
     "check_choice",
+    "check_log_flags",
     "check_number",
     "client_limits",
 ]
@@ -62,6 +64,29 @@ def add_kubeconfig_flag(parser: argparse.ArgumentParser, without: str) -> None:
     )
 
 
+def add_log_flags(parser: argparse.ArgumentParser) -> None:
+    """``--log-format`` (``$LOG_FORMAT``) and ``--log-level`` (``$LOG_LEVEL``); check the
+    values with :func:`check_log_flags` (argparse checks choices of flags only)."""
+    parser.add_argument(
+        "--log-format",
+        metavar="FORMAT",
+        action=EnvDefault,
+        env="LOG_FORMAT",
+        default="json",
+        choices=LOG_FORMATS,
+        help=f"{' or '.join(LOG_FORMATS)} (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--log-level",
+        metavar="LEVEL",
+        action=EnvDefault,
+        env="LOG_LEVEL",
+        default="info",
+        choices=LOG_LEVELS,
+        help=f"{', '.join(LOG_LEVELS)} (default: %(default)s)",
+    )
+
+
 class ConfigError(ValueError):
     """A flag or environment value is unusable; the message names it and says why."""
 
@@ -84,6 +109,12 @@ def check_number(flag: str, value: object, kind: type[N], minimum: N) -> N:
     if number < minimum:
         raise ConfigError(f"{flag} must be at least {minimum}, got {value}")
     return number
+
+
+def check_log_flags(args: argparse.Namespace) -> None:
+    """The values of :func:`add_log_flags`' flags, also when they came from the environment."""
+    check_choice("--log-format", args.log_format, LOG_FORMATS)
+    check_choice("--log-level", args.log_level, LOG_LEVELS)
 
 
 def check_address(flag: str, value: str | None) -> tuple[str, int] | None:
