@@ -345,7 +345,7 @@ def test_the_wired_publisher_publishes_the_example_backend_and_taints_unhealthy_
     publisher.start()
     try:
         eventually(
-            lambda: len(_published_devices(node_slices(slices, name))) == 4, message="published"
+            lambda: len(_published_devices(node_slices(slices, name))) == 4, what="published"
         )
         assert (
             "drakit_node_plugin_publisher_slice_writes_total"
