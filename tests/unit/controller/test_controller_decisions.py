@@ -113,6 +113,29 @@ def test_reservation_of_a_running_pod_is_kept_without_a_write(
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
 
 
+def test_only_the_reservation_of_the_vanished_pod_of_two_is_dropped(
+    api: FakeApi, lifecycle: ClaimLifecycle
+) -> None:
+    staying, gone = pod(api, "staying"), pod(api, "gone")
+    claim(api, "shared", reserved_for=[consumer(staying), consumer(gone)])
+    api.resource(PODS).delete("gone", NS)
+    lifecycle.sync_claim(NS, "shared")
+    stored = api.resource(RESOURCE_CLAIMS).get("shared", NS)
+    assert stored["status"]["reservedFor"] == [consumer(staying)]
+    assert stored["status"]["allocation"] is not None
+
+
+def test_reservation_of_a_pod_recreated_under_the_same_name_is_dropped(
+    api: FakeApi, lifecycle: ClaimLifecycle
+) -> None:
+    first = pod(api, "worker")
+    claim(api, "shared", reserved_for=[consumer(first)])
+    api.resource(PODS).delete("worker", NS)
+    pod(api, "worker")  # same name, new UID: not the consumer the claim was reserved for
+    lifecycle.sync_claim(NS, "shared")
+    assert api.resource(RESOURCE_CLAIMS).get("shared", NS)["status"]["reservedFor"] is None
+
+
 def test_generated_claim_of_a_finished_pod_is_deleted(
     api: FakeApi, lifecycle: ClaimLifecycle
 ) -> None:
