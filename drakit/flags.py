@@ -67,24 +67,19 @@ def add_kubeconfig_flag(parser: argparse.ArgumentParser, without: str) -> None:
 def add_log_flags(parser: argparse.ArgumentParser) -> None:
     """``--log-format`` (``$LOG_FORMAT``) and ``--log-level`` (``$LOG_LEVEL``); check the
     values with :func:`check_log_flags` (argparse checks choices of flags only)."""
-    parser.add_argument(
-        "--log-format",
-        metavar="FORMAT",
-        action=EnvDefault,
-        env="LOG_FORMAT",
-        default="json",
-        choices=LOG_FORMATS,
-        help=f"{' or '.join(LOG_FORMATS)} (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--log-level",
-        metavar="LEVEL",
-        action=EnvDefault,
-        env="LOG_LEVEL",
-        default="info",
-        choices=LOG_LEVELS,
-        help=f"{', '.join(LOG_LEVELS)} (default: %(default)s)",
-    )
+    for flag, metavar, default, choices in (
+        ("--log-format", "FORMAT", "json", LOG_FORMATS),
+        ("--log-level", "LEVEL", "info", LOG_LEVELS),
+    ):
+        parser.add_argument(
+            flag,
+            metavar=metavar,
+            action=EnvDefault,
+            env=flag.removeprefix("--").replace("-", "_").upper(),
+            default=default,
+            choices=choices,
+            help=f"{', '.join(choices)} (default: %(default)s)",
+        )
 
 
 class ConfigError(ValueError):
