@@ -14,9 +14,11 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol
 
+from drakit.flags import Subcommands
+
 
 class _Subcommand(Protocol):
-    def add_parser(self, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
+    def add_parser(self, sub: Subcommands) -> None: ...
 
 
 # name -> module that defines add_parser(subparsers); the parser it adds sets

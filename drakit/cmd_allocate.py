@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from drakit.flags import Subcommands, add_command
+
 DESCRIPTION = """\
 Allocate ResourceClaims offline, exactly as the Kubernetes 1.37 scheduler's allocator
 would, from files: no cluster needed. For every node, the claims are allocated together
@@ -36,13 +38,13 @@ examples:
   kubectl get resourceslices -o yaml > s.yaml && drakit allocate --slices s.yaml ... -o json"""
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+def add_parser(sub: Subcommands) -> None:
+    p = add_command(
+        sub,
         "allocate",
-        help="allocate claims offline from YAML/JSON files and explain refusals",
+        summary="allocate claims offline from YAML/JSON files and explain refusals",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--slices",

@@ -13,11 +13,14 @@ from typing import TYPE_CHECKING
 
 from drakit.envflags import EnvDefault
 from drakit.flags import (
-    LOG_FORMATS,
-    LOG_LEVELS,
     ConfigError,
+    Subcommands,
+    add_command,
+    add_kubeconfig_flag,
+    add_log_flags,
     check_address,
     check_choice,
+    check_log_flags,
     check_number,
     client_limits,
 )
@@ -57,23 +60,16 @@ example:
 """
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+def add_parser(sub: Subcommands) -> None:
+    p = add_command(
+        sub,
         "controller",
-        help="run the companion controller (claim generation, lifecycle, scheduling)",
+        summary="run the companion controller (claim generation, lifecycle, scheduling)",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
     )
     env = EnvDefault
-    p.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        action=env,
-        env="KUBECONFIG",
-        help="kubeconfig file (default: in-cluster service account)",
-    )
+    add_kubeconfig_flag(p, "in-cluster service account")
     p.add_argument(
         "--scheduler-name",
         metavar="NAME",
@@ -183,22 +179,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default="130",
         help="client-side request burst (default: %(default)s)",
     )
-    p.add_argument(
-        "--log-format",
-        metavar="FORMAT",
-        action=env,
-        env="LOG_FORMAT",
-        default="json",
-        help="json or text (default: %(default)s)",
-    )
-    p.add_argument(
-        "--log-level",
-        metavar="LEVEL",
-        action=env,
-        env="LOG_LEVEL",
-        default="info",
-        help="debug, info, warning or error (default: %(default)s)",
-    )
+    add_log_flags(p)
     p.set_defaults(func=run)  # fmt: skip
 
 
@@ -208,8 +189,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     from controller.main import LeaderElection, RunConfig  # noqa: PLC0415
     from kubeapi.leaderelection import default_identity  # noqa: PLC0415
 
-    check_choice("--log-format", args.log_format, LOG_FORMATS)
-    check_choice("--log-level", args.log_level, LOG_LEVELS)
+    check_log_flags(args)
     scheduler_name = args.scheduler_name or ""
     if not scheduler_name:
         raise ConfigError("--scheduler-name must not be empty")

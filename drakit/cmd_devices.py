@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
-from drakit.envflags import EnvDefault
+from drakit.flags import Subcommands, add_command, add_kubeconfig_flag
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the cluster could not be read
@@ -58,23 +58,15 @@ examples:
 """
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+def add_parser(sub: Subcommands) -> None:
+    p = add_command(
+        sub,
         "devices",
-        help="show devices, who holds them, and how full each pool is",
+        summary="show devices, who holds them, and how full each pool is",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
     )
-    env = EnvDefault
-    p.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        action=env,
-        env="KUBECONFIG",
-        help="kubeconfig file (default: in-cluster service account, then ~/.kube/config)",
-    )
+    add_kubeconfig_flag(p, "in-cluster service account, then ~/.kube/config")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
     p.add_argument(
         "--summary", action="store_true", help="one row per node and pool instead of per device"

@@ -14,18 +14,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drakit.background import run_until_signalled, start_detached, stop_detached
+from drakit.flags import Subcommands, add_command
 from drakit.version import KUBERNETES_VERSION, SUPPORTED_KUBERNETES_VERSIONS
 
 if TYPE_CHECKING:
     from drakit.localcluster import ClusterConfig
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+def add_parser(sub: Subcommands) -> None:
+    p = add_command(
+        sub,
         "local-cluster",
-        help="start or stop a local kube-apiserver + etcd for development",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        summary="start or stop a local kube-apiserver + etcd for development",
+        description=__doc__ or "",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, help_text in (

@@ -20,14 +20,15 @@ import sys
 from pathlib import Path
 
 from drakit.background import run_until_signalled, start_detached, stop_detached
+from drakit.flags import Subcommands, add_command
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+def add_parser(sub: Subcommands) -> None:
+    p = add_command(
+        sub,
         "local-node",
-        help="start or stop a real kubelet + containerd node for a local control plane (root)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        summary="start or stop a real kubelet + containerd node for a local control plane (root)",
+        description=__doc__ or "",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, help_text in (

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING
 
 from drakit.envflags import EnvDefault
 from drakit.flags import (
-    LOG_FORMATS,
-    LOG_LEVELS,
     ConfigError,
+    Subcommands,
+    add_command,
+    add_kubeconfig_flag,
+    add_log_flags,
     check_address,
-    check_choice,
+    check_log_flags,
     client_limits,
 )
 from node_plugin.driver import CoreConfigError, PluginConfig
@@ -73,14 +75,13 @@ example:
 """
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+def add_parser(sub: Subcommands) -> None:
+    p = add_command(
+        sub,
         "node-plugin",
-        help="run the kubelet plugin on this node",
+        summary="run the kubelet plugin on this node",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,  # "--node" must not silently mean --node-name
     )
     env = EnvDefault
     p.add_argument(
@@ -99,13 +100,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         required=True,
         help="name of this Kubernetes node",
     )
-    p.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        action=env,
-        env="KUBECONFIG",
-        help="kubeconfig file (default: in-cluster service account)",
-    )
+    add_kubeconfig_flag(p, "in-cluster service account")
     p.add_argument(
         "--kubelet-registrar-dir",
         metavar="DIR",
@@ -167,22 +162,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="SECONDS",
         help="longest silence on a device-health stream, at most 30 (default: %(default)s)",
     )
-    p.add_argument(
-        "--log-format",
-        action=env,
-        env="LOG_FORMAT",
-        default="json",
-        choices=LOG_FORMATS,
-        help="log line format (default: %(default)s)",
-    )
-    p.add_argument(
-        "--log-level",
-        action=env,
-        env="LOG_LEVEL",
-        default="info",
-        choices=LOG_LEVELS,
-        help="log level (default: %(default)s)",
-    )
+    add_log_flags(p)
     p.set_defaults(func=run)
 
 
@@ -260,8 +240,7 @@ def build_config(args: argparse.Namespace) -> PluginConfig:
     """Validate the flags into a ``PluginConfig``; raises ConfigError naming the flag."""
     driver = _check_driver_name(args.driver_name)
     kubeconfig = _readable_file("--kubeconfig", args.kubeconfig)
-    check_choice("--log-format", args.log_format, LOG_FORMATS)
-    check_choice("--log-level", args.log_level, LOG_LEVELS)
+    check_log_flags(args)
     pod_uid = _check_pod_uid(args.pod_uid)
     qps, burst = client_limits(
         f"${KUBE_API_QPS_ENV}", os.environ.get(KUBE_API_QPS_ENV, DEFAULT_QPS),

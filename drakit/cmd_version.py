@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 
+from drakit.flags import Subcommands, add_command
 from drakit.version import KUBELET_SERVICES, KUBERNETES_VERSION, RESOURCE_API_VERSIONS, __version__
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+def add_parser(sub: Subcommands) -> None:
+    p = add_command(
+        sub,
         "version",
-        help="print drakit's version and the Kubernetes APIs it speaks",
-        description="Print drakit's version, the Kubernetes release it targets, the "
+        summary="print drakit's version and the Kubernetes APIs it speaks",
+        description="Print drakit's version, the Kubernetes release it targets, the\n"
         "resource.k8s.io API versions it reads and the kubelet gRPC services it serves.",
     )
     p.add_argument("-o", "--output", choices=["text", "json"], default="text", help="output format")

@@ -1,7 +1,9 @@
 """The public API for driver authors: everything a device backend needs, from one module.
 
-A backend is a class with ``name``, ``config_model``, ``discover``, ``prepare`` and
-``unprepare`` (:class:`Backend`); start from :class:`BackendBase`. Add ``health`` to report
+A backend is a class with ``name``, ``config_model``, ``discover``,
+``prepare(claim, context)`` and ``unprepare(claim, state, context)`` (:class:`Backend`; the
+context is a :class:`RequestContext`, the claim of ``unprepare`` a :class:`ClaimRef`); start
+from :class:`BackendBase`. Add ``health`` to report
 device health (:class:`HealthReporter`). Run it with
 ``drakit node-plugin --backend mypkg.mod:MyBackend``; docs/writing-a-driver.md has a
 complete driver in one file.
@@ -15,7 +17,7 @@ from allocator.model import CounterSet, Device, DeviceAttribute, DeviceCapacity
 from allocator.quantity import Quantity
 from node_plugin.backends import base
 from node_plugin.backends.registry import validate_settings
-from node_plugin.driver import DeviceHealth, HealthStatus
+from node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
 
 # The backend interface, by name (node_plugin.backends.base is internal: it may move).
 Backend = base.Backend
@@ -32,6 +34,7 @@ EmptyConfig = base.EmptyConfig
 HealthReporter = base.HealthReporter
 MountEdit = base.MountEdit
 PoolDescription = base.PoolDescription
+RequestContext = base.RequestContext
 
 __all__ = [
     "Backend",
@@ -40,6 +43,7 @@ __all__ = [
     "BackendContext",
     "BackendError",
     "BackendPrepared",
+    "ClaimRef",
     "ClaimToPrepare",
     "ContainerEdits",
     "CounterSet",
@@ -55,5 +59,6 @@ __all__ = [
     "MountEdit",
     "PoolDescription",
     "Quantity",
+    "RequestContext",
     "validate_settings",
 ]

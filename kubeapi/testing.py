@@ -6,7 +6,9 @@ name, an update with a stale ``resourceVersion`` is a Conflict, a delete's UID/R
 preconditions are checked, and every change is logged as a watch event
 (:meth:`FakeApi.events_since`). It does no validation, defaulting, admission, field
 selection or server-side apply: behaviour that depends on those keeps its test against the
-real apiserver (tests/integration/).
+real apiserver (tests/integration/). A test may register a mutation of what gets stored
+(:meth:`FakeApi.on_write`), as an apiserver with a feature gate off drops the fields it
+does not know.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import copy
 import itertools
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kubeapi.errors import AlreadyExists, Conflict, NotFound
@@ -34,9 +37,22 @@ class FakeApi:
         self._names = itertools.count(1)
         self._objects: dict[tuple[str, str, str], KubeObject] = {}
         self._events: list[tuple[int, str, KubeObject]] = []
+        self._on_write: dict[str, list[Callable[[KubeObject], None]]] = {}
 
     def resource(self, rtype: ResourceType) -> FakeResource:
         return FakeResource(self, rtype)
+
+    def on_write(self, rtype: ResourceType, mutate: Callable[[KubeObject], None]) -> None:
+        """Change every object of ``rtype`` in place before it is stored, on create and
+        update (what defaulting, a mutating webhook or a disabled feature gate does)."""
+        with self._lock:
+            self._on_write.setdefault(rtype.plural, []).append(mutate)
+
+    def _store(self, plural: str, key: tuple[str, str, str], kind: str, obj: KubeObject) -> None:
+        """Apply the write mutations, stamp, log and keep ``obj`` (lock held)."""
+        for mutate in self._on_write.get(plural, ()):
+            mutate(obj)
+        self._objects[key] = self._record(kind, obj)
 
     def events_since(self, resource_version: str = "0") -> list[tuple[str, KubeObject]]:
         """(ADDED | MODIFIED | DELETED, object) after ``resource_version``, oldest first."""
@@ -99,7 +115,7 @@ class FakeResource:
             meta["generation"] = 1
             body.setdefault("apiVersion", self.rtype.api_version)
             body.setdefault("kind", self.rtype.kind)
-            self.api._objects[key] = self.api._record("ADDED", body)
+            self.api._store(self.rtype.plural, key, "ADDED", body)
             return copy.deepcopy(body)
 
     def update(self, obj: KubeObject, *, subresource: str | None = None, **_options: Any
@@ -123,7 +139,7 @@ class FakeResource:
                 body["metadata"] = {**stored["metadata"], **copy.deepcopy(meta)}
                 if body.get("spec") != stored.get("spec"):
                     body["metadata"]["generation"] = stored["metadata"]["generation"] + 1
-            self.api._objects[key] = self.api._record("MODIFIED", body)
+            self.api._store(self.rtype.plural, key, "MODIFIED", body)
             return copy.deepcopy(body)
 
     def update_status(self, obj: KubeObject, **options: Any) -> KubeObject:

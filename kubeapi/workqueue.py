@@ -232,6 +232,18 @@ class WorkQueue(Generic[K]):
                 if thread is not threading.current_thread():
                     thread.join(timeout)
 
+    def run_pending(self, handler: Handler[K]) -> int:
+        """Run ``handler`` in this thread for every key due now by the queue's clock, with
+        the same retry and requeue rules as a worker; returns how many keys ran.
+
+        For deterministic tests that drive the clock themselves: not with started workers.
+        """
+        ran = 0
+        while (key := self.get(timeout=0)) is not None:
+            self._process(key, handler)
+            ran += 1
+        return ran
+
     @property
     def shutting_down(self) -> bool:
         with self._cond:
@@ -294,26 +306,31 @@ class WorkQueue(Generic[K]):
 
     def _work(self, handler: Handler[K]) -> None:
         while (key := self.get()) is not None:
-            try:
-                requeue_after = handler(key)
-            except Exception as err:
-                retries = self.rate_limiter.retries(key)
-                delay = self.add_rate_limited(key)
-                logger.warning(
-                    "Sync failed, will retry",
-                    extra={
-                        "queue": self.name,
-                        "key": str(key),
-                        "retries": retries + 1,
-                        "delay_seconds": round(delay, 3),
-                        "cause": f"{type(err).__name__}: {err}",
-                    },
-                    # API errors are routine (a conflict, a missing object): no traceback for them.
-                    exc_info=not isinstance(err, ApiError),
-                )
-            else:
-                self.forget(key)
-                if requeue_after is not None:
-                    self.add_after(key, requeue_after)
-            finally:
-                self.done(key)
+            self._process(key, handler)
+
+    def _process(self, key: K, handler: Handler[K]) -> None:
+        """Run ``handler`` for ``key`` (got from the queue): retry on failure, requeue when
+        asked, ``done`` in any case."""
+        try:
+            requeue_after = handler(key)
+        except Exception as err:
+            retries = self.rate_limiter.retries(key)
+            delay = self.add_rate_limited(key)
+            logger.warning(
+                "Sync failed, will retry",
+                extra={
+                    "queue": self.name,
+                    "key": str(key),
+                    "retries": retries + 1,
+                    "delay_seconds": round(delay, 3),
+                    "cause": f"{type(err).__name__}: {err}",
+                },
+                # API errors are routine (a conflict, a missing object): no traceback for them.
+                exc_info=not isinstance(err, ApiError),
+            )
+        else:
+            self.forget(key)
+            if requeue_after is not None:
+                self.add_after(key, requeue_after)
+        finally:
+            self.done(key)

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from kubeapi.clusterversion import kubelet_health_services_for_node
 from kubeapi.resources import RESOURCE_CLAIMS
-from node_plugin.backends.base import Backend, BackendPrepared, health_report
+from node_plugin.backends.base import Backend, BackendPrepared, RequestContext, health_report
 from node_plugin.cdi import PREPARED_ANNOTATION, CDIDevice, CDISpecs
 from node_plugin.checkpoint import (
     API_VERSION,
@@ -309,7 +309,8 @@ class PrepareCore:
             for claim in todo:
                 if isinstance(out[claim.ref.uid], PrepareResult):
                     entry = self.checkpoint.get(claim.ref.uid)
-                    self._roll_back(claim.ref.uid, entry.backend_state if entry else {}, log)
+                    state = entry.backend_state if entry else {}
+                    self._roll_back(claim.ref, state, call, log)
                     out[claim.ref.uid] = ClaimError(
                         "CheckpointWriteFailed",
                         f"cannot record the prepare in the checkpoint: {exc}",
@@ -331,14 +332,14 @@ class PrepareCore:
         recorded = self.checkpoint.get(uid)
         earlier_state = recorded.backend_state if recorded is not None else {}
         try:
-            entry = self._prepare_one(claim)
+            entry = self._prepare_one(claim, self._backend_context(claim.ref, call))
         except ClaimError as exc:
             # The backend's own state when it had prepared before the failure.
-            self._roll_back(uid, exc.backend_state or earlier_state, log)
+            self._roll_back(claim.ref, exc.backend_state or earlier_state, call, log)
             return exc
         except Exception as exc:  # a bug must not cost the other claims their answer
             log.exception("Prepare of a claim failed unexpectedly", claim_uid=uid)
-            self._roll_back(uid, earlier_state, log)
+            self._roll_back(claim.ref, earlier_state, call, log)
             return ClaimError("PrepareFailed", f"prepare failed: {describe(exc)}")
         self.checkpoint.put(entry)
         log.info("Prepared claim", claim_uid=uid, devices=len(entry.devices))
@@ -361,10 +362,18 @@ class PrepareCore:
             backend_state=backend_state or {},
         )
 
-    def _prepare_one(self, claim: FetchedClaim) -> ClaimEntry:
+    def _backend_context(self, ref: ClaimRef, call: CallContext) -> RequestContext:
+        """The backend's view of the call: its request id and deadline, and a logger named
+        for the backend's module, bound to the call and the claim."""
+        log = get_logger(type(self.backend).__module__).bind(
+            request_id=call.request_id, claim=f"{ref.namespace}/{ref.name}", claim_uid=ref.uid
+        )
+        return RequestContext(request_id=call.request_id, log=log, deadline=call.deadline)
+
+    def _prepare_one(self, claim: FetchedClaim, context: RequestContext) -> ClaimEntry:
         name = f"ResourceClaim {claim.ref.namespace}/{claim.ref.name}"
         try:
-            prepared: BackendPrepared = self.backend.prepare(claim.to_prepare)
+            prepared: BackendPrepared = self.backend.prepare(claim.to_prepare, context)
         except Exception as exc:
             raise ClaimError(
                 "PrepareFailed", f"{name}: backend {self.backend.name}: {describe(exc)}"
@@ -402,10 +411,17 @@ class PrepareCore:
                 raise error from exc
         return entry
 
-    def _roll_back(self, uid: str, backend_state: Mapping[str, Any], log: StructuredLogger) -> str:
+    def _roll_back(
+        self,
+        ref: ClaimRef,
+        backend_state: Mapping[str, Any],
+        call: CallContext,
+        log: StructuredLogger,
+    ) -> str:
         """Undo a (partial) prepare; returns "" or the error text. Caller saves the checkpoint."""
+        uid = ref.uid
         try:
-            self.backend.unprepare(uid, backend_state)
+            self.backend.unprepare(ref, backend_state, self._backend_context(ref, call))
         except Exception as exc:
             log.exception("Backend unprepare failed", claim_uid=uid)
             return f"backend {self.backend.name}: {describe(exc)}"
@@ -431,7 +447,7 @@ class PrepareCore:
                     results[ref.uid] = str(abandoned(ref))
                     continue
                 had_entry = self.checkpoint.get(ref.uid) is not None
-                results[ref.uid] = self._unprepare_one(ref, log)
+                results[ref.uid] = self._unprepare_one(ref, call, log)
                 if had_entry and not results[ref.uid]:
                     removed.append(ref)
             self._save_unprepared(removed, results, log)
@@ -450,10 +466,12 @@ class PrepareCore:
                 results[ref.uid] = error
                 self._report(ref, None, ClaimError("UnprepareFailed", error), "Unprepare", log)
 
-    def _unprepare_one(self, ref: ClaimRef, log: StructuredLogger) -> str:
+    def _unprepare_one(self, ref: ClaimRef, call: CallContext, log: StructuredLogger) -> str:
         """Undo one claim and drop its entry (the caller saves); "" or the claim's error.
 
-        Never raises: one claim's failure is that claim's error only.
+        The backend gets the claim as it was prepared: namespace and name from the
+        checkpoint (the kubelet's where the entry has none). Never raises: one claim's
+        failure is that claim's error only.
         """
         try:
             entry = self.checkpoint.get(ref.uid)
@@ -462,7 +480,12 @@ class PrepareCore:
                 return ""
             if entry.state == STARTED:
                 log.info("Rolling back a prepare interrupted earlier", claim_uid=ref.uid)
-            error = self._roll_back(ref.uid, entry.backend_state, log)
+            prepared_as = ClaimRef(
+                namespace=entry.namespace or ref.namespace,
+                uid=ref.uid,
+                name=entry.name or ref.name,
+            )
+            error = self._roll_back(prepared_as, entry.backend_state, call, log)
         except Exception as exc:
             log.exception("Unprepare of a claim failed", claim_uid=ref.uid)
             error = f"cannot update the node's state: {describe(exc)}"

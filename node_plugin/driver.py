@@ -42,7 +42,8 @@ class CoreConfigError(Exception):
 
 @dataclass(frozen=True)
 class ClaimRef:
-    """A ResourceClaim as the kubelet names it in a prepare/unprepare call."""
+    """A ResourceClaim by namespace, name and UID: how the kubelet names it in a
+    prepare/unprepare call, and what a backend's ``unprepare`` gets. The UID is the key."""
 
     namespace: str
     uid: str
@@ -133,11 +134,14 @@ class CallContext:
     server. ``request_id`` ties the core's log lines to the servicer's.
     ``is_active`` turns False once the caller is gone (its deadline passed or
     it hung up): the core stops starting new work for the call then.
+    ``deadline`` is the :func:`time.monotonic` time the caller stops waiting
+    (None: it set none); the core hands it to the backend.
     """
 
     request_id: str
     serialize: AbstractContextManager[object]
     is_active: Callable[[], bool] = _always_active
+    deadline: float | None = None
 
 
 @dataclass(frozen=True)

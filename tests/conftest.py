@@ -14,13 +14,14 @@ version this way.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.waiting import eventually as wait_until
 
 from drakit.localcluster import ClusterConfig, LocalCluster
 from drakit.localcluster.assets import selected_version
@@ -136,19 +137,5 @@ def claims(api: RateLimitedApiClient) -> Resource:
 
 @pytest.fixture
 def eventually() -> Wait:
-    """``eventually(fn)``: poll ``fn`` until it returns something truthy, and return that.
-
-    The timeout only keeps a broken test from hanging; nothing asserts how long it took.
-    """
-
-    def wait(fn: Callable[[], Any], timeout: float = 120.0, message: str = "") -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            result = fn()
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                pytest.fail(f"condition never became true: {message or fn}")
-            time.sleep(0.05)
-
-    return wait
+    """:func:`helpers.waiting.eventually` as a fixture: ``eventually(fn, what=, timeout=)``."""
+    return partial(wait_until, interval=0.05)

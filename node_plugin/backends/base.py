@@ -9,7 +9,9 @@ the checkpoint and writes CDI specs; the backend only
   description or device health would change (``subscribe``);
 * reports device health (``health``);
 * prepares the devices of one claim and returns the CDI container edits each
-  device needs (``prepare``), and undoes that (``unprepare``).
+  device needs (``prepare``), and undoes that (``unprepare``); both get the
+  kubelet call they run for as a :class:`RequestContext` (request id, a logger
+  bound to the call and the claim, the caller's deadline).
 
 A driver author adds a backend without touching the core: implement
 :class:`Backend` in any importable module and start the plugin with
@@ -19,6 +21,7 @@ A driver author adds a backend without touching the core: implement
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +31,8 @@ import pydantic
 
 from allocator.model import CounterSet, Device
 from allocator.quantity import Quantity
-from node_plugin.driver import DeviceHealth
+from node_plugin.driver import ClaimRef, DeviceHealth
+from telemetry.logs import StructuredLogger, get_logger
 
 
 class BackendError(Exception):
@@ -108,6 +112,42 @@ class ClaimToPrepare:
     name: str
     devices: tuple[DeviceToPrepare, ...]
 
+    @property
+    def ref(self) -> ClaimRef:
+        """The claim's reference: what ``unprepare`` gets for it later."""
+        return ClaimRef(namespace=self.namespace, uid=self.uid, name=self.name)
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """The kubelet call a ``prepare`` or ``unprepare`` runs for.
+
+    ``request_id`` is in every log line of the call (the plugin's and, through ``log``,
+    the backend's). ``log`` is bound to the request id and the claim
+    (``claim="<namespace>/<name>"``, ``claim_uid``): ``context.log.info("Flashed", slot=3)``.
+    ``deadline`` is the :func:`time.monotonic` time at which the kubelet stops waiting
+    (its gRPC deadline, 45 s after the call began); None when the caller set none. Work
+    that outlives it is wasted: the kubelet has given up and will call again.
+
+    A backend's own tests make one with ``RequestContext("test-1")`` (an unbound logger,
+    no deadline).
+    """
+
+    request_id: str
+    log: StructuredLogger = field(default_factory=lambda: get_logger("drakit.backend"))
+    deadline: float | None = None
+
+    def time_left(self) -> float | None:
+        """Seconds until the deadline (0 once it has passed); None without a deadline."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
+    def expired(self) -> bool:
+        """True once the deadline has passed (never without one)."""
+        left = self.time_left()
+        return left is not None and left <= 0
+
 
 @dataclass(frozen=True)
 class DeviceNodeEdit:
@@ -163,7 +203,8 @@ class Backend(Protocol):
 
     ``prepare`` and ``unprepare`` are called with the plugin's serialize lock
     held (never concurrently with each other), must be idempotent, and
-    ``unprepare`` must succeed for a claim it does not know.
+    ``unprepare`` must succeed for a claim it does not know. Both should finish
+    before ``context.deadline``.
     """
 
     name: ClassVar[str]
@@ -181,12 +222,19 @@ class Backend(Protocol):
         """
         ...
 
-    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+    def prepare(self, claim: ClaimToPrepare, context: RequestContext) -> BackendPrepared:
         """Make the claim's devices usable; raise :class:`BackendError` on failure."""
         ...
 
-    def unprepare(self, claim_uid: str, state: Mapping[str, Any]) -> None:
-        """Undo ``prepare`` for ``claim_uid``; ``state`` is what ``prepare`` returned."""
+    def unprepare(self, claim: ClaimRef, state: Mapping[str, Any], context: RequestContext) -> None:
+        """Undo ``prepare`` for ``claim``; ``state`` is what ``prepare`` returned.
+
+        ``claim.uid`` is the key. ``claim.namespace``/``claim.name`` are those recorded
+        when the claim was prepared (what the kubelet's call names, where the checkpoint
+        recorded none). Only claims this plugin recorded come here: a claim the kubelet
+        unprepares that was never prepared on this node is answered without the backend.
+        The claim may be gone from the API by now: do not fetch it.
+        """
         ...
 
     def close(self) -> None:
@@ -209,14 +257,8 @@ class HealthReporter(Protocol):
 
 
 def health_report(backend: object) -> Callable[[], Sequence[DeviceHealth]] | None:
-    """``backend.health`` when it reports health, else None.
-
-    A class variable ``supports_health = False`` still opts a backend out (older backends
-    declared it); nothing else about it is required.
-    """
-    if isinstance(backend, HealthReporter) and getattr(backend, "supports_health", True):
-        return backend.health
-    return None
+    """``backend.health`` when it reports health (:class:`HealthReporter`), else None."""
+    return backend.health if isinstance(backend, HealthReporter) else None
 
 
 ConfigT = TypeVar("ConfigT", bound=pydantic.BaseModel)

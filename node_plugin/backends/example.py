@@ -50,9 +50,10 @@ from node_plugin.backends.base import (
     ContainerEdits,
     DeviceToPrepare,
     PoolDescription,
+    RequestContext,
 )
 from node_plugin.backends.registry import validate_settings
-from node_plugin.driver import DeviceHealth, HealthStatus
+from node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
 
 _UUID_NAMESPACE = uuid.UUID("6b0d1c52-6a43-4f0e-9d53-2f7b5e0cf0a1")
 DRIVER_VERSION = "1.0.0"
@@ -150,7 +151,6 @@ class ExampleBackend:
 
     name: ClassVar[str] = "example"
     config_model: ClassVar[type[pydantic.BaseModel]] = GpuConfig
-    supports_health: ClassVar[bool] = True
 
     def __init__(self, context: BackendContext) -> None:
         settings = validate_settings(ExampleSettings, context, self.name)
@@ -333,14 +333,14 @@ class ExampleBackend:
                 env.append(f"{prefix}_PARTITION_COUNT={count.partition_count}")
         return tuple(env)
 
-    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+    def prepare(self, claim: ClaimToPrepare, context: RequestContext) -> BackendPrepared:
         edits = tuple(ContainerEdits(env=self._env(claim.uid, d)) for d in claim.devices)
-        return BackendPrepared(
-            device_edits=edits, state={"devices": [d.device for d in claim.devices]}
-        )
+        devices = [d.device for d in claim.devices]
+        context.log.debug("Simulated GPUs ready", devices=devices)
+        return BackendPrepared(device_edits=edits, state={"devices": devices})
 
-    def unprepare(self, claim_uid: str, state: Mapping[str, Any]) -> None:
-        return None
+    def unprepare(self, claim: ClaimRef, state: Mapping[str, Any], context: RequestContext) -> None:
+        context.log.debug("Simulated GPUs released", devices=state.get("devices", []))
 
     def close(self) -> None:
         with self._lock:

@@ -51,9 +51,10 @@ from node_plugin.backends.base import (
     DeviceNodeEdit,
     EmptyConfig,
     PoolDescription,
+    RequestContext,
 )
 from node_plugin.backends.registry import validate_settings
-from node_plugin.driver import DeviceHealth, HealthStatus
+from node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
 from telemetry.logs import get_logger
 
 _log = get_logger(__name__)
@@ -159,7 +160,6 @@ class HostDevBackend:
 
     name: ClassVar[str] = "hostdev"
     config_model: ClassVar[type[pydantic.BaseModel]] = EmptyConfig
-    supports_health: ClassVar[bool] = True
 
     def __init__(self, context: BackendContext) -> None:
         settings = validate_settings(HostDevSettings, context, self.name)
@@ -226,7 +226,7 @@ class HostDevBackend:
             for name in seen
         ]
 
-    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+    def prepare(self, claim: ClaimToPrepare, context: RequestContext) -> BackendPrepared:
         with self._lock:
             devices = dict(self._devices)
         edits = []
@@ -247,7 +247,7 @@ class HostDevBackend:
             edits.append(ContainerEdits(device_nodes=(node,)))
         return BackendPrepared(device_edits=tuple(edits))
 
-    def unprepare(self, claim_uid: str, state: Mapping[str, Any]) -> None:
+    def unprepare(self, claim: ClaimRef, state: Mapping[str, Any], context: RequestContext) -> None:
         return None  # nothing on the host changes at prepare time
 
     def close(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -112,8 +113,41 @@ def load_backend(
             f"--backend {spec!r}: {cls.__name__} does not implement Backend "
             f"(missing: {', '.join(missing)})"
         )
+    check_call_signatures(spec, backend)
     check_discovery(spec, cast(Backend, backend))
     return cast(Backend, backend)
+
+
+# How the core calls a backend, as (method, positional arguments).
+_CALLS = (
+    ("prepare", ("claim", "context")),
+    ("unprepare", ("claim", "state", "context")),
+)
+
+
+def check_call_signatures(spec: str, backend: object) -> None:
+    """Refuse at start-up a backend whose ``prepare``/``unprepare`` cannot take the
+    arguments the core passes (e.g. one written for ``prepare(claim)`` or
+    ``unprepare(claim_uid, state)``), instead of failing every claim later."""
+    for method, arguments in _CALLS:
+        if not _accepts(getattr(backend, method), arguments):
+            raise BackendConfigError(
+                f"--backend {spec!r}: {type(backend).__name__}.{method} must accept "
+                f"({', '.join(arguments)}); see drakit.plugin.Backend"
+            )
+
+
+def _accepts(function: Any, arguments: tuple[str, ...]) -> bool:
+    """True when ``function`` can be called with ``len(arguments)`` positional arguments."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return True  # nothing to inspect (a builtin, an extension): the call will tell
+    try:
+        signature.bind(*arguments)
+    except TypeError:
+        return False
+    return True
 
 
 def check_discovery(spec: str, backend: Backend) -> None:

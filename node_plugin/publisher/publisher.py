@@ -27,6 +27,7 @@ How it works:
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
@@ -116,10 +117,16 @@ class Publisher:
         health: Callable[[], Sequence[HealthReport]] | None = None,
         slice_fields: SliceFields | None = None,
         detect_cluster: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        queue: WorkQueue[str] | None = None,
     ) -> None:
         """``slice_fields``: the optional fields this cluster keeps (None: all). With
         ``detect_cluster`` the publisher asks the apiserver at start instead
-        (``kubeapi.clusterversion``); if that fails every field is published."""
+        (``kubeapi.clusterversion``); if that fails every field is published.
+
+        ``clock`` times repair delays, retry backoff and the view of the publisher's own
+        writes; ``queue`` (default: one made with ``clock``) holds the pools to sync. Tests
+        pass both to step through the publisher's decisions (``WorkQueue.run_pending``)."""
         self.driver = driver
         self.slice_fields = slice_fields
         self._detect_cluster = detect_cluster
@@ -155,11 +162,15 @@ class Publisher:
                 name=f"resourceslices-{node_name}-per-device",
             ),
         ]
-        self.view = SliceView(self._informers)
+        self.view = SliceView(self._informers, clock=clock)
         # Retries back off to at most 30 s: a Node that comes back is published soon after.
-        self._queue: WorkQueue[str] = WorkQueue(
-            f"publisher-{driver}", rate_limiter=RateLimiter(max_delay=30.0)
-        )
+        if queue is None:  # (not `queue or ...`: an empty queue is falsy)
+            queue = WorkQueue(
+                f"publisher-{driver}",
+                rate_limiter=RateLimiter(max_delay=30.0, clock=clock),
+                clock=clock,
+            )
+        self._queue: WorkQueue[str] = queue
         self._lock = threading.Lock()
         self._desired: dict[str, PoolState] = {}
         self._invalid: dict[str, PoolState] = {}  # reported and not retried until it changes
@@ -236,9 +247,9 @@ class Publisher:
         for informer in self._informers:
             informer.add_handlers(
                 EventHandlers(
-                    on_add=lambda obj, _initial: self._on_slice_event(obj),
-                    on_update=lambda _old, new: self._on_slice_event(new),
-                    on_delete=lambda obj: self._on_slice_event(obj, deleted=True),
+                    on_add=lambda obj, _initial: self.slice_changed(obj),
+                    on_update=lambda _old, new: self.slice_changed(new),
+                    on_delete=lambda obj: self.slice_changed(obj, deleted=True),
                 )
             )
             informer.start()
@@ -270,7 +281,9 @@ class Publisher:
     def _on_backend_change(self) -> None:
         self._queue.add(_RESCAN)
 
-    def _on_slice_event(self, obj: KubeObject, deleted: bool = False) -> None:
+    def slice_changed(self, obj: KubeObject, deleted: bool = False) -> None:
+        """An informer saw ``obj`` change (or go): unless it is the echo of the publisher's
+        own write, its pool is synced after ``repair_delay`` (a burst is one sync)."""
         if self.view.observe(obj, deleted=deleted):
             return  # the echo of our own write
         for pool in pool_index(obj):

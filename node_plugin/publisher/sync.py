@@ -209,25 +209,11 @@ class PoolSyncer:
             if i in changed or bump:
                 stored = self._update(ex.obj, specs[i], desired)
                 result.updated += 1
-                self._check_dropped(
-                    pool=pool,
-                    index=i,
-                    laid_out=layout[i],
-                    sent=specs[i],
-                    stored_obj=stored,
-                    result=result,
-                )
+                self._check_dropped(i, layout[i], specs[i], stored, result)
         for i in missing:
             stored = self._create(i, len(layout), specs[i], desired)
             result.created += 1
-            self._check_dropped(
-                pool=pool,
-                index=i,
-                laid_out=layout[i],
-                sent=specs[i],
-                stored_obj=stored,
-                result=result,
-            )
+            self._check_dropped(i, layout[i], specs[i], stored, result)
         return result
 
     def _decode_all(self, pool: str, existing: Sequence[KubeObject]) -> list[_Existing]:
@@ -352,14 +338,15 @@ class PoolSyncer:
 
     def _check_dropped(
         self,
-        *,
-        pool: str,
         index: int,
         laid_out: SliceContent,
         sent: ResourceSliceSpec,
         stored_obj: KubeObject,
         result: SyncResult,
     ) -> None:
+        """Learn (and report once in ``result``) what the apiserver kept of slice ``index``
+        of ``result.pool`` when it is less than was sent."""
+        pool = result.pool
         try:
             stored = ResourceSlice.from_dict(stored_obj).spec
         except ModelError:

@@ -9,6 +9,7 @@ claim (or the core) failed.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -40,8 +41,23 @@ def claim_count_problem(method: str, count: int) -> str:
     )
 
 
+# A remaining time longer than this is "no deadline" (gRPC reports an unset deadline as
+# a time in the far future, not as None).
+_NO_DEADLINE_SECONDS = 24 * 3600.0
+
+
 def _always_active() -> bool:
     return True
+
+
+def call_deadline(time_remaining: float | None) -> float | None:
+    """The :func:`time.monotonic` time a call with ``time_remaining`` seconds left ends;
+    None when the caller set no deadline."""
+    if time_remaining is None or not math.isfinite(time_remaining):
+        return None
+    if time_remaining > _NO_DEADLINE_SECONDS:
+        return None
+    return time.monotonic() + max(0.0, time_remaining)
 
 
 def new_request_id() -> str:
@@ -86,16 +102,18 @@ class DriverCalls:
         claims: Sequence[ClaimRef],
         api: str,
         is_active: Callable[[], bool] = _always_active,
+        deadline: float | None = None,
     ) -> dict[str, PrepareResult]:
         """Prepare ``claims``; one result per distinct claim UID.
 
         ``is_active`` turning False (caller gone) stops the core from starting work
-        on further claims of this call.
+        on further claims of this call; ``deadline`` (:func:`call_deadline`) is handed
+        to the backend.
         """
         claims = unique_claims(claims)
         if not claims:
             return {}
-        call, log = self._start("NodePrepareResources", claims, api, is_active)
+        call, log = self._start("NodePrepareResources", claims, api, is_active, deadline)
         started = time.monotonic()
         with self._metrics.track_call("prepare"):
             try:
@@ -115,12 +133,13 @@ class DriverCalls:
         claims: Sequence[ClaimRef],
         api: str,
         is_active: Callable[[], bool] = _always_active,
+        deadline: float | None = None,
     ) -> dict[str, str]:
         """Unprepare ``claims``; claim UID -> error text ("" on success)."""
         claims = unique_claims(claims)
         if not claims:
             return {}
-        call, log = self._start("NodeUnprepareResources", claims, api, is_active)
+        call, log = self._start("NodeUnprepareResources", claims, api, is_active, deadline)
         started = time.monotonic()
         with self._metrics.track_call("unprepare"):
             try:
@@ -134,7 +153,12 @@ class DriverCalls:
         return results
 
     def _start(
-        self, method: str, claims: Sequence[ClaimRef], api: str, is_active: Callable[[], bool]
+        self,
+        method: str,
+        claims: Sequence[ClaimRef],
+        api: str,
+        is_active: Callable[[], bool],
+        deadline: float | None,
     ) -> tuple[CallContext, StructuredLogger]:
         request_id = new_request_id()
         log = _log.bind(request_id=request_id, method=method, api=api)
@@ -143,7 +167,12 @@ class DriverCalls:
             "Call started",
             claims=[f"{c.namespace[:63]}/{c.name[:253]}:{c.uid[:36]}" for c in claims],
         )
-        call = CallContext(request_id=request_id, serialize=self._serialize, is_active=is_active)
+        call = CallContext(
+            request_id=request_id,
+            serialize=self._serialize,
+            is_active=is_active,
+            deadline=deadline,
+        )
         return call, log
 
     @staticmethod

@@ -8,7 +8,8 @@ so the field is dropped rather than faked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, TypeVar
 
 import grpc
 
@@ -17,7 +18,7 @@ from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
 from kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
 from kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from node_plugin.driver import ClaimRef, PreparedDevice
-from node_plugin.service.calls import DriverCalls, claim_count_problem
+from node_plugin.service.calls import DriverCalls, call_deadline, claim_count_problem
 
 # Names the kubelet knows these services by in GetInfo's supported_versions.
 V1_VERSION = "v1.DRAPlugin"
@@ -64,72 +65,81 @@ def _v1beta1_device(device: PreparedDevice) -> v1beta1.Device:
     )
 
 
-class DRAPluginV1(v1_grpc.DRAPluginServicer):
+T = TypeVar("T")
+PrepareRequest = v1.NodePrepareResourcesRequest | v1beta1.NodePrepareResourcesRequest
+UnprepareRequest = v1.NodeUnprepareResourcesRequest | v1beta1.NodeUnprepareResourcesRequest
+
+
+class _DRAPlugin:
+    """Both DRAPlugin versions: the same calls, answered in the version's own messages.
+
+    A version sets ``api`` (for logs), its response types and how a prepared device is
+    written (v1beta1 cannot carry a share ID).
+    """
+
+    api: ClassVar[str]
+    prepare_response: ClassVar[type[Any]]
+    unprepare_response: ClassVar[type[Any]]
+    device: Callable[[PreparedDevice], Any]
+
+    def __init__(self, calls: DriverCalls) -> None:
+        self._calls = calls
+
+    def _call(
+        self,
+        method: str,
+        operation: Callable[..., T],
+        request: PrepareRequest | UnprepareRequest,
+        context: grpc.ServicerContext,
+    ) -> T:
+        """Refuse an oversized call, else run ``operation`` with the caller's liveness and
+        deadline."""
+        _refuse_oversized(method, len(request.claims), context)
+        return operation(
+            _claim_refs(request.claims),
+            api=self.api,
+            is_active=context.is_active,
+            deadline=call_deadline(context.time_remaining()),
+        )
+
+    def NodePrepareResources(  # noqa: N802 (gRPC method name)
+        self, request: PrepareRequest, context: grpc.ServicerContext
+    ) -> Any:
+        results = self._call("NodePrepareResources", self._calls.prepare, request, context)
+        response = self.prepare_response()
+        for uid, result in results.items():
+            entry = response.claims[uid]
+            entry.error = result.error
+            if not result.error:
+                entry.devices.extend(self.device(d) for d in result.devices)
+        return response
+
+    def NodeUnprepareResources(  # noqa: N802 (gRPC method name)
+        self, request: UnprepareRequest, context: grpc.ServicerContext
+    ) -> Any:
+        results = self._call("NodeUnprepareResources", self._calls.unprepare, request, context)
+        response = self.unprepare_response()
+        for uid, error in results.items():
+            response.claims[uid].error = error
+        return response
+
+
+class DRAPluginV1(_DRAPlugin, v1_grpc.DRAPluginServicer):
     """``k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin``."""
 
-    def __init__(self, calls: DriverCalls) -> None:
-        self._calls = calls
-
-    def NodePrepareResources(  # noqa: N802 (gRPC method name)
-        self, request: v1.NodePrepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1.NodePrepareResourcesResponse:
-        _refuse_oversized("NodePrepareResources", len(request.claims), context)
-        results = self._calls.prepare(
-            _claim_refs(request.claims), api="v1", is_active=context.is_active
-        )
-        response = v1.NodePrepareResourcesResponse()
-        for uid, result in results.items():
-            entry = response.claims[uid]
-            entry.error = result.error
-            if not result.error:
-                entry.devices.extend(_v1_device(d) for d in result.devices)
-        return response
-
-    def NodeUnprepareResources(  # noqa: N802 (gRPC method name)
-        self, request: v1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1.NodeUnprepareResourcesResponse:
-        _refuse_oversized("NodeUnprepareResources", len(request.claims), context)
-        results = self._calls.unprepare(
-            _claim_refs(request.claims), api="v1", is_active=context.is_active
-        )
-        response = v1.NodeUnprepareResourcesResponse()
-        for uid, error in results.items():
-            response.claims[uid].error = error
-        return response
+    api = "v1"
+    prepare_response = v1.NodePrepareResourcesResponse
+    unprepare_response = v1.NodeUnprepareResourcesResponse
+    device = staticmethod(_v1_device)
 
 
-class DRAPluginV1beta1(v1beta1_grpc.DRAPluginServicer):
+class DRAPluginV1beta1(_DRAPlugin, v1beta1_grpc.DRAPluginServicer):
     """``k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin`` (kubelets before 1.34)."""
 
-    def __init__(self, calls: DriverCalls) -> None:
-        self._calls = calls
-
-    def NodePrepareResources(  # noqa: N802 (gRPC method name)
-        self, request: v1beta1.NodePrepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1beta1.NodePrepareResourcesResponse:
-        _refuse_oversized("NodePrepareResources", len(request.claims), context)
-        results = self._calls.prepare(
-            _claim_refs(request.claims), api="v1beta1", is_active=context.is_active
-        )
-        response = v1beta1.NodePrepareResourcesResponse()
-        for uid, result in results.items():
-            entry = response.claims[uid]
-            entry.error = result.error
-            if not result.error:
-                entry.devices.extend(_v1beta1_device(d) for d in result.devices)
-        return response
-
-    def NodeUnprepareResources(  # noqa: N802 (gRPC method name)
-        self, request: v1beta1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1beta1.NodeUnprepareResourcesResponse:
-        _refuse_oversized("NodeUnprepareResources", len(request.claims), context)
-        results = self._calls.unprepare(
-            _claim_refs(request.claims), api="v1beta1", is_active=context.is_active
-        )
-        response = v1beta1.NodeUnprepareResourcesResponse()
-        for uid, error in results.items():
-            response.claims[uid].error = error
-        return response
+    api = "v1beta1"
+    prepare_response = v1beta1.NodePrepareResourcesResponse
+    unprepare_response = v1beta1.NodeUnprepareResourcesResponse
+    device = staticmethod(_v1beta1_device)
 
 
 def add_dra_servicers(server: grpc.Server, calls: DriverCalls) -> list[tuple[str, str]]:

@@ -14,7 +14,6 @@ the flow they check.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -22,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 from harness.kubelet import HarnessEvent, KubeletHarness
+from helpers.waiting import eventually as wait_until
 
 from drakit.demo import stack
 from drakit.demo.stack import DEVICE_CLASS, DRIVER, Component, NodeFolders
@@ -47,15 +46,8 @@ CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 
 
 def eventually(check: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
-    """Poll ``check`` until it returns something truthy; fail the test naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.1)
+    """:func:`helpers.waiting.eventually` with the e2e tier's default timeout."""
+    return wait_until(check, what, timeout)
 
 
 # -- one node -----------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers.waiting import eventually as wait_until
 
 from drakit.localcluster import LocalCluster
 from drakit.localcluster.node import LocalNode
@@ -52,15 +53,8 @@ CORE_EVENTS = ResourceType("", "v1", "events", "Event", namespaced=True)
 
 
 def eventually(check: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
-    """Poll ``check`` until it returns something truthy; fail the test naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.2)
+    """:func:`helpers.waiting.eventually` with the real-node tier's default timeout."""
+    return wait_until(check, what, timeout, interval=0.2)
 
 
 def load_example(name: str) -> list[KubeObject]:

@@ -144,7 +144,7 @@ def test_sigterm_during_a_long_selector_evaluation_stops_the_controller_within_5
         claim_with_selector(objects, namespace, "slow", cls, SLOW)
         objects.pod(namespace, "p", claims={"gpu": "slow"})
         # a guarded child that evaluates the selector exists: an evaluation is running
-        eventually(lambda: children_of(process.process.pid), timeout=120, message="no child")
+        eventually(lambda: children_of(process.process.pid), timeout=120, what="no child")
         process.process.send_signal(signal.SIGTERM)
         # liveness bound from the issue: the controller is gone within 5 seconds
         code = process.process.wait(timeout=5)

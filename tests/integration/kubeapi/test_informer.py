@@ -199,7 +199,7 @@ def test_informer_relists_after_410_gone_and_catches_up(
     other.create(claim_body(namespace, "bump-1"))
     other.create(claim_body(namespace, "bump-2"))
     compact_etcd()
-    eventually(lambda: informer.relists >= 1, message="informer never relisted")
+    eventually(lambda: informer.relists >= 1, what="informer never relisted")
     events.create(event_body(namespace, "second"))
     eventually(lambda: len(informer.store) == 2)
     assert [e[1] for e in rec.snapshot() if e[0] == "add"] == ["first", "second"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import signal
 
-from node_plugin.backends.base import BackendPrepared, ClaimToPrepare
+from node_plugin.backends.base import BackendPrepared, ClaimToPrepare, RequestContext
 from node_plugin.backends.example import ExampleBackend
 
 
 class KillInPrepareBackend(ExampleBackend):
-    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+    def prepare(self, claim: ClaimToPrepare, context: RequestContext) -> BackendPrepared:
         os.kill(os.getpid(), signal.SIGKILL)
         raise AssertionError("unreachable")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+# Run as a script by the crash test (pytest's pythonpath does not reach it): the sibling
+# helpers and the crash backend are imported from this folder.
 sys.path.insert(0, str(Path(__file__).parent))
 
 from claims import DRIVER, NODE, call, claims_resource, make_config

@@ -28,7 +28,7 @@ from kubeapi.resources import RESOURCE_CLAIMS, Resource
 from kubeletapi.gen.dra.v1 import api_pb2 as v1
 from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
 from node_plugin.app import NodePlugin
-from node_plugin.backends.base import BackendPrepared, ClaimToPrepare
+from node_plugin.backends.base import BackendPrepared, ClaimToPrepare, RequestContext
 from node_plugin.backends.example import ExampleBackend
 from node_plugin.backends.registry import load_backend
 from node_plugin.checkpoint import FILE_NAME, read_document
@@ -48,12 +48,12 @@ class GatedBackend(ExampleBackend):
     entered: ClassVar[threading.Event] = threading.Event()
     prepared: ClassVar[list[str]] = []
 
-    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+    def prepare(self, claim: ClaimToPrepare, context: RequestContext) -> BackendPrepared:
         type(self).prepared.append(claim.uid)
         if claim.uid == type(self).gate_uid:
             type(self).entered.set()
             assert type(self).gate.wait(timeout=60), "the test never opened the gate"
-        return super().prepare(claim)
+        return super().prepare(claim, context)
 
 
 @pytest.fixture
@@ -305,10 +305,10 @@ class FailOneBackend(ExampleBackend):
 
     failing_uid: ClassVar[str] = ""
 
-    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+    def prepare(self, claim: ClaimToPrepare, context: RequestContext) -> BackendPrepared:
         if claim.uid == type(self).failing_uid:
             raise TypeError("backend bug")
-        return super().prepare(claim)
+        return super().prepare(claim, context)
 
 
 def test_one_claims_failure_in_a_batch_leaves_the_others_prepared_and_saved(

@@ -14,7 +14,12 @@ from conftest import EXAMPLE_CONFIG, CoreFactory, RecordingEvents
 from kubeapi.client import RateLimitedApiClient
 from kubeapi.events import EventRecorder
 from kubeapi.resources import EVENTS, Resource
-from node_plugin.backends.base import BackendContext, BackendPrepared, ClaimToPrepare
+from node_plugin.backends.base import (
+    BackendContext,
+    BackendPrepared,
+    ClaimToPrepare,
+    RequestContext,
+)
 from node_plugin.backends.example import ExampleBackend
 from node_plugin.backends.registry import load_backend
 from node_plugin.checkpoint import FILE_NAME, read_document
@@ -31,12 +36,12 @@ class CountingBackend(ExampleBackend):
         self.prepared: list[str] = []
         self.unprepared: list[str] = []
 
-    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+    def prepare(self, claim: ClaimToPrepare, context: RequestContext) -> BackendPrepared:
         self.prepared.append(claim.uid)
-        return super().prepare(claim)
+        return super().prepare(claim, context)
 
-    def unprepare(self, claim_uid: str, state: Any) -> None:
-        self.unprepared.append(claim_uid)
+    def unprepare(self, claim: ClaimRef, state: Any, context: RequestContext) -> None:
+        self.unprepared.append(claim.uid)
 
 
 def counting_backend() -> CountingBackend:

@@ -61,14 +61,14 @@ def test_a_missing_node_is_reported_and_publishing_starts_once_it_exists(
     publisher = publishers(node_name, StaticBackend([Pool(node_name, plain_devices(3))]))
     eventually(
         lambda: sum("Node object not found" in r.getMessage() for r in caplog.records) >= 2,
-        message="the missing Node is reported, more than once (it retries)",
+        what="the missing Node is reported, more than once (it retries)",
     )
     assert not publisher.wait_ready(timeout=0)
     assert node_slices(slices, node_name) == []
 
     node = make_node(api, node_name)
     try:
-        eventually(lambda: len(node_slices(slices, node_name)) == 1, message="published")
+        eventually(lambda: len(node_slices(slices, node_name)) == 1, what="published")
         (published,) = node_slices(slices, node_name)
         assert published["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
     finally:
@@ -91,8 +91,8 @@ def test_an_invalid_description_is_reported_once_and_not_retried(
     backend = StaticBackend([Pool(name, (bad,))])
     publisher = publishers(name, backend)
 
-    eventually(lambda: _metric(publisher.metrics.invalid_pools_total) == 1, message="reported")
-    eventually(lambda: _events(api, name, "InvalidDeviceDescription"), message="Event")
+    eventually(lambda: _metric(publisher.metrics.invalid_pools_total) == 1, what="reported")
+    eventually(lambda: _events(api, name, "InvalidDeviceDescription"), what="Event")
     (event,) = _events(api, name, "InvalidDeviceDescription")
     assert "device 'gpu-0'" in event["note"]
     assert "attributes and capacities must not exceed 32" in event["note"]
@@ -101,14 +101,14 @@ def test_an_invalid_description_is_reported_once_and_not_retried(
     # More triggers (a slice event, a manual sync) do not retry the same description.
     publisher._queue.add(name)
     publisher.resync()
-    eventually(lambda: backend.discoveries >= 2, message="asked the backend again")
+    eventually(lambda: backend.discoveries >= 2, what="asked the backend again")
     settle(publisher, slices, name)
     assert _metric(publisher.metrics.invalid_pools_total) == 1
     assert node_slices(slices, name) == []
     assert writes.delta()["POST"] == 0
 
     backend.set([Pool(name, plain_devices(2))])
-    eventually(lambda: len(node_slices(slices, name)) == 1, message="fixed pool published")
+    eventually(lambda: len(node_slices(slices, name)) == 1, what="fixed pool published")
 
 
 def test_fields_the_apiserver_drops_are_reported_once_and_cause_no_update_loop(
@@ -139,10 +139,10 @@ def test_fields_the_apiserver_drops_are_reported_once_and_cause_no_update_loop(
 
     backend = StaticBackend([Pool(name, (device,), (CounterSet.from_dict(counters),))])
     publisher = publishers(name, backend)
-    eventually(lambda: len(node_slices(slices, name)) == 2, message="published")
+    eventually(lambda: len(node_slices(slices, name)) == 2, what="published")
     settle(publisher, slices, name, quiet=2.0)
     assert _metric(publisher.metrics.dropped_fields_total) == 1
-    eventually(lambda: _events(api, name, "DroppedResourceSliceFields"), message="Event")
+    eventually(lambda: _events(api, name, "DroppedResourceSliceFields"), what="Event")
     (event,) = _events(api, name, "DroppedResourceSliceFields")
     assert "compatibilityGroups" in event["note"]
 
@@ -183,7 +183,7 @@ def test_a_device_turning_unhealthy_is_tainted_with_one_update(
 
     backend = StaticBackend([Pool(name, plain_devices(120))])
     publisher = publishers(name, backend, health=health)
-    eventually(lambda: len(node_slices(slices, name)) == 2, message="published")
+    eventually(lambda: len(node_slices(slices, name)) == 2, what="published")
     settle(publisher, slices, name)
     writes.reset()
 
@@ -198,7 +198,7 @@ def test_a_device_turning_unhealthy_is_tainted_with_one_update(
             for d in s["spec"]["devices"]
         )
 
-    eventually(tainted, message="gpu-70 tainted")
+    eventually(tainted, what="gpu-70 tainted")
     settle(publisher, slices, name)
     assert writes.delta() == {"POST": 0, "PUT": 1, "PATCH": 0, "DELETE": 0}
     (taint,) = next(
@@ -240,7 +240,7 @@ def test_example_backend_features_round_trip_without_loss(
     want = {d.name: d for d in pool.devices}
     eventually(
         lambda: set(_published_devices(node_slices(slices, name))) == set(want),
-        message="all devices published",
+        what="all devices published",
     )
     settle(publisher, slices, name)
     items = node_slices(slices, name)
@@ -275,7 +275,7 @@ def test_per_device_node_selection_pools_are_published_and_repaired(
     def published() -> list[KubeObject]:
         return slices.list(label_selector=f"{PER_DEVICE_NODE_LABEL}={name}").items
 
-    eventually(lambda: len(published()) == 1, message="published")
+    eventually(lambda: len(published()) == 1, what="published")
     (item,) = published()
     assert item["spec"]["perDeviceNodeSelection"] is True
     assert "nodeName" not in item["spec"]
@@ -285,7 +285,7 @@ def test_per_device_node_selection_pools_are_published_and_repaired(
     eventually(
         lambda: [s["metadata"]["uid"] for s in published()] not in ([], [item["metadata"]["uid"]]),
         timeout=10.0,
-        message="deleted slice restored",
+        what="deleted slice restored",
     )
 
 
@@ -294,7 +294,7 @@ def test_the_owner_reference_is_restored_after_an_outside_edit(
 ) -> None:
     name = node["metadata"]["name"]
     publisher = publishers(name, StaticBackend([Pool(name, plain_devices(2))]))
-    eventually(lambda: len(node_slices(slices, name)) == 1, message="published")
+    eventually(lambda: len(node_slices(slices, name)) == 1, what="published")
     settle(publisher, slices, name)
     (item,) = node_slices(slices, name)
     item["metadata"]["ownerReferences"] = []
@@ -305,7 +305,7 @@ def test_the_owner_reference_is_restored_after_an_outside_edit(
     eventually(
         lambda: node_slices(slices, name)[0]["metadata"].get("ownerReferences"),
         timeout=10.0,
-        message="owner reference restored",
+        what="owner reference restored",
     )
 
 
@@ -314,7 +314,7 @@ def test_slices_follow_a_re_created_node_to_its_new_uid(
 ) -> None:
     name = node["metadata"]["name"]
     publishers(name, StaticBackend([Pool(name, plain_devices(2))]))
-    eventually(lambda: len(node_slices(slices, name)) == 1, message="published")
+    eventually(lambda: len(node_slices(slices, name)) == 1, what="published")
 
     # The Node is deleted and registered again; the garbage collector (not running here)
     # would delete the slices it owned: the test does that.
@@ -331,7 +331,7 @@ def test_slices_follow_a_re_created_node_to_its_new_uid(
             and items[0]["metadata"]["ownerReferences"][0]["uid"] == (recreated["metadata"]["uid"])
         )
 
-    eventually(owned_by_new_node, timeout=10.0, message="slice re-created for the new Node")
+    eventually(owned_by_new_node, timeout=10.0, what="slice re-created for the new Node")
 
 
 def test_the_wired_publisher_publishes_the_example_backend_and_taints_unhealthy_devices(
@@ -345,7 +345,7 @@ def test_the_wired_publisher_publishes_the_example_backend_and_taints_unhealthy_
     publisher.start()
     try:
         eventually(
-            lambda: len(_published_devices(node_slices(slices, name))) == 4, message="published"
+            lambda: len(_published_devices(node_slices(slices, name))) == 4, what="published"
         )
         assert (
             "drakit_node_plugin_publisher_slice_writes_total"
@@ -358,8 +358,8 @@ def test_the_wired_publisher_publishes_the_example_backend_and_taints_unhealthy_
             device = _published_devices(node_slices(slices, name)).get("gpu-2")
             return [t.key for t in device.taints] if device else []
 
-        eventually(lambda: gpu2_taints() == [f"{DRIVER}/unhealthy"], message="gpu-2 tainted")
+        eventually(lambda: gpu2_taints() == [f"{DRIVER}/unhealthy"], what="gpu-2 tainted")
         backend.set_health("gpu-2", HealthStatus.HEALTHY)
-        eventually(lambda: gpu2_taints() == [], message="taint removed when healthy again")
+        eventually(lambda: gpu2_taints() == [], what="taint removed when healthy again")
     finally:
         publisher.stop()

@@ -43,7 +43,7 @@ def _publish_1000(
     publisher = publishers(name, backend)
     eventually(
         lambda: _pool_summary(node_slices(slices, name))[2] == 1000,
-        message="1000 devices published",
+        what="1000 devices published",
     )
     settle(publisher, slices, name)
     return publisher, backend
@@ -93,12 +93,12 @@ def test_publishing_the_same_state_again_makes_no_write(
 
     asked = backend.discoveries
     backend.set(list(backend.pools))  # the backend reports a change that changes nothing
-    eventually(lambda: backend.discoveries > asked, message="backend asked again")
+    eventually(lambda: backend.discoveries > asked, what="backend asked again")
     # A sync of the pool (queued by hand) must find nothing to do either.
     publisher._queue.add(name)
     eventually(
         lambda: publisher.metrics.syncs_total.labels("unchanged")._value.get() > before,
-        message="a pool sync ran",
+        what="a pool sync ran",
     )
     settle(publisher, slices, name)
     assert writes.total() == 0
@@ -131,7 +131,7 @@ def test_changing_one_device_attribute_makes_exactly_one_update(
             for d in s["spec"]["devices"]
         )
 
-    eventually(changed, message="gpu-500 republished")
+    eventually(changed, what="gpu-500 republished")
     settle(publisher, slices, name)
     assert writes.delta() == {"POST": 0, "PUT": 1, "PATCH": 0, "DELETE": 0}
     assert _pool_summary(node_slices(slices, name))[0] == generation_before
@@ -151,7 +151,7 @@ def test_shrinking_the_device_list_bumps_the_generation_and_deletes_obsolete_sli
     writes.reset()
 
     backend.set([Pool(name, plain_devices(300))])
-    eventually(lambda: len(node_slices(slices, name)) == 3, message="shrunk to 3 slices")
+    eventually(lambda: len(node_slices(slices, name)) == 3, what="shrunk to 3 slices")
     settle(publisher, slices, name)
 
     items = node_slices(slices, name)
@@ -243,7 +243,7 @@ def test_deleting_every_slice_of_the_node_restores_them(
         generations, counts, devices = _pool_summary(items)
         return len(items) == 8 and devices == 1000 and counts == {8} and len(generations) == 1
 
-    eventually(restored, timeout=10.0, message="slices restored after deletion")
+    eventually(restored, timeout=10.0, what="slices restored after deletion")
 
 
 def test_an_outside_edit_of_a_slice_is_undone(
@@ -258,7 +258,7 @@ def test_an_outside_edit_of_a_slice_is_undone(
     eventually(
         lambda: _pool_summary(node_slices(slices, name))[2] == 1000,
         timeout=10.0,
-        message="edited slice repaired",
+        what="edited slice repaired",
     )
 
 
@@ -289,7 +289,7 @@ def test_a_restarted_publisher_with_unchanged_hardware_makes_no_write(
     assert second.wait_ready(timeout=30)
     eventually(
         lambda: second.metrics.syncs_total.labels("unchanged")._value.get() >= 1,
-        message="restarted publisher synced the pool",
+        what="restarted publisher synced the pool",
     )
     settle(second, slices, name)
     assert writes.total() == 0
@@ -317,7 +317,7 @@ def test_several_pools_on_one_node_and_a_removed_pool_is_deleted(
 
     eventually(
         lambda: pools() == {f"{name}-a": 2, f"{name}-b": 1, f"{name}-empty": 1},
-        message="three pools published",
+        what="three pools published",
     )
     backend.set(backend.pools[:1])
-    eventually(lambda: pools() == {f"{name}-a": 2}, message="removed pools deleted")
+    eventually(lambda: pools() == {f"{name}-a": 2}, what="removed pools deleted")

@@ -186,7 +186,7 @@ def test_the_scheduler_allocates_a_device_from_published_slices(
 
     eventually(
         lambda: _bound_node(sched_api, sched_namespace, "workload") == sched_node,
-        message="pod bound to the node that publishes the device",
+        what="pod bound to the node that publishes the device",
     )
     (result,) = _allocated(sched_api, sched_namespace, "want-h100")
     assert (result["driver"], result["pool"], result["device"]) == (
@@ -240,7 +240,7 @@ def test_the_scheduler_honours_shared_counters_of_a_partitionable_device(
     _pod(sched_api, sched_namespace, "uses-halves", "halves")
     eventually(
         lambda: _bound_node(sched_api, sched_namespace, "uses-halves") == sched_node,
-        message="pod with both partitions bound",
+        what="pod with both partitions bound",
     )
     assert sorted(r["device"] for r in _allocated(sched_api, sched_namespace, "halves")) == [
         "gpu-0-half-0",
@@ -252,7 +252,7 @@ def test_the_scheduler_honours_shared_counters_of_a_partitionable_device(
     _pod(sched_api, sched_namespace, "uses-whole", "whole")
     eventually(
         lambda: _unschedulable(sched_api, sched_namespace, "uses-whole"),
-        message="pod needing the whole GPU reported unschedulable",
+        what="pod needing the whole GPU reported unschedulable",
     )
     assert _allocated(sched_api, sched_namespace, "whole") == []
     assert _bound_node(sched_api, sched_namespace, "uses-whole") == ""

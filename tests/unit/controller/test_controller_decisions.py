@@ -90,12 +90,15 @@ def consumer(p: dict[str, Any]) -> dict[str, Any]:
     return {"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
 
 
+@pytest.mark.parametrize("recreated", [False, True], ids=["pod-gone", "pod-recreated"])
 def test_reservation_of_a_vanished_pod_is_dropped_and_the_claim_deallocated(
-    api: FakeApi, lifecycle: ClaimLifecycle
+    api: FakeApi, lifecycle: ClaimLifecycle, recreated: bool
 ) -> None:
     gone = pod(api, "gone")
     claim(api, "shared", reserved_for=[consumer(gone)])
     api.resource(PODS).delete("gone", NS)
+    if recreated:  # same name, new UID: not the consumer the claim was reserved for
+        pod(api, "gone")
     lifecycle.sync_claim(NS, "shared")
     stored = api.resource(RESOURCE_CLAIMS).get("shared", NS)
     assert stored["status"]["reservedFor"] is None
@@ -111,6 +114,18 @@ def test_reservation_of_a_running_pod_is_kept_without_a_write(
     lifecycle.sync_claim(NS, "shared")
     after = api.resource(RESOURCE_CLAIMS).get("shared", NS)
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+def test_only_the_reservation_of_the_vanished_pod_of_two_is_dropped(
+    api: FakeApi, lifecycle: ClaimLifecycle
+) -> None:
+    staying, gone = pod(api, "staying"), pod(api, "gone")
+    claim(api, "shared", reserved_for=[consumer(staying), consumer(gone)])
+    api.resource(PODS).delete("gone", NS)
+    lifecycle.sync_claim(NS, "shared")
+    stored = api.resource(RESOURCE_CLAIMS).get("shared", NS)
+    assert stored["status"]["reservedFor"] == [consumer(staying)]
+    assert stored["status"]["allocation"] is not None
 
 
 def test_generated_claim_of_a_finished_pod_is_deleted(

@@ -1,19 +1,28 @@
-"""The one-file driver in docs/writing-a-driver.md loads, publishes and prepares."""
+"""The drivers in docs/writing-a-driver.md and the README load, publish and prepare."""
 
 from __future__ import annotations
 
 import re
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import drakit.plugin
-from node_plugin.backends.base import BackendConfigError, ClaimToPrepare, DeviceToPrepare
+from node_plugin.backends.base import (
+    BackendConfigError,
+    BackendError,
+    ClaimToPrepare,
+    DeviceToPrepare,
+    RequestContext,
+)
 from node_plugin.backends.registry import load_backend
+from node_plugin.driver import ClaimRef
 
 DOC = Path(__file__).parents[3] / "docs" / "writing-a-driver.md"
+README = Path(__file__).parents[3] / "README.md"
 
 
 @pytest.fixture
@@ -35,11 +44,41 @@ def test_the_documented_driver_publishes_two_fpgas_and_prepares_with_its_config(
     assert [d.name for d in pool.devices] == ["fpga-0", "fpga-1"]
     config = backend.config_model.model_validate({"bitstream": "crypto"})
     claim = ClaimToPrepare("u1", "ns", "c", (DeviceToPrepare("fpga", "n1", "fpga-1", config),))
-    prepared = backend.prepare(claim)
+    context = RequestContext("r1", deadline=time.monotonic() + 45)
+    prepared = backend.prepare(claim, context)
     assert prepared.device_edits[0].env == ("FPGA_BITSTREAM=crypto",)
     assert prepared.device_edits[0].device_nodes[0].path == "/dev/fpga1"
-    backend.unprepare("u1", prepared.state)
-    backend.unprepare("never-prepared", {})
+    backend.unprepare(claim.ref, prepared.state, context)
+    backend.unprepare(ClaimRef("ns", "never-prepared", "c2"), {}, context)
+
+
+def test_the_documented_driver_refuses_a_prepare_it_cannot_finish_before_the_deadline(
+    driver_module: str,
+) -> None:
+    backend = load_backend(driver_module, driver_name="fpga.example.com", node_name="n1")
+    claim = ClaimToPrepare("u1", "ns", "c", (DeviceToPrepare("fpga", "n1", "fpga-0"),))
+    with pytest.raises(BackendError, match=r"fpga-0: .* s left, loading takes 5 s"):
+        backend.prepare(claim, RequestContext("r1", deadline=time.monotonic() + 1))
+
+
+def test_the_readme_driver_publishes_and_prepares(tmp_path: Path) -> None:
+    code = re.search(r"```python\n(from typing import ClassVar.*?)```", README.read_text(), re.S)
+    assert code is not None, "the README has no driver example"
+    (tmp_path / "readme_driver.py").write_text(code.group(1))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        backend = load_backend("readme_driver:MyBackend", driver_name="acc.example.com",
+                               node_name="n1")  # fmt: skip
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("readme_driver", None)
+    (pool,) = backend.discover()
+    assert [d.name for d in pool.devices] == ["acc-0"]
+    config = backend.config_model.model_validate({"mode": "turbo"})
+    claim = ClaimToPrepare("u1", "ns", "c", (DeviceToPrepare("acc", "n1", "acc-0", config),))
+    prepared = backend.prepare(claim, RequestContext("r1"))
+    assert prepared.device_edits[0].env == ("ACC_MODE=turbo",)
+    backend.unprepare(claim.ref, prepared.state, RequestContext("r2"))
 
 
 def test_a_backend_whose_discover_returns_dicts_is_one_clear_error(tmp_path: Path) -> None:
@@ -49,8 +88,8 @@ def test_a_backend_whose_discover_returns_dicts_is_one_clear_error(tmp_path: Pat
         "    name = 'bad'\n"
         "    def discover(self):\n"
         "        return (PoolDescription('p', ({'name': 'gpu-0'},)),)\n"
-        "    def prepare(self, claim): ...\n"
-        "    def unprepare(self, uid, state): ...\n"
+        "    def prepare(self, claim, context): ...\n"
+        "    def unprepare(self, claim, state, context): ...\n"
     )
     sys.path.insert(0, str(tmp_path))
     try:

@@ -7,22 +7,12 @@ import threading
 from collections import defaultdict
 
 import pytest
+from helpers.clock import FakeClock
 from prometheus_client import CollectorRegistry
 
 from kubeapi.errors import Conflict
 from kubeapi.ratelimit import TokenBucket
 from kubeapi.workqueue import RateLimiter, WorkQueue, WorkQueueMetrics
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def test_adding_a_waiting_key_twice_queues_it_once() -> None:
@@ -248,3 +238,22 @@ def test_metrics_report_depth_adds_retries_and_durations_per_queue() -> None:
     assert sample("workqueue_retries_total") == 1
     assert sample("workqueue_queue_duration_seconds_sum") == 2
     assert sample("workqueue_work_duration_seconds_sum") == 3
+
+
+def test_run_pending_retries_a_failed_key_once_its_backoff_has_passed() -> None:
+    clock = FakeClock()
+    limiter: RateLimiter[str] = RateLimiter(base_delay=1.0, clock=clock)
+    q: WorkQueue[str] = WorkQueue("t", rate_limiter=limiter, clock=clock)
+    attempts: list[str] = []
+
+    def conflict_once(key: str) -> None:
+        attempts.append(key)
+        if len(attempts) == 1:
+            raise Conflict("the object has been modified", code=409, reason="Conflict")
+
+    q.add("pool-a")
+    assert q.run_pending(conflict_once) == 1
+    assert q.run_pending(conflict_once) == 0  # backing off
+    clock.advance(1.0)
+    assert q.run_pending(conflict_once) == 1
+    assert attempts == ["pool-a", "pool-a"] and limiter.retries("pool-a") == 0

@@ -35,6 +35,7 @@ class FakeCore:
         self.driver = driver
         self.prepared: dict[str, PrepareResult] = {}
         self.calls: list[tuple[str, str, tuple[str, ...]]] = []  # (op, request_id, uids)
+        self.deadlines: list[float | None] = []  # CallContext.deadline of each call
         self.fail_uids: set[str] = set()
         self.skip_uids: set[str] = set()
         self.raise_on_prepare: Exception | None = None
@@ -71,6 +72,7 @@ class FakeCore:
                 self.hold.wait(timeout=30)
             with self._lock:
                 self.calls.append(("prepare", call.request_id, tuple(c.uid for c in claims)))
+                self.deadlines.append(call.deadline)
             results = {}
             for claim in claims:
                 if claim.uid in self.skip_uids:
@@ -89,6 +91,7 @@ class FakeCore:
         with call.serialize:
             with self._lock:
                 self.calls.append(("unprepare", call.request_id, tuple(c.uid for c in claims)))
+                self.deadlines.append(call.deadline)
             out = {}
             for claim in claims:
                 self.prepared.pop(claim.uid, None)

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from node_plugin.backends.base import BackendConfigError, ClaimToPrepare, DeviceToPrepare
+from node_plugin.backends.base import (
+    BackendConfigError,
+    ClaimToPrepare,
+    DeviceToPrepare,
+    RequestContext,
+)
 from node_plugin.backends.example import ExampleBackend, GpuConfig
 from node_plugin.backends.registry import load_backend
 from node_plugin.driver import HealthStatus
@@ -100,7 +105,7 @@ def test_example_prepare_puts_identity_and_sharing_into_env() -> None:
         }
     )
     claim = ClaimToPrepare("uid-1", "ns", "c", (DeviceToPrepare("gpu", "n1", "gpu-0", config),))
-    (edits,) = backend.prepare(claim).device_edits
+    (edits,) = backend.prepare(claim, RequestContext("r1")).device_edits
     assert f"GPU_0={backend.device_uuid('gpu-0')}" in edits.env
     assert "GPU_0_SHARING_STRATEGY=SpacePartitioning" in edits.env
     assert "GPU_0_PARTITION_COUNT=4" in edits.env

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from node_plugin.backends.base import BackendConfigError, ClaimToPrepare, DeviceToPrepare
+from node_plugin.backends.base import (
+    BackendConfigError,
+    ClaimToPrepare,
+    DeviceToPrepare,
+    RequestContext,
+)
 from node_plugin.backends.hostdev import HostDevBackend, device_name
 from node_plugin.backends.registry import load_backend
 from node_plugin.driver import HealthStatus
@@ -43,7 +48,7 @@ def test_hostdev_ignores_files_that_are_not_device_nodes(tmp_path: Path) -> None
 def test_hostdev_prepare_returns_cdi_device_node_with_host_path() -> None:
     backend = hostdev(devices=[{"glob": "/dev/null"}])
     claim = ClaimToPrepare("uid-1", "ns", "c", (DeviceToPrepare("r", "n1", "dev-null"),))
-    (edits,) = backend.prepare(claim).device_edits
+    (edits,) = backend.prepare(claim, RequestContext("r1")).device_edits
     (node,) = edits.device_nodes
     assert (node.path, node.host_path, node.type) == ("/dev/null", "/dev/null", "c")
 
@@ -52,7 +57,7 @@ def test_hostdev_prepare_of_absent_device_fails_naming_it() -> None:
     backend = hostdev(devices=[{"glob": "/dev/null"}])
     claim = ClaimToPrepare("uid-1", "ns", "c", (DeviceToPrepare("r", "n1", "dev-kvm"),))
     with pytest.raises(Exception, match="n1/dev-kvm is not present"):
-        backend.prepare(claim)
+        backend.prepare(claim, RequestContext("r1"))
 
 
 def test_hostdev_reports_vanished_device_unhealthy_and_tells_subscribers(tmp_path: Path) -> None:
@@ -88,7 +93,7 @@ def test_hostdev_under_a_host_root_reports_host_paths(tmp_path: Path) -> None:
     (device,) = backend.discover()[0].devices
     assert (device.name, device.attributes["path"].value) == ("dev-null", "/dev/null")
     claim = ClaimToPrepare("uid-1", "ns", "c", (DeviceToPrepare("r", "n1", "dev-null"),))
-    (node,) = backend.prepare(claim).device_edits[0].device_nodes
+    (node,) = backend.prepare(claim, RequestContext("r1")).device_edits[0].device_nodes
     assert (node.path, node.host_path) == ("/dev/null", "/dev/null")
 
 

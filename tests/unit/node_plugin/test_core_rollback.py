@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 
 from kubeapi.errors import NotFound
-from node_plugin.backends.base import BackendError, BackendPrepared, ClaimToPrepare
+from node_plugin.backends.base import (
+    BackendError,
+    BackendPrepared,
+    ClaimToPrepare,
+    RequestContext,
+)
 from node_plugin.backends.registry import load_backend
 from node_plugin.checkpoint import COMPLETED, FILE_NAME, Checkpoint, ClaimEntry
 from node_plugin.core import PrepareCore
@@ -61,8 +66,9 @@ class RecordingBackend:
                                    config={"gpus": 2})  # fmt: skip
         self.name = "recording"
         self.config_model = self._inner.config_model
-        self.supports_health = False
         self.unprepared: list[tuple[str, dict[str, Any]]] = []
+        self.unprepared_refs: list[ClaimRef] = []
+        self.contexts: list[RequestContext] = []
         self.fail_prepare = False
         self.prepares = 0
 
@@ -72,18 +78,18 @@ class RecordingBackend:
     def subscribe(self, on_change: Any) -> None:
         self._inner.subscribe(on_change)
 
-    def health(self) -> Any:
-        return []
-
-    def prepare(self, claim: ClaimToPrepare) -> BackendPrepared:
+    def prepare(self, claim: ClaimToPrepare, context: RequestContext) -> BackendPrepared:
+        self.contexts.append(context)
         if self.fail_prepare:
             raise BackendError("device busy")
         self.prepares += 1
-        done = self._inner.prepare(claim)
+        done = self._inner.prepare(claim, context)
         return BackendPrepared(done.device_edits, {"token": f"t{self.prepares}"})
 
-    def unprepare(self, claim_uid: str, state: Mapping[str, Any]) -> None:
-        self.unprepared.append((claim_uid, dict(state)))
+    def unprepare(self, claim: ClaimRef, state: Mapping[str, Any], context: RequestContext) -> None:
+        self.contexts.append(context)
+        self.unprepared_refs.append(claim)
+        self.unprepared.append((claim.uid, dict(state)))
 
     def close(self) -> None:
         self._inner.close()
@@ -170,3 +176,51 @@ def test_start_rewrites_the_checkpoint_only_under_the_cross_process_lock(
         assert path.read_bytes() != written
     finally:
         core.stop()
+
+
+def test_backend_prepare_gets_the_calls_request_id_deadline_and_a_logger_bound_to_the_claim(
+    core: PrepareCore, backend: RecordingBackend, claims: InMemoryClaims, config: PluginConfig,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    ref = claims.add_allocated("gpu-0")
+    lock = SerializeLock(config.plugin_data_dir / "serialize.lock")
+    assert core.prepare([ref], CallContext("req-7", lock, deadline=1234.5))[ref.uid].error == ""
+    (context,) = backend.contexts
+    assert (context.request_id, context.deadline) == ("req-7", 1234.5)
+    with caplog.at_level("INFO"):
+        context.log.info("Flashed firmware", slot=3)
+    (record,) = [r for r in caplog.records if r.getMessage() == "Flashed firmware"]
+    assert (record.request_id, record.claim, record.claim_uid, record.slot) == (  # type: ignore[attr-defined]
+        "req-7", f"{ref.namespace}/{ref.name}", ref.uid, 3,
+    )  # fmt: skip
+
+
+def test_unprepare_hands_the_backend_the_claim_as_it_was_prepared(
+    core: PrepareCore, backend: RecordingBackend, claims: InMemoryClaims, config: PluginConfig
+) -> None:
+    ref = claims.add_allocated("gpu-0")
+    assert core.prepare([ref], call(config))[ref.uid].error == ""
+    # The kubelet's call names the claim too; the checkpoint's record is what was prepared.
+    assert core.unprepare([ClaimRef(ref.namespace, ref.uid, "other")], call(config)) == {
+        ref.uid: ""
+    }
+    assert backend.unprepared_refs == [ref]
+    assert backend.unprepared == [(ref.uid, {"token": "t1"})]
+
+
+def test_unprepare_names_the_claim_as_the_kubelet_does_where_the_checkpoint_has_no_name(
+    core: PrepareCore, backend: RecordingBackend, config: PluginConfig
+) -> None:
+    uid = str(uuid.uuid4())
+    core.checkpoint.put(ClaimEntry(uid, "", "", COMPLETED, (), (), {"token": "old"}))
+    core.checkpoint.save()  # an entry from a checkpoint that recorded no names
+    assert core.unprepare([ClaimRef("team-a", uid, "claim-a")], call(config)) == {uid: ""}
+    assert backend.unprepared_refs == [ClaimRef("team-a", uid, "claim-a")]
+
+
+def test_unprepare_of_a_claim_never_prepared_here_does_not_reach_the_backend(
+    core: PrepareCore, backend: RecordingBackend, config: PluginConfig
+) -> None:
+    uid = str(uuid.uuid4())
+    assert core.unprepare([ClaimRef("default", uid, "never")], call(config)) == {uid: ""}
+    assert backend.unprepared_refs == [] and backend.contexts == []

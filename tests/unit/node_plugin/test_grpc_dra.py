@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -162,6 +163,30 @@ def test_unprepare_answers_every_claim_including_never_prepared(
         v1.NodeUnprepareResourcesRequest(claims=v1_claims("never-1", "never-2")), timeout=5
     )
     assert {uid: r.error for uid, r in response.claims.items()} == {"never-1": "", "never-2": ""}
+
+
+def test_the_callers_grpc_deadline_reaches_the_core_as_a_monotonic_deadline(
+    start_plugin: PluginFactory,
+) -> None:
+    core = FakeCore()
+    plugin, _ = start_plugin(core)
+    stub = v1_stub(plugin)
+    before = time.monotonic()
+    stub.NodePrepareResources(v1.NodePrepareResourcesRequest(claims=v1_claims("a")), timeout=40)
+    stub.NodeUnprepareResources(v1.NodeUnprepareResourcesRequest(claims=v1_claims("a")), timeout=9)
+    prepare_deadline, unprepare_deadline = core.deadlines
+    slack = 0.1  # gRPC carries the deadline in wall-clock time, with rounding
+    assert prepare_deadline is not None and before < prepare_deadline <= before + 40 + slack
+    assert unprepare_deadline is not None and before < unprepare_deadline <= before + 9 + slack
+
+
+def test_a_call_without_a_grpc_deadline_reaches_the_core_without_one(
+    start_plugin: PluginFactory,
+) -> None:
+    core = FakeCore()
+    plugin, _ = start_plugin(core)
+    v1_stub(plugin).NodePrepareResources(v1.NodePrepareResourcesRequest(claims=v1_claims("a")))
+    assert core.deadlines == [None]
 
 
 def test_metrics_count_claims_by_result_and_observe_durations(start_plugin: PluginFactory) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from helpers.clock import FakeClock
+
 from kubeapi.informer import Informer
 from kubeapi.resources import RESOURCE_SLICES, Resource
 from node_plugin.publisher.view import POOL_INDEX, SliceView, pool_index
@@ -16,17 +18,9 @@ def _slice(name: str, rv: int, pool: str = "pool-a") -> dict[str, Any]:
     }
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _view(clock: _Clock | None = None) -> SliceView:
+def _view(clock: FakeClock | None = None) -> SliceView:
     informer = Informer(Resource(None, RESOURCE_SLICES), indexers={POOL_INDEX: pool_index})
-    return SliceView([informer], ttl=60.0, clock=clock or _Clock())
+    return SliceView([informer], ttl=60.0, clock=clock or FakeClock(100.0))
 
 
 def test_a_written_slice_is_in_view_before_the_informer_sees_it() -> None:
@@ -63,7 +57,7 @@ def test_the_deletion_of_a_deleted_slice_is_an_echo() -> None:
 
 
 def test_overlay_entries_expire_after_the_ttl() -> None:
-    clock = _Clock()
+    clock = FakeClock(100.0)
     view = _view(clock)
     view.record_written(_slice("00000-d-n-abc", 5))
     clock.now += 61

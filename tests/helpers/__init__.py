@@ -1,0 +1,1 @@
+"""Small helpers every test tier shares (importable as ``helpers``: pythonpath = ["tests"])."""

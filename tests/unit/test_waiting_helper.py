@@ -1,0 +1,18 @@
+"""The shared test helper ``helpers.waiting.eventually`` that every tier waits with."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from helpers.waiting import eventually
+
+
+def test_eventually_returns_the_first_truthy_answer() -> None:
+    answers = itertools.chain([None, 0, ""], itertools.repeat("ready"))
+    assert eventually(lambda: next(answers), "ready", interval=0) == "ready"
+
+
+def test_eventually_fails_the_test_naming_what_it_waited_for() -> None:
+    with pytest.raises(pytest.fail.Exception, match="timed out after 0s waiting for the pool"):
+        eventually(lambda: False, "the pool", timeout=0, interval=0)
