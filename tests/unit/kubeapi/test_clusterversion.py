@@ -63,6 +63,13 @@ def test_1_36_defaults_keep_every_optional_slice_field() -> None:
     assert fields.taints
 
 
+def test_fractional_capacity_ranges_are_used_from_1_37_only() -> None:
+    # The gate does not exist in 1.36: its scheduler rounds capacity with integers.
+    on_136 = allocator_features(ClusterInfo("v1.36.3", 36))
+    assert on_136.consumable_capacity and not on_136.fractional_capacity_range
+    assert allocator_features(ClusterInfo("v1.37.2", 37)).fractional_capacity_range
+
+
 def test_gates_read_from_the_apiserver_win_over_the_version_defaults() -> None:
     info = ClusterInfo("v1.35.4", 35, gates={"DRAPartitionableDevices": True})
     assert allocator_features(info).partitionable_devices
