@@ -175,6 +175,32 @@ def _meta_empty(m: ObjectMeta) -> bool:
 _META_OPT = Codec(_META.decode, _META.encode, _meta_empty)
 
 
+def _metadata_field() -> Any:
+    """``metadata``: left out of the JSON while it is empty."""
+    return _f("metadata", _META_OPT, default=ObjectMeta())
+
+
+def _api_version_field() -> Any:
+    """``apiVersion`` of a resource.k8s.io object (defaults to the version this model speaks)."""
+    return _f("apiVersion", _STR_EMPTY, default=API_VERSION)
+
+
+def _kind_field(kind: str) -> Any:
+    """``kind`` of a resource.k8s.io object, defaulting to ``kind``."""
+    return _f("kind", _STR_EMPTY, default=kind)
+
+
+class _NamedObject(_ApiType):
+    """Mixin for top-level API objects: their name, read from ``metadata``."""
+
+    __slots__ = ()
+    metadata: ObjectMeta
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
 @dataclass(frozen=True, slots=True)
 class NodeSelectorRequirement(_ApiType):
     key: str = _f("key", STR, required=True, default="")
@@ -208,17 +234,13 @@ _NODE_SELECTOR = obj(lambda: NodeSelector)
 
 
 @dataclass(frozen=True, slots=True)
-class Node(_ApiType):
+class Node(_NamedObject):
     """The part of a core/v1 Node the allocator needs: its name and labels."""
 
-    metadata: ObjectMeta = _f("metadata", _META_OPT, default=ObjectMeta())
+    metadata: ObjectMeta = _metadata_field()
     api_version: str = _f("apiVersion", STR, default="")
     kind: str = _f("kind", STR, default="")
     extra: Mapping[str, Any] = extra_field()
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -489,18 +511,14 @@ class ResourceSliceSpec(_ApiType):
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceSlice(_ApiType):
-    metadata: ObjectMeta = _f("metadata", _META_OPT, default=ObjectMeta())
+class ResourceSlice(_NamedObject):
+    metadata: ObjectMeta = _metadata_field()
     spec: ResourceSliceSpec = _f(
         "spec", obj(lambda: ResourceSliceSpec), required=True, default=ResourceSliceSpec()
     )
-    api_version: str = _f("apiVersion", _STR_EMPTY, default=API_VERSION)
-    kind: str = _f("kind", _STR_EMPTY, default="ResourceSlice")
+    api_version: str = _api_version_field()
+    kind: str = _kind_field("ResourceSlice")
     extra: Mapping[str, Any] = extra_field()
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
     @property
     def driver(self) -> str:
@@ -564,18 +582,14 @@ class DeviceClassSpec(_ApiType):
 
 
 @dataclass(frozen=True, slots=True)
-class DeviceClass(_ApiType):
-    metadata: ObjectMeta = _f("metadata", _META_OPT, default=ObjectMeta())
+class DeviceClass(_NamedObject):
+    metadata: ObjectMeta = _metadata_field()
     spec: DeviceClassSpec = _f(
         "spec", obj(lambda: DeviceClassSpec), required=True, default=DeviceClassSpec()
     )
-    api_version: str = _f("apiVersion", _STR_EMPTY, default=API_VERSION)
-    kind: str = _f("kind", _STR_EMPTY, default="DeviceClass")
+    api_version: str = _api_version_field()
+    kind: str = _kind_field("DeviceClass")
     extra: Mapping[str, Any] = extra_field()
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
 
 # --------------------------------------------------------------------------- claims
@@ -780,8 +794,8 @@ def _empty_status(s: ResourceClaimStatus) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceClaim(_ApiType):
-    metadata: ObjectMeta = _f("metadata", _META_OPT, default=ObjectMeta())
+class ResourceClaim(_NamedObject):
+    metadata: ObjectMeta = _metadata_field()
     spec: ResourceClaimSpec = _f(
         "spec", obj(lambda: ResourceClaimSpec), required=True, default=ResourceClaimSpec()
     )
@@ -790,13 +804,9 @@ class ResourceClaim(_ApiType):
         Codec(obj(lambda: ResourceClaimStatus).decode, encode_object, _empty_status),
         default=ResourceClaimStatus(),
     )
-    api_version: str = _f("apiVersion", _STR_EMPTY, default=API_VERSION)
-    kind: str = _f("kind", _STR_EMPTY, default="ResourceClaim")
+    api_version: str = _api_version_field()
+    kind: str = _kind_field("ResourceClaim")
     extra: Mapping[str, Any] = extra_field()
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
     @property
     def namespace(self) -> str:
