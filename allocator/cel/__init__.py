@@ -1,4 +1,7 @@
-"""Kubernetes CEL for DRA device selectors (see :mod:`allocator.cel.engine`)."""
+"""Kubernetes CEL for DRA device selectors (see :mod:`allocator.cel.engine`).
+
+The names below are the public surface of the engine; everything else in its modules is internal.
+"""
 
 from allocator.cel.engine import (
     MAX_COST,
