@@ -32,10 +32,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from allocator.model import ModelError, ResourceClaim, ResourceSlice
+from allocator.model import ResourceClaim, ResourceSlice
 from allocator.usage import STATES, build_usage
 from controller.naming import POD_CLAIM_NAME_ANNOTATION, meta
-from kubeapi.objects import KubeObject
+from kubeapi.objects import KubeObject, decodable
 
 __all__ = [
     "DEFAULT_TOP_NAMESPACES",
@@ -96,16 +96,6 @@ class _ClaimGauge(Collector):
         yield family
 
 
-def _decoded(model: Any, objects: Iterable[KubeObject]) -> list[Any]:
-    out = []
-    for obj in objects:
-        try:
-            out.append(model.from_dict(obj))
-        except ModelError:
-            continue  # the controller logs undecodable objects where it uses them
-    return out
-
-
 class _PoolCollector(Collector):
     """Device, counter, capacity and claim gauges, counted from the caches when scraped."""
 
@@ -117,7 +107,7 @@ class _PoolCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         claims = list(self.list_claims())
         usage = build_usage(
-            _decoded(ResourceSlice, self.list_slices()), _decoded(ResourceClaim, claims)
+            decodable(ResourceSlice, self.list_slices()), decodable(ResourceClaim, claims)
         )
         devices = GaugeMetricFamily(
             "drakit_pool_devices",

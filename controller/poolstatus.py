@@ -28,12 +28,12 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from allocator.model import ModelError, ResourceClaim, ResourceSlice
+from allocator.model import ResourceClaim, ResourceSlice
 from allocator.quantity import Quantity
 from allocator.usage import UsageView, build_usage
 from kubeapi.errors import ApiError, Conflict, Invalid, NotFound
 from kubeapi.informer import EventHandlers, Informer
-from kubeapi.objects import KubeObject
+from kubeapi.objects import KubeObject, decodable
 from kubeapi.resources import RESOURCE_POOL_STATUS_REQUESTS, Resource
 from kubeapi.workqueue import WorkQueue
 
@@ -56,10 +56,10 @@ def pool_status(
     limit = int(spec.get("limit") or DEFAULT_LIMIT)
     chosen = [
         s
-        for s in _decoded(ResourceSlice, slices)
+        for s in decodable(ResourceSlice, slices)
         if s.driver == driver and (not pool_filter or s.pool.name == pool_filter)
     ]
-    view = build_usage(chosen, _decoded(ResourceClaim, claims))
+    view = build_usage(chosen, decodable(ResourceClaim, claims))
     pools = [_pool(driver, name, view, chosen) for name in sorted({s.pool.name for s in chosen})]
     incomplete = any(str(p.get("validationError", "")).startswith(INCOMPLETE_PREFIX) for p in pools)
     shown = pools[:limit]
@@ -83,16 +83,6 @@ def pool_status(
     if shown:
         status["pools"] = shown
     return status, incomplete
-
-
-def _decoded(model: Any, objects: Iterable[KubeObject]) -> list[Any]:
-    out = []
-    for obj in objects:
-        try:
-            out.append(model.from_dict(obj))
-        except ModelError:
-            continue
-    return out
 
 
 def _pool(driver: str, name: str, view: UsageView, slices: list[ResourceSlice]) -> dict[str, Any]:

@@ -374,6 +374,24 @@ class Resource:
         """Replace the status subresource (PUT ``.../status``)."""
         return self.update(obj, subresource="status", field_manager=field_manager)
 
+    def patch_status(
+        self,
+        obj: KubeObject,
+        patch: KubeObject | builtins.list[dict[str, Any]],
+        *,
+        patch_type: PatchType,
+        field_manager: str | None = None,
+    ) -> KubeObject:
+        """Patch the status subresource of ``obj`` (named by its metadata); see ``patch``."""
+        return self.patch(
+            _required_name(obj),
+            patch,
+            _meta(obj).get("namespace"),
+            patch_type=patch_type,
+            subresource="status",
+            field_manager=field_manager,
+        )
+
     def patch(
         self,
         name: str,
