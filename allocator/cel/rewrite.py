@@ -217,18 +217,10 @@ def _rewrite_once(tokens: list[Token]) -> list[Token] | None:
                 t.pos, "( [", args[1], "] . map (", args[0][0], ",", args[2], ") [ 0 ] )"
             )
             return [*tokens[:i], *wrapped, *tokens[close + 1 :]]
-        domain = _domain_access(tokens, i)
-        if domain is not None:
-            return domain
-        regex = _matches_call(tokens, i)
-        if regex is not None:
-            return regex
-        two_var = _two_variable(tokens, i)
-        if two_var is not None:
-            return two_var
-        sort_by = _sort_by(tokens, i)
-        if sort_by is not None:
-            return sort_by
+        for rewrite_at in (_domain_access, _matches_call, _two_variable, _sort_by):
+            rewritten = rewrite_at(tokens, i)
+            if rewritten is not None:
+                return rewritten
     return None
 
 
