@@ -180,6 +180,11 @@ def _metadata_field() -> Any:
     return _f("metadata", _META_OPT, default=ObjectMeta())
 
 
+def _spec_field(spec_type: type[_ApiType]) -> Any:
+    """``spec`` (required) of type ``spec_type``, defined before the object that holds it."""
+    return _f("spec", obj(lambda: spec_type), required=True, default=spec_type())
+
+
 def _api_version_field() -> Any:
     """``apiVersion`` of a resource.k8s.io object (defaults to the version this model speaks)."""
     return _f("apiVersion", _STR_EMPTY, default=API_VERSION)
@@ -513,9 +518,7 @@ class ResourceSliceSpec(_ApiType):
 @dataclass(frozen=True, slots=True)
 class ResourceSlice(_NamedObject):
     metadata: ObjectMeta = _metadata_field()
-    spec: ResourceSliceSpec = _f(
-        "spec", obj(lambda: ResourceSliceSpec), required=True, default=ResourceSliceSpec()
-    )
+    spec: ResourceSliceSpec = _spec_field(ResourceSliceSpec)
     api_version: str = _api_version_field()
     kind: str = _kind_field("ResourceSlice")
     extra: Mapping[str, Any] = extra_field()
@@ -584,9 +587,7 @@ class DeviceClassSpec(_ApiType):
 @dataclass(frozen=True, slots=True)
 class DeviceClass(_NamedObject):
     metadata: ObjectMeta = _metadata_field()
-    spec: DeviceClassSpec = _f(
-        "spec", obj(lambda: DeviceClassSpec), required=True, default=DeviceClassSpec()
-    )
+    spec: DeviceClassSpec = _spec_field(DeviceClassSpec)
     api_version: str = _api_version_field()
     kind: str = _kind_field("DeviceClass")
     extra: Mapping[str, Any] = extra_field()
@@ -796,9 +797,7 @@ def _empty_status(s: ResourceClaimStatus) -> bool:
 @dataclass(frozen=True, slots=True)
 class ResourceClaim(_NamedObject):
     metadata: ObjectMeta = _metadata_field()
-    spec: ResourceClaimSpec = _f(
-        "spec", obj(lambda: ResourceClaimSpec), required=True, default=ResourceClaimSpec()
-    )
+    spec: ResourceClaimSpec = _spec_field(ResourceClaimSpec)
     status: ResourceClaimStatus = _f(
         "status",
         Codec(obj(lambda: ResourceClaimStatus).decode, encode_object, _empty_status),
