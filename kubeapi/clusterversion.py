@@ -265,12 +265,7 @@ _ALLOCATOR_FEATURE_GATES: dict[str, str] = {
 
 def allocator_features(info: ClusterInfo) -> Features:
     """The allocator features this cluster's scheduler uses (same gates, same meaning)."""
-    return Features(**_gated(info, _ALLOCATOR_FEATURE_GATES))
-
-
-def _gated(info: ClusterInfo, gates: dict[str, str]) -> dict[str, bool]:
-    """Each field of ``gates`` (field name -> gate name): whether its gate is on."""
-    return {field: info.gate(gate) for field, gate in gates.items()}
+    return Features(**{field: info.gate(gate) for field, gate in _ALLOCATOR_FEATURE_GATES.items()})
 
 
 @dataclass(frozen=True)
@@ -287,18 +282,17 @@ class SliceFields:
     taints: bool
 
 
-#: The feature gate behind each optional slice field.
-_SLICE_FIELD_GATES: dict[str, str] = {
-    "counters": "DRAPartitionableDevices",
-    "consumable_capacity": "DRAConsumableCapacity",
-    "binding_conditions": "DRADeviceBindingConditions",
-    "taints": "DRADeviceTaints",
-}
-
-
 def slice_fields(info: ClusterInfo) -> SliceFields:
     """Which optional slice fields to publish on this cluster."""
-    return SliceFields(**_gated(info, _SLICE_FIELD_GATES))
+    # Each optional field is kept by the apiserver under the gate of the allocator feature
+    # that reads it.
+    features = allocator_features(info)
+    return SliceFields(
+        counters=features.partitionable_devices,
+        consumable_capacity=features.consumable_capacity,
+        binding_conditions=features.device_binding_conditions,
+        taints=features.device_taints,
+    )
 
 
 def kubelet_health_services(minor: int) -> tuple[str, ...]:
