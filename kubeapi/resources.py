@@ -22,7 +22,7 @@ import sys
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import urllib3
 
@@ -234,6 +234,15 @@ class WatchStream:
         with contextlib.suppress(Exception):
             self._response.close()
             self._response.release_conn()
+
+
+class _SendOptions(TypedDict, total=False):
+    """The keyword arguments of ``Resource._send`` (which ``_request`` passes on)."""
+
+    query: builtins.list[tuple[str, str]] | None
+    body: Any
+    content_type: str
+    timeout: tuple[float, float] | None
 
 
 class Resource:
@@ -492,16 +501,9 @@ class Resource:
         obj.setdefault("kind", self.rtype.kind)
         return obj
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: builtins.list[tuple[str, str]] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-    ) -> KubeObject:
-        response = self._send(method, path, query=query, body=body, content_type=content_type)
+    def _request(self, method: str, path: str, **options: Unpack[_SendOptions]) -> KubeObject:
+        """``_send`` and decode the answer's JSON object."""
+        response = self._send(method, path, **options)
         try:
             data = response.data
         except (urllib3.exceptions.HTTPError, OSError) as err:
