@@ -50,6 +50,13 @@ class Conflict:
         return f"request {self.request}: device {self.device}: {self.reason} (held by {holders})"
 
 
+def _conflict(
+    r: DeviceRequestAllocationResult, reason: str, holders: Iterable[str], names: dict[str, str]
+) -> Conflict:
+    """A conflict of result ``r`` with ``holders`` (claim keys, shown by name where known)."""
+    return Conflict(r.request, r.device_id, reason, tuple(sorted(names.get(h, h) for h in holders)))
+
+
 class AllocatedState:
     """Mutable bookkeeping of allocated devices, keyed by claim UID.
 
@@ -223,13 +230,6 @@ class AllocatedState:
             if total is not None and used.get(name, 0) + nanos(q) > nanos(total):
                 out.append(_conflict(r, f"capacity {name} would be exceeded", sharers, names))
         return out
-
-
-def _conflict(
-    r: DeviceRequestAllocationResult, reason: str, holders: set[str], names: dict[str, str]
-) -> Conflict:
-    """A conflict of result ``r`` with ``holders`` (claim keys, shown by name where known)."""
-    return Conflict(r.request, r.device_id, reason, tuple(sorted(names.get(h, h) for h in holders)))
 
 
 def _claim_key(claim: ResourceClaim) -> str:

@@ -1,7 +1,4 @@
-"""Kubernetes CEL for DRA device selectors (see :mod:`allocator.cel.engine`).
-
-The names below are the public surface of the engine; everything else in its modules is internal.
-"""
+"""Kubernetes CEL for DRA device selectors (see :mod:`allocator.cel.engine`)."""
 
 from allocator.cel.engine import (
     MAX_COST,

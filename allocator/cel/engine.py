@@ -35,6 +35,19 @@ from allocator.cel.library import FUNCTIONS, quantity_value, semver_value
 from allocator.cel.rewrite import CELSyntaxError, estimate_cost, is_risky, rewrite
 from allocator.model import DeviceAttribute, DeviceCapacity
 
+__all__ = [
+    "MAX_COST",
+    "CELCancelledError",
+    "CELCompileError",
+    "CELCostError",
+    "CELError",
+    "CELRuntimeError",
+    "Selector",
+    "compile_selector",
+    "device_context",
+    "qualify",
+]
+
 # The engine logs a warning for every failing library call; the error is raised to the
 # caller anyway (as a CEL runtime error), so the log line is only noise.
 logging.getLogger("cel").setLevel(logging.ERROR)
@@ -177,21 +190,19 @@ def _runtime_message(exc: Exception) -> str:
     return _ENGINE_NOISE.sub("", text).replace("_dra_", "")
 
 
-# Python type -> CEL type name; bool before int (a bool is an int to isinstance).
-_CEL_TYPE_NAMES: Final = (
-    (bool, "bool"),
-    (int, "int"),
-    (float, "double"),
-    (str, "string"),
-    (list, "list"),
-    (dict, "map"),
-)
-
-
 def _cel_type_name(v: Any) -> str:
-    for python_type, cel_name in _CEL_TYPE_NAMES:
-        if isinstance(v, python_type):
-            return cel_name
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "double"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "list"
+    if isinstance(v, dict):
+        return "map"
     return type(v).__name__
 
 
