@@ -194,10 +194,10 @@ class AllocatedState:
                 if sharers:
                     out.append(_conflict(r, "device is shared by other claims", sharers, names))
                 continue
-            same_share = self.shared.get(SharedDeviceID(r.driver, r.pool, r.device, r.share_id))
-            others = (same_share or set()) - {own}
-            if others:
-                out.append(_conflict(r, f"share {r.share_id} is already in use", others, names))
+            share = SharedDeviceID(r.driver, r.pool, r.device, r.share_id)
+            same_share = {h for h in self.shared.get(share, ()) if h != own}
+            if same_share:
+                out.append(_conflict(r, f"share {r.share_id} is already in use", same_share, names))
                 continue
             if capacities and dev in capacities and r.consumed_capacity:
                 out.extend(
