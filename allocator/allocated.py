@@ -50,6 +50,13 @@ class Conflict:
         return f"request {self.request}: device {self.device}: {self.reason} (held by {holders})"
 
 
+def _conflict(
+    r: DeviceRequestAllocationResult, reason: str, holders: Iterable[str], names: dict[str, str]
+) -> Conflict:
+    """A conflict of result ``r`` with ``holders`` (claim keys, shown by name where known)."""
+    return Conflict(r.request, r.device_id, reason, tuple(sorted(names.get(h, h) for h in holders)))
+
+
 class AllocatedState:
     """Mutable bookkeeping of allocated devices, keyed by claim UID.
 
@@ -178,39 +185,19 @@ class AllocatedState:
             dev = DeviceID(r.driver, r.pool, r.device)
             dedicated = {h for h in self.dedicated.get(dev, ()) if h != own}
             if dedicated:
-                out.append(
-                    Conflict(
-                        r.request,
-                        dev,
-                        "device is allocated exclusively",
-                        tuple(sorted(names.get(h, h) for h in dedicated)),
-                    )
-                )
+                out.append(_conflict(r, "device is allocated exclusively", dedicated, names))
                 continue
             sharers = {
                 h for sid, hs in self.shared.items() if sid.device_id == dev for h in hs if h != own
             }
             if r.share_id is None or not self._consumable:
                 if sharers:
-                    out.append(
-                        Conflict(
-                            r.request,
-                            dev,
-                            "device is shared by other claims",
-                            tuple(sorted(names.get(h, h) for h in sharers)),
-                        )
-                    )
+                    out.append(_conflict(r, "device is shared by other claims", sharers, names))
                 continue
-            same_share = self.shared.get(SharedDeviceID(r.driver, r.pool, r.device, r.share_id))
-            if same_share and same_share - {own}:
-                out.append(
-                    Conflict(
-                        r.request,
-                        dev,
-                        f"share {r.share_id} is already in use",
-                        tuple(sorted(names.get(h, h) for h in same_share - {own})),
-                    )
-                )
+            share = SharedDeviceID(r.driver, r.pool, r.device, r.share_id)
+            same_share = {h for h in self.shared.get(share, ()) if h != own}
+            if same_share:
+                out.append(_conflict(r, f"share {r.share_id} is already in use", same_share, names))
                 continue
             if capacities and dev in capacities and r.consumed_capacity:
                 out.extend(
@@ -241,14 +228,7 @@ class AllocatedState:
         for name, q in r.consumed_capacity.items():
             total = totals.get(name)
             if total is not None and used.get(name, 0) + nanos(q) > nanos(total):
-                out.append(
-                    Conflict(
-                        r.request,
-                        dev,
-                        f"capacity {name} would be exceeded",
-                        tuple(sorted(names.get(h, h) for h in sharers)),
-                    )
-                )
+                out.append(_conflict(r, f"capacity {name} would be exceeded", sharers, names))
         return out
 
 

@@ -175,6 +175,37 @@ def _meta_empty(m: ObjectMeta) -> bool:
 _META_OPT = Codec(_META.decode, _META.encode, _meta_empty)
 
 
+def _metadata_field() -> Any:
+    """``metadata``: left out of the JSON while it is empty."""
+    return _f("metadata", _META_OPT, default=ObjectMeta())
+
+
+def _spec_field(spec_type: type[_ApiType]) -> Any:
+    """``spec`` (required) of type ``spec_type``, defined before the object that holds it."""
+    return _f("spec", obj(lambda: spec_type), required=True, default=spec_type())
+
+
+def _api_version_field() -> Any:
+    """``apiVersion`` of a resource.k8s.io object (defaults to the version this model speaks)."""
+    return _f("apiVersion", _STR_EMPTY, default=API_VERSION)
+
+
+def _kind_field(kind: str) -> Any:
+    """``kind`` of a resource.k8s.io object, defaulting to ``kind``."""
+    return _f("kind", _STR_EMPTY, default=kind)
+
+
+class _NamedObject(_ApiType):
+    """Mixin for top-level API objects: their name, read from ``metadata``."""
+
+    __slots__ = ()
+    metadata: ObjectMeta
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
 @dataclass(frozen=True, slots=True)
 class NodeSelectorRequirement(_ApiType):
     key: str = _f("key", STR, required=True, default="")
@@ -208,17 +239,13 @@ _NODE_SELECTOR = obj(lambda: NodeSelector)
 
 
 @dataclass(frozen=True, slots=True)
-class Node(_ApiType):
+class Node(_NamedObject):
     """The part of a core/v1 Node the allocator needs: its name and labels."""
 
-    metadata: ObjectMeta = _f("metadata", _META_OPT, default=ObjectMeta())
+    metadata: ObjectMeta = _metadata_field()
     api_version: str = _f("apiVersion", STR, default="")
     kind: str = _f("kind", STR, default="")
     extra: Mapping[str, Any] = extra_field()
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -489,18 +516,12 @@ class ResourceSliceSpec(_ApiType):
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceSlice(_ApiType):
-    metadata: ObjectMeta = _f("metadata", _META_OPT, default=ObjectMeta())
-    spec: ResourceSliceSpec = _f(
-        "spec", obj(lambda: ResourceSliceSpec), required=True, default=ResourceSliceSpec()
-    )
-    api_version: str = _f("apiVersion", _STR_EMPTY, default=API_VERSION)
-    kind: str = _f("kind", _STR_EMPTY, default="ResourceSlice")
+class ResourceSlice(_NamedObject):
+    metadata: ObjectMeta = _metadata_field()
+    spec: ResourceSliceSpec = _spec_field(ResourceSliceSpec)
+    api_version: str = _api_version_field()
+    kind: str = _kind_field("ResourceSlice")
     extra: Mapping[str, Any] = extra_field()
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
     @property
     def driver(self) -> str:
@@ -564,18 +585,12 @@ class DeviceClassSpec(_ApiType):
 
 
 @dataclass(frozen=True, slots=True)
-class DeviceClass(_ApiType):
-    metadata: ObjectMeta = _f("metadata", _META_OPT, default=ObjectMeta())
-    spec: DeviceClassSpec = _f(
-        "spec", obj(lambda: DeviceClassSpec), required=True, default=DeviceClassSpec()
-    )
-    api_version: str = _f("apiVersion", _STR_EMPTY, default=API_VERSION)
-    kind: str = _f("kind", _STR_EMPTY, default="DeviceClass")
+class DeviceClass(_NamedObject):
+    metadata: ObjectMeta = _metadata_field()
+    spec: DeviceClassSpec = _spec_field(DeviceClassSpec)
+    api_version: str = _api_version_field()
+    kind: str = _kind_field("DeviceClass")
     extra: Mapping[str, Any] = extra_field()
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
 
 # --------------------------------------------------------------------------- claims
@@ -780,23 +795,17 @@ def _empty_status(s: ResourceClaimStatus) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceClaim(_ApiType):
-    metadata: ObjectMeta = _f("metadata", _META_OPT, default=ObjectMeta())
-    spec: ResourceClaimSpec = _f(
-        "spec", obj(lambda: ResourceClaimSpec), required=True, default=ResourceClaimSpec()
-    )
+class ResourceClaim(_NamedObject):
+    metadata: ObjectMeta = _metadata_field()
+    spec: ResourceClaimSpec = _spec_field(ResourceClaimSpec)
     status: ResourceClaimStatus = _f(
         "status",
         Codec(obj(lambda: ResourceClaimStatus).decode, encode_object, _empty_status),
         default=ResourceClaimStatus(),
     )
-    api_version: str = _f("apiVersion", _STR_EMPTY, default=API_VERSION)
-    kind: str = _f("kind", _STR_EMPTY, default="ResourceClaim")
+    api_version: str = _api_version_field()
+    kind: str = _kind_field("ResourceClaim")
     extra: Mapping[str, Any] = extra_field()
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
     @property
     def namespace(self) -> str:

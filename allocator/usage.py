@@ -47,6 +47,7 @@ __all__ = [
     "PoolSummary",
     "UsageView",
     "build_usage",
+    "capacity_use",
     "is_blocking_taint",
     "is_unhealthy_taint",
 ]
@@ -319,7 +320,7 @@ def _summary(
         free=None if unknown else neither,
         unknown=unknown,
         counters=_counter_use(members, pool_slices, node),
-        capacity=_capacity_use(members),
+        capacity=capacity_use(members),
         slices=len(pool_slices),
         incomplete=len(pool_slices) < expected,
     )
@@ -351,7 +352,9 @@ def _counter_use(
     return tuple(out)
 
 
-def _capacity_use(members: list[DeviceUsage]) -> tuple[CapacityUse, ...]:
+def capacity_use(members: Iterable[DeviceUsage]) -> tuple[CapacityUse, ...]:
+    """Consumable capacity of ``members`` summed per capacity name (sorted by name), each sum
+    printed in the format of the first device's total."""
     used: dict[str, list[Quantity]] = {}
     total: dict[str, list[Quantity]] = {}
     for u in members:

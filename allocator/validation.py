@@ -126,6 +126,19 @@ class _Collector:
         if len(items) > limit:
             self.add(field, f"must have at most {limit} items, has {len(items)}")
 
+    def unique(self, field: str, what: str, name: str, seen: set[str]) -> None:
+        """Report ``name`` (a ``what``) if it is already in ``seen``, then add it there."""
+        if name in seen:
+            self.add(field, f"duplicate {what} {name!r}")
+        seen.add(name)
+
+    def counters(self, field: str, counters: Sized, limit: int) -> None:
+        """A map of counters: not empty and at most ``limit`` of them."""
+        if not counters:
+            self.add(field, "must not be empty")
+        if len(counters) > limit:
+            self.add(field, f"must have at most {limit} items")
+
 
 def _dns_subdomain_problem(value: str, limit: int = 253) -> str | None:
     if not value:
@@ -191,9 +204,7 @@ def validate_resource_slice(s: ResourceSlice) -> list[FieldError]:
         c.add("spec.devices", f"must have at most {limit} devices{why}, has {len(spec.devices)}")
     seen: set[str] = set()
     for i, d in enumerate(spec.devices):
-        if d.name in seen:
-            c.add(f"spec.devices[{i}].name", f"duplicate device name {d.name!r}")
-        seen.add(d.name)
+        c.unique(f"spec.devices[{i}].name", "device name", d.name, seen)
         _validate_device(c, d, f"spec.devices[{i}]", bool(spec.per_device_node_selection))
     _validate_counter_sets(c, s)
     for i, op in enumerate(spec.skip_node_operations):
@@ -432,13 +443,8 @@ def _validate_consumption(c: _Collector, d: Device, path: str) -> None:
         where = f"{path}.consumesCounters[{i}]"
         if not cc.counter_set:
             c.add(f"{where}.counterSet", "must not be empty")
-        if cc.counter_set in seen:
-            c.add(f"{where}.counterSet", f"duplicate counter set {cc.counter_set!r}")
-        seen.add(cc.counter_set)
-        if not cc.counters:
-            c.add(f"{where}.counters", "must not be empty")
-        if len(cc.counters) > MAX_COUNTERS_PER_CONSUMPTION:
-            c.add(f"{where}.counters", f"must have at most {MAX_COUNTERS_PER_CONSUMPTION} items")
+        c.unique(f"{where}.counterSet", "counter set", cc.counter_set, seen)
+        c.counters(f"{where}.counters", cc.counters, MAX_COUNTERS_PER_CONSUMPTION)
 
 
 def _validate_counter_sets(c: _Collector, s: ResourceSlice) -> None:
@@ -450,16 +456,8 @@ def _validate_counter_sets(c: _Collector, s: ResourceSlice) -> None:
         problem = _dns_label_problem(cs.name)
         if problem:
             c.add(f"spec.sharedCounters[{i}].name", problem)
-        if cs.name in seen:
-            c.add(f"spec.sharedCounters[{i}].name", f"duplicate counter set {cs.name!r}")
-        seen.add(cs.name)
-        if not cs.counters:
-            c.add(f"spec.sharedCounters[{i}].counters", "must not be empty")
-        if len(cs.counters) > MAX_COUNTERS_PER_SET:
-            c.add(
-                f"spec.sharedCounters[{i}].counters",
-                f"must have at most {MAX_COUNTERS_PER_SET} items",
-            )
+        c.unique(f"spec.sharedCounters[{i}].name", "counter set", cs.name, seen)
+        c.counters(f"spec.sharedCounters[{i}].counters", cs.counters, MAX_COUNTERS_PER_SET)
         for name in cs.counters:
             problem = _dns_label_problem(name)
             if problem:
@@ -623,9 +621,7 @@ def _validate_request(c: _Collector, req: DeviceRequest, path: str) -> None:
         problem = _dns_label_problem(sub.name)
         if problem:
             c.add(f"{where}.name", problem)
-        if sub.name in seen:
-            c.add(f"{where}.name", f"duplicate subrequest name {sub.name!r}")
-        seen.add(sub.name)
+        c.unique(f"{where}.name", "subrequest name", sub.name, seen)
         _validate_exact_like(c, sub, where)
 
 

@@ -196,13 +196,8 @@ class ClaimWriter:
     # -- plumbing ----------------------------------------------------------------------------
 
     def _patch_status(self, claim: KubeObject, ops: list[dict[str, Any]]) -> KubeObject:
-        return self._claims.patch(
-            str(meta(claim)["name"]),
-            ops,
-            str(meta(claim)["namespace"]),
-            patch_type=PatchType.JSON,
-            subresource="status",
-            field_manager=FIELD_MANAGER,
+        return self._claims.patch_status(
+            claim, ops, patch_type=PatchType.JSON, field_manager=FIELD_MANAGER
         )
 
     def fresh(self, claim: KubeObject) -> KubeObject:

@@ -28,14 +28,15 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from allocator.model import ModelError, ResourceClaim, ResourceSlice
+from allocator.model import ResourceClaim, ResourceSlice
 from allocator.usage import STATES, build_usage
 from controller.naming import POD_CLAIM_NAME_ANNOTATION, meta
-from kubeapi.objects import KubeObject
+from kubeapi.objects import KubeObject, decodable
+from telemetry.families import MetricFamilies
 
 __all__ = [
     "DEFAULT_TOP_NAMESPACES",
@@ -96,16 +97,6 @@ class _ClaimGauge(Collector):
         yield family
 
 
-def _decoded(model: Any, objects: Iterable[KubeObject]) -> list[Any]:
-    out = []
-    for obj in objects:
-        try:
-            out.append(model.from_dict(obj))
-        except ModelError:
-            continue  # the controller logs undecodable objects where it uses them
-    return out
-
-
 class _PoolCollector(Collector):
     """Device, counter, capacity and claim gauges, counted from the caches when scraped."""
 
@@ -117,7 +108,7 @@ class _PoolCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         claims = list(self.list_claims())
         usage = build_usage(
-            _decoded(ResourceSlice, self.list_slices()), _decoded(ResourceClaim, claims)
+            decodable(ResourceSlice, self.list_slices()), decodable(ResourceClaim, claims)
         )
         devices = GaugeMetricFamily(
             "drakit_pool_devices",
@@ -190,52 +181,47 @@ class ControllerMetrics:
         top_namespaces: int = DEFAULT_TOP_NAMESPACES,
     ) -> None:
         self.registry = registry or CollectorRegistry()
-        r = self.registry
         self._pools = _PoolCollector(top_namespaces)
-        r.register(self._pools)
-        self.claim_creates = Counter(
+        self.registry.register(self._pools)
+        # The claim-create counter keeps kube-controller-manager's name (no drakit prefix).
+        metric = MetricFamilies(self.registry)
+        self.claim_creates = metric.counter(
             "dynamic_resource_allocation_resourceclaim_creates_total",
             "ResourceClaims the controller tried to create from templates, by outcome.",
-            ["status", "admin_access"],
-            registry=r,
+            "status",
+            "admin_access",
         )
-        self.scheduling_attempts = Counter(
+        self.scheduling_attempts = metric.counter(
             "drakit_controller_scheduling_attempts_total",
             "Scheduling attempts of pods that name drakit, by result "
             "(scheduled, unschedulable, waiting, error).",
-            ["result"],
-            registry=r,
+            "result",
         )
-        self.scheduling_attempt_duration = Histogram(
+        self.scheduling_attempt_duration = metric.histogram(
             "drakit_controller_scheduling_attempt_duration_seconds",
             "Duration of one scheduling attempt: node filtering, allocation, claim writes, bind.",
-            ["result"],
+            "result",
             buckets=LATENCY_BUCKETS,
-            registry=r,
         )
-        self.pod_scheduling_latency = Histogram(
+        self.pod_scheduling_latency = metric.histogram(
             "drakit_controller_pod_scheduling_latency_seconds",
             "Time from pod creation to the successful bind by drakit.",
             buckets=LATENCY_BUCKETS,
-            registry=r,
         )
-        self.reservations_removed = Counter(
+        self.reservations_removed = metric.counter(
             "drakit_controller_reservations_removed_total",
             "reservedFor entries removed because their pod is done or gone.",
-            registry=r,
         )
-        self.deallocations = Counter(
+        self.deallocations = metric.counter(
             "drakit_controller_deallocations_total",
             "Claims deallocated after their last consumer went away.",
-            registry=r,
         )
-        self.claims_deleted = Counter(
+        self.claims_deleted = metric.counter(
             "drakit_controller_generated_claims_deleted_total",
             "Generated claims deleted because their pod is done or gone.",
-            registry=r,
         )
-        self.queue_depth = Gauge(
-            "drakit_controller_workqueue_depth", "Keys waiting in the work queue.", registry=r
+        self.queue_depth = metric.gauge(
+            "drakit_controller_workqueue_depth", "Keys waiting in the work queue."
         )
 
     def watch_claims(self, list_claims: Callable[[], Iterable[KubeObject]]) -> None:

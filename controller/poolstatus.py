@@ -28,12 +28,11 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from allocator.model import ModelError, ResourceClaim, ResourceSlice
-from allocator.quantity import Quantity
-from allocator.usage import UsageView, build_usage
+from allocator.model import ResourceClaim, ResourceSlice
+from allocator.usage import DeviceUsage, UsageView, build_usage, capacity_use
 from kubeapi.errors import ApiError, Conflict, Invalid, NotFound
 from kubeapi.informer import EventHandlers, Informer
-from kubeapi.objects import KubeObject
+from kubeapi.objects import KubeObject, decodable
 from kubeapi.resources import RESOURCE_POOL_STATUS_REQUESTS, Resource
 from kubeapi.workqueue import WorkQueue
 
@@ -56,10 +55,10 @@ def pool_status(
     limit = int(spec.get("limit") or DEFAULT_LIMIT)
     chosen = [
         s
-        for s in _decoded(ResourceSlice, slices)
+        for s in decodable(ResourceSlice, slices)
         if s.driver == driver and (not pool_filter or s.pool.name == pool_filter)
     ]
-    view = build_usage(chosen, _decoded(ResourceClaim, claims))
+    view = build_usage(chosen, decodable(ResourceClaim, claims))
     pools = [_pool(driver, name, view, chosen) for name in sorted({s.pool.name for s in chosen})]
     incomplete = any(str(p.get("validationError", "")).startswith(INCOMPLETE_PREFIX) for p in pools)
     shown = pools[:limit]
@@ -83,16 +82,6 @@ def pool_status(
     if shown:
         status["pools"] = shown
     return status, incomplete
-
-
-def _decoded(model: Any, objects: Iterable[KubeObject]) -> list[Any]:
-    out = []
-    for obj in objects:
-        try:
-            out.append(model.from_dict(obj))
-        except ModelError:
-            continue
-    return out
 
 
 def _pool(driver: str, name: str, view: UsageView, slices: list[ResourceSlice]) -> dict[str, Any]:
@@ -131,26 +120,17 @@ def _multi(device: str, slices: list[ResourceSlice]) -> bool:
     return any(d.name == device and d.multi_allocatable for s in slices for d in s.devices)
 
 
-def _shareable(shared: list[Any]) -> dict[str, Any]:
-    totals: dict[str, list[Quantity]] = {}
-    used: dict[str, list[Quantity]] = {}
-    for u in shared:
-        for c in u.capacity:
-            totals.setdefault(c.name, []).append(c.total)
-            used.setdefault(c.name, []).append(c.used)
-    capacity = []
-    for name in sorted(totals):
-        total = _add(totals[name])
-        consumed = _add(used[name], like=totals[name][0])
-        available = total - consumed if consumed < total else total - total
-        capacity.append(
-            {
-                "name": name,
-                "total": str(total),
-                "consumed": str(consumed),
-                "available": str(available),
-            }
-        )
+def _shareable(shared: list[DeviceUsage]) -> dict[str, Any]:
+    capacity = [
+        {
+            "name": use.name,
+            "total": str(use.total),
+            "consumed": str(use.used),
+            # zero, never negative, once everything is consumed
+            "available": str(use.left if use.used < use.total else use.total - use.total),
+        }
+        for use in capacity_use(shared)
+    ]
     busy = sum(1 for u in shared if u.state == "shared")
     out: dict[str, Any] = {
         "fullyAvailableDevices": len(shared) - busy,
@@ -159,13 +139,6 @@ def _shareable(shared: list[Any]) -> dict[str, Any]:
     if capacity:
         out["capacity"] = capacity
     return out
-
-
-def _add(values: list[Quantity], like: Quantity | None = None) -> Quantity:
-    total = Quantity(0, (like or values[0]).format)
-    for v in values:
-        total = total + v
-    return total
 
 
 class PoolStatusResponder:

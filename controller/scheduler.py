@@ -516,13 +516,8 @@ class PodScheduler:
             },
         }
         try:
-            self._pods.patch(
-                str(meta(pod)["name"]),
-                patch,
-                str(meta(pod)["namespace"]),
-                patch_type=PatchType.STRATEGIC,
-                subresource="status",
-                field_manager=FIELD_MANAGER,
+            self._pods.patch_status(
+                pod, patch, patch_type=PatchType.STRATEGIC, field_manager=FIELD_MANAGER
             )
         except (NotFound, Conflict):
             return

@@ -8,6 +8,7 @@ launcher's own clean-up runs. ``run_until_signalled`` is the body of ``run``.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
@@ -20,6 +21,34 @@ from pathlib import Path
 PID_FILE = "launcher.pid"
 READY_FILE = "ready"
 ERROR_FILE = "error"
+RUN_HELP = "start in the foreground and stop on Ctrl-C or SIGTERM"
+
+Action = Callable[[argparse.Namespace], int]
+
+
+def add_launcher_actions(
+    command: argparse.ArgumentParser,
+    *,
+    up_help: str,
+    down_help: str,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    up: Action,
+    run: Action,
+    down: Action,
+) -> None:
+    """Give a launcher command its ``up``, ``run`` and ``down`` actions.
+
+    ``add_arguments`` adds what ``up`` and ``run`` both take (``up`` passes it on to the
+    ``run`` it starts), the ``dir`` positional first; ``down`` takes only ``dir``.
+    """
+    actions = command.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for name, help_text, func in (("up", up_help, up), ("run", RUN_HELP, run)):
+        action = actions.add_parser(name, help=help_text, description=help_text)
+        add_arguments(action)
+        action.set_defaults(func=func)
+    stop = actions.add_parser("down", help=down_help)
+    stop.add_argument("dir", type=Path)
+    stop.set_defaults(func=down)
 
 
 def start_detached(folder: Path, argv: list[str], what: str, on_ready: Callable[[], None]) -> int:

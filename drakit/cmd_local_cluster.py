@@ -13,7 +13,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drakit.background import run_until_signalled, start_detached, stop_detached
+from drakit.background import (
+    add_launcher_actions,
+    run_until_signalled,
+    start_detached,
+    stop_detached,
+)
 from drakit.flags import Subcommands, add_command
 from drakit.version import KUBERNETES_VERSION, SUPPORTED_KUBERNETES_VERSIONS
 
@@ -28,53 +33,51 @@ def add_parser(sub: Subcommands) -> None:
         summary="start or stop a local kube-apiserver + etcd for development",
         description=__doc__ or "",
     )
-    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    for name, help_text in (
-        ("up", "start in the background; writes DIR/kubeconfig and returns once the API is ready"),
-        ("run", "start in the foreground and stop on Ctrl-C or SIGTERM"),
-    ):
-        a = actions.add_parser(name, help=help_text, description=help_text)
-        a.add_argument(
-            "dir", type=Path, help="folder for the kubeconfig, certificates, logs and data"
-        )
-        a.add_argument(
-            "--with-scheduler", action="store_true", help="also run the real kube-scheduler"
-        )
-        a.add_argument(
-            "--with-controller-manager",
-            action="store_true",
-            help="also run kube-controller-manager (every controller but node-lifecycle)",
-        )
-        a.add_argument(
-            "--real-nodes",
-            action="store_true",
-            help="serve real kubelets (hack/local-node.sh): ServiceAccount tokens for pods, "
-            "the node-lifecycle controller in kube-controller-manager, kubelet client "
-            "credentials for logs and exec",
-        )
-        a.add_argument(
-            "--controllers",
-            default="*,-node-lifecycle-controller",
-            help="kube-controller-manager --controllers value (default: %(default)s)",
-        )
-        a.add_argument(
-            "--kube-version",
-            default=None,
-            metavar="VERSION",
-            help="Kubernetes version to run, one of "
-            f"{', '.join(SUPPORTED_KUBERNETES_VERSIONS)} or its minor (v1.36); "
-            f"default {KUBERNETES_VERSION}. Missing binaries are built (needs Go).",
-        )
-        a.add_argument(
-            "--feature-gates",
-            default=None,
-            help="feature gates for every component "
-            "(default: $DRAKIT_FEATURE_GATES or drakit's DRA gates for that version)",
-        )
-        a.set_defaults(func=run_up if name == "up" else run_foreground)
-    down = actions.add_parser("down", help="stop a cluster started with `up DIR`")
-    down.add_argument("dir", type=Path)
-    down.set_defaults(func=run_down)
+    add_launcher_actions(
+        p,
+        up_help="start in the background; writes DIR/kubeconfig and returns once the API is ready",
+        down_help="stop a cluster started with `up DIR`",
+        add_arguments=_add_arguments,
+        up=run_up,
+        run=run_foreground,
+        down=run_down,
+    )
+
+
+def _add_arguments(a: argparse.ArgumentParser) -> None:
+    a.add_argument("dir", type=Path, help="folder for the kubeconfig, certificates, logs and data")
+    a.add_argument("--with-scheduler", action="store_true", help="also run the real kube-scheduler")
+    a.add_argument(
+        "--with-controller-manager",
+        action="store_true",
+        help="also run kube-controller-manager (every controller but node-lifecycle)",
+    )
+    a.add_argument(
+        "--real-nodes",
+        action="store_true",
+        help="serve real kubelets (hack/local-node.sh): ServiceAccount tokens for pods, "
+        "the node-lifecycle controller in kube-controller-manager, kubelet client "
+        "credentials for logs and exec",
+    )
+    a.add_argument(
+        "--controllers",
+        default="*,-node-lifecycle-controller",
+        help="kube-controller-manager --controllers value (default: %(default)s)",
+    )
+    a.add_argument(
+        "--kube-version",
+        default=None,
+        metavar="VERSION",
+        help="Kubernetes version to run, one of "
+        f"{', '.join(SUPPORTED_KUBERNETES_VERSIONS)} or its minor (v1.36); "
+        f"default {KUBERNETES_VERSION}. Missing binaries are built (needs Go).",
+    )
+    a.add_argument(
+        "--feature-gates",
+        default=None,
+        help="feature gates for every component "
+        "(default: $DRAKIT_FEATURE_GATES or drakit's DRA gates for that version)",
+    )
 
 
 def _config(args: argparse.Namespace) -> ClusterConfig:

@@ -19,7 +19,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from drakit.background import run_until_signalled, start_detached, stop_detached
+from drakit.background import (
+    add_launcher_actions,
+    run_until_signalled,
+    start_detached,
+    stop_detached,
+)
 from drakit.flags import Subcommands, add_command
 
 
@@ -30,36 +35,34 @@ def add_parser(sub: Subcommands) -> None:
         summary="start or stop a real kubelet + containerd node for a local control plane (root)",
         description=__doc__ or "",
     )
-    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    for name, help_text in (
-        ("up", "start in the background; returns once the node is Ready"),
-        ("run", "start in the foreground and stop on Ctrl-C or SIGTERM"),
-    ):
-        a = actions.add_parser(name, help=help_text, description=help_text)
-        a.add_argument("dir", type=Path, help="folder for the node's state, logs and CDI specs")
-        a.add_argument(
-            "--cluster-dir",
-            type=Path,
-            required=True,
-            help="folder of a `drakit local-cluster up` control plane (its kubeconfig is used)",
-        )
-        a.add_argument(
-            "--node-name", default=None, help="node name (default: drakit-node-<random>)"
-        )
-        a.add_argument(
-            "--image",
-            action="append",
-            default=[],
-            type=Path,
-            help="OCI or Docker archive to import into the node's containerd (repeatable), "
-            "for example the one hack/build-image.sh prints",
-        )
-        a.set_defaults(func=run_up if name == "up" else run_foreground)
-    down = actions.add_parser(
-        "down", help="stop a node started with `up DIR` and restore the machine"
+    add_launcher_actions(
+        p,
+        up_help="start in the background; returns once the node is Ready",
+        down_help="stop a node started with `up DIR` and restore the machine",
+        add_arguments=_add_arguments,
+        up=run_up,
+        run=run_foreground,
+        down=run_down,
     )
-    down.add_argument("dir", type=Path)
-    down.set_defaults(func=run_down)
+
+
+def _add_arguments(a: argparse.ArgumentParser) -> None:
+    a.add_argument("dir", type=Path, help="folder for the node's state, logs and CDI specs")
+    a.add_argument(
+        "--cluster-dir",
+        type=Path,
+        required=True,
+        help="folder of a `drakit local-cluster up` control plane (its kubeconfig is used)",
+    )
+    a.add_argument("--node-name", default=None, help="node name (default: drakit-node-<random>)")
+    a.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        type=Path,
+        help="OCI or Docker archive to import into the node's containerd (repeatable), "
+        "for example the one hack/build-image.sh prints",
+    )
 
 
 def run_foreground(args: argparse.Namespace) -> int:

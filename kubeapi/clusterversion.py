@@ -247,21 +247,25 @@ def _get_json(api: Any, path: str) -> dict[str, Any]:
     return value
 
 
+#: The feature gate behind each allocator feature (the scheduler's gates, same meaning).
+_ALLOCATOR_FEATURE_GATES: dict[str, str] = {
+    "admin_access": "DRAAdminAccess",
+    "prioritized_list": "DRAPrioritizedList",
+    "partitionable_devices": "DRAPartitionableDevices",
+    "device_taints": "DRADeviceTaints",
+    "device_binding_conditions": "DRADeviceBindingConditions",
+    "consumable_capacity": "DRAConsumableCapacity",
+    "list_type_attributes": "DRAListTypeAttributes",
+    "compatibility_groups": "DRADeviceCompatibilityGroups",
+    "derived_attributes": "DRADerivedAttributes",
+    "fractional_capacity_range": "DRAFractionalCapacityRange",
+    "optional_node_operations": "DRAOptionalNodeOperations",
+}
+
+
 def allocator_features(info: ClusterInfo) -> Features:
     """The allocator features this cluster's scheduler uses (same gates, same meaning)."""
-    return Features(
-        admin_access=info.gate("DRAAdminAccess"),
-        prioritized_list=info.gate("DRAPrioritizedList"),
-        partitionable_devices=info.gate("DRAPartitionableDevices"),
-        device_taints=info.gate("DRADeviceTaints"),
-        device_binding_conditions=info.gate("DRADeviceBindingConditions"),
-        consumable_capacity=info.gate("DRAConsumableCapacity"),
-        list_type_attributes=info.gate("DRAListTypeAttributes"),
-        compatibility_groups=info.gate("DRADeviceCompatibilityGroups"),
-        derived_attributes=info.gate("DRADerivedAttributes"),
-        fractional_capacity_range=info.gate("DRAFractionalCapacityRange"),
-        optional_node_operations=info.gate("DRAOptionalNodeOperations"),
-    )
+    return Features(**{field: info.gate(gate) for field, gate in _ALLOCATOR_FEATURE_GATES.items()})
 
 
 @dataclass(frozen=True)
@@ -280,11 +284,14 @@ class SliceFields:
 
 def slice_fields(info: ClusterInfo) -> SliceFields:
     """Which optional slice fields to publish on this cluster."""
+    # Each optional field is kept by the apiserver under the gate of the allocator feature
+    # that reads it.
+    features = allocator_features(info)
     return SliceFields(
-        counters=info.gate("DRAPartitionableDevices"),
-        consumable_capacity=info.gate("DRAConsumableCapacity"),
-        binding_conditions=info.gate("DRADeviceBindingConditions"),
-        taints=info.gate("DRADeviceTaints"),
+        counters=features.partitionable_devices,
+        consumable_capacity=features.consumable_capacity,
+        binding_conditions=features.device_binding_conditions,
+        taints=features.device_taints,
     )
 
 

@@ -7,10 +7,14 @@ generated client models: those models drop fields newer than the client, and the
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, TypeVar
+
+from allocator.model import ModelError
 
 __all__ = [
     "KubeObject",
+    "decodable",
     "object_key",
     "object_ref",
     "resource_version_int",
@@ -18,6 +22,24 @@ __all__ = [
 ]
 
 KubeObject = dict[str, Any]
+
+_Model_co = TypeVar("_Model_co", covariant=True)
+
+
+class _FromDict(Protocol[_Model_co]):
+    def from_dict(self, data: Mapping[str, Any], path: str = "") -> _Model_co: ...
+
+
+def decodable(model: _FromDict[_Model_co], objects: Iterable[KubeObject]) -> list[_Model_co]:
+    """``model.from_dict`` of every object that decodes; the others are skipped (callers that
+    act on an object log why it does not decode where they use it)."""
+    out = []
+    for obj in objects:
+        try:
+            out.append(model.from_dict(obj))
+        except ModelError:
+            continue
+    return out
 
 
 def object_key(obj: KubeObject) -> str:

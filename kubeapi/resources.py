@@ -22,7 +22,7 @@ import sys
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import urllib3
 
@@ -236,6 +236,15 @@ class WatchStream:
             self._response.release_conn()
 
 
+class _SendOptions(TypedDict, total=False):
+    """The keyword arguments of ``Resource._send`` (which ``_request`` passes on)."""
+
+    query: builtins.list[tuple[str, str]] | None
+    body: Any
+    content_type: str
+    timeout: tuple[float, float] | None
+
+
 class Resource:
     """The REST verbs for one resource type.
 
@@ -374,6 +383,24 @@ class Resource:
         """Replace the status subresource (PUT ``.../status``)."""
         return self.update(obj, subresource="status", field_manager=field_manager)
 
+    def patch_status(
+        self,
+        obj: KubeObject,
+        patch: KubeObject | builtins.list[dict[str, Any]],
+        *,
+        patch_type: PatchType,
+        field_manager: str | None = None,
+    ) -> KubeObject:
+        """Patch the status subresource of ``obj`` (named by its metadata); see ``patch``."""
+        return self.patch(
+            _required_name(obj),
+            patch,
+            _meta(obj).get("namespace"),
+            patch_type=patch_type,
+            subresource="status",
+            field_manager=field_manager,
+        )
+
     def patch(
         self,
         name: str,
@@ -474,16 +501,9 @@ class Resource:
         obj.setdefault("kind", self.rtype.kind)
         return obj
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: builtins.list[tuple[str, str]] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-    ) -> KubeObject:
-        response = self._send(method, path, query=query, body=body, content_type=content_type)
+    def _request(self, method: str, path: str, **options: Unpack[_SendOptions]) -> KubeObject:
+        """``_send`` and decode the answer's JSON object."""
+        response = self._send(method, path, **options)
         try:
             data = response.data
         except (urllib3.exceptions.HTTPError, OSError) as err:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from telemetry.endpoint import MetricsEndpoint, parse_address, serve
+from telemetry.families import MetricFamilies
 
 __all__ = ["MetricsEndpoint", "PluginMetrics", "parse_address", "serve_metrics"]
 
@@ -31,54 +32,42 @@ class PluginMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.claims_total = Counter(
+        metric = MetricFamilies(self.registry, _NAMESPACE)
+        self.claims_total = metric.counter(
             "claims",
             "Claims handled by NodePrepareResources/NodeUnprepareResources, by outcome.",
-            ["operation", "result"],
-            namespace=_NAMESPACE,
-            registry=self.registry,
+            "operation",
+            "result",
         )
-        self.duration_seconds = Histogram(
+        self.duration_seconds = metric.histogram(
             "request_duration_seconds",
             "Duration of NodePrepareResources/NodeUnprepareResources calls.",
-            ["operation"],
-            namespace=_NAMESPACE,
-            registry=self.registry,
+            "operation",
             buckets=_DURATION_BUCKETS,
         )
-        self.in_flight = Gauge(
+        self.in_flight = metric.gauge(
             "requests_in_flight",
             "NodePrepareResources/NodeUnprepareResources calls being served now.",
-            ["operation"],
-            namespace=_NAMESPACE,
-            registry=self.registry,
+            "operation",
         )
-        self.prepared_claims = Gauge(
-            "prepared_claims",
-            "Claims currently prepared on this node (kept by the driver core).",
-            namespace=_NAMESPACE,
-            registry=self.registry,
+        self.prepared_claims = metric.gauge(
+            "prepared_claims", "Claims currently prepared on this node (kept by the driver core)."
         )
-        self.registered = Gauge(
-            "registered",
-            "1 when the kubelet reported a successful registration, 0 otherwise.",
-            namespace=_NAMESPACE,
-            registry=self.registry,
+        self.registered = metric.gauge(
+            "registered", "1 when the kubelet reported a successful registration, 0 otherwise."
         )
-        self.registration_status_total = Counter(
+        self.registration_status_total = metric.counter(
             "registration_status",
             "NotifyRegistrationStatus calls from the kubelet, by reported outcome.",
-            ["result"],
-            namespace=_NAMESPACE,
-            registry=self.registry,
+            "result",
         )
-        self.claim_errors = self._counter(
+        self.claim_errors = metric.counter(
             "claim_errors",
             "Per-claim prepare/unprepare failures, by operation and reason.",
             "operation",
             "reason",
         )
-        self.corrupt_checkpoints = self._counter(
+        self.corrupt_checkpoints = metric.counter(
             "checkpoint_corrupt", "Checkpoint files found corrupt, moved aside and rebuilt."
         )
         for operation in OPERATIONS:
@@ -87,9 +76,6 @@ class PluginMetrics:
             self.in_flight.labels(operation)
         for result in ("registered", "failed"):
             self.registration_status_total.labels(result)
-
-    def _counter(self, name: str, documentation: str, *labels: str) -> Counter:
-        return Counter(name, documentation, labels, namespace=_NAMESPACE, registry=self.registry)
 
     @contextmanager
     def track_call(self, operation: str) -> Iterator[None]:

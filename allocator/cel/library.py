@@ -428,6 +428,15 @@ def _need_str(v: Any, fn: str) -> str:
     return v
 
 
+def _parses(parse: Callable[[Any], object], s: Any) -> bool:
+    """Whether ``parse(s)`` accepts ``s`` (the library's ``isX`` functions)."""
+    try:
+        parse(s)
+    except CELFunctionError:
+        return False
+    return True
+
+
 def _traversed(s: Any, fn: str, factor: float = 1.0) -> str:
     """``s`` as a string, charged as one traversal (Kubernetes' CallCost for ``fn``)."""
     text = _need_str(s, fn)
@@ -611,11 +620,7 @@ def _ip(s: Any) -> dict[str, str]:
 
 
 def _is_ip(s: Any) -> bool:
-    try:
-        _ip(s)
-    except CELFunctionError:
-        return False
-    return True
+    return _parses(_ip, s)
 
 
 def _as_ip(v: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
@@ -636,11 +641,7 @@ def _cidr(s: Any) -> dict[str, str]:
 
 
 def _is_cidr(s: Any) -> bool:
-    try:
-        _cidr(s)
-    except CELFunctionError:
-        return False
-    return True
+    return _parses(_cidr, s)
 
 
 def _as_cidr(v: Any) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
@@ -707,11 +708,7 @@ def _url(s: Any) -> dict[str, str]:
 
 
 def _is_url(s: Any) -> bool:
-    try:
-        _url(s)
-    except CELFunctionError:
-        return False
-    return True
+    return _parses(_url, s)
 
 
 def _url_part(name: str) -> Callable[[Any], str]:

@@ -161,6 +161,27 @@ def _synthetic(kind: str, text: str, pos: int) -> Token:
     return Token(kind, text, pos)
 
 
+def _spliced(pos: int, *parts: str | Token | list[Token]) -> list[Token]:
+    """A token sequence at ``pos`` for a rewrite: a string part is split on spaces into
+    synthetic tokens (an identifier, a number or punctuation, by the first character);
+    tokens and token lists are taken as they are."""
+    out: list[Token] = []
+    for part in parts:
+        if isinstance(part, Token):
+            out.append(part)
+        elif isinstance(part, list):
+            out.extend(part)
+        else:
+            out.extend(_synthetic(_kind_of(text), text, pos) for text in part.split())
+    return out
+
+
+def _kind_of(text: str) -> str:
+    if text[0].isalpha() or text[0] == "_":
+        return "ident"
+    return "num" if text[0].isdigit() else "punct"
+
+
 def _rewrite_once(tokens: list[Token]) -> list[Token] | None:
     """Apply the first applicable rewrite; None when nothing is left to rewrite."""
     for i, t in enumerate(tokens):
@@ -191,40 +212,15 @@ def _rewrite_once(tokens: list[Token]) -> list[Token] | None:
             args = _split_args(tokens, i + 3, close)
             if len(args) != 3 or len(args[0]) != 1 or args[0][0].kind != "ident":
                 raise CELSyntaxError("cel.bind needs (variable, init, expression)", t.pos)
-            p = t.pos
-            new = (
-                [_synthetic("punct", "[", p)]
-                + args[1]
-                + [
-                    _synthetic("punct", "]", p),
-                    _synthetic("punct", ".", p),
-                    _synthetic("ident", "map", p),
-                    _synthetic("punct", "(", p),
-                    args[0][0],
-                    _synthetic("punct", ",", p),
-                ]
-                + args[2]
-                + [
-                    _synthetic("punct", ")", p),
-                    _synthetic("punct", "[", p),
-                    _synthetic("num", "0", p),
-                    _synthetic("punct", "]", p),
-                ]
+            # ([INIT].map(VAR, EXPR)[0])
+            wrapped = _spliced(
+                t.pos, "( [", args[1], "] . map (", args[0][0], ",", args[2], ") [ 0 ] )"
             )
-            wrapped = [_synthetic("punct", "(", p), *new, _synthetic("punct", ")", p)]
             return [*tokens[:i], *wrapped, *tokens[close + 1 :]]
-        domain = _domain_access(tokens, i)
-        if domain is not None:
-            return domain
-        regex = _matches_call(tokens, i)
-        if regex is not None:
-            return regex
-        two_var = _two_variable(tokens, i)
-        if two_var is not None:
-            return two_var
-        sort_by = _sort_by(tokens, i)
-        if sort_by is not None:
-            return sort_by
+        for rewrite_at in (_domain_access, _matches_call, _two_variable, _sort_by):
+            rewritten = rewrite_at(tokens, i)
+            if rewritten is not None:
+                return rewritten
     return None
 
 
@@ -420,21 +416,7 @@ def _domain_access(tokens: list[Token], i: int) -> list[Token] | None:
 def _guarded_lookup(base: list[Token], key: Token, p: int) -> list[Token]:
     """``(KEY in device.attributes ? device.attributes[KEY] : {})``: pure CEL, so no Python
     callback runs for the common literal-domain case."""
-    return [
-        _synthetic("punct", "(", p),
-        key,
-        _synthetic("ident", "in", p),
-        *base,
-        _synthetic("punct", "?", p),
-        *base,
-        _synthetic("punct", "[", p),
-        key,
-        _synthetic("punct", "]", p),
-        _synthetic("punct", ":", p),
-        _synthetic("punct", "{", p),
-        _synthetic("punct", "}", p),
-        _synthetic("punct", ")", p),
-    ]
+    return _spliced(p, "(", key, "in", base, "?", base, "[", key, "] : { } )")
 
 
 def _call(name: str, args: list[list[Token]], pos: int) -> list[Token]:

@@ -26,7 +26,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
@@ -42,6 +41,7 @@ from drakit.localcluster.leftovers import RunRecord, sweep
 from drakit.localcluster.process import (
     ManagedProcess,
     PortInUseError,
+    StartedByWith,
     StartError,
     free_port,
     http_ok,
@@ -92,7 +92,7 @@ class ClusterConfig:
     build_missing: bool = True
 
 
-class LocalCluster:
+class LocalCluster(StartedByWith):
     """A running (or stoppable) local Kubernetes control plane."""
 
     def __init__(self, config: ClusterConfig | None = None) -> None:
@@ -116,18 +116,6 @@ class LocalCluster:
             self._record.owned_dirs.append(str(self.work_dir))
 
     # -- lifecycle ---------------------------------------------------------
-
-    def __enter__(self) -> LocalCluster:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         """Start every component and wait until the API is usable.

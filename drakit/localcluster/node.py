@@ -34,7 +34,6 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
@@ -50,7 +49,13 @@ from drakit.localcluster.nodeconfig import (
     kubelet_config,
     parse_feature_gates,
 )
-from drakit.localcluster.process import ManagedProcess, StartError, free_port, http_ok
+from drakit.localcluster.process import (
+    ManagedProcess,
+    StartedByWith,
+    StartError,
+    free_port,
+    http_ok,
+)
 
 NODE_BINARIES = (
     "kubelet",
@@ -88,7 +93,7 @@ class NodeConfig:
     machine_lock_timeout: float = 1800.0
 
 
-class LocalNode:
+class LocalNode(StartedByWith):
     """One running (or stoppable) real node."""
 
     def __init__(self, config: NodeConfig) -> None:
@@ -125,18 +130,6 @@ class LocalNode:
         return self.paths.cdi_root
 
     # -- lifecycle ---------------------------------------------------------
-
-    def __enter__(self) -> LocalNode:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         """Start containerd and the kubelet; return once the node is Ready.

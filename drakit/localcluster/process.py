@@ -18,8 +18,10 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Self
 
 _PR_SET_PDEATHSIG = 1
 
@@ -51,6 +53,29 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:  # not glibc: the leftovers registry still cleans up
         pass
+
+
+class StartedByWith(ABC):
+    """Something a ``with`` block starts on entry and stops on exit, error or not.
+
+    Subclasses define ``start`` (which must leave nothing running when it
+    raises) and ``stop`` (safe to call more than once).
+    """
+
+    @abstractmethod
+    def start(self) -> None:
+        """Bring the thing up; return once it is usable."""
+
+    @abstractmethod
+    def stop(self) -> object:
+        """Take the thing down again; what it returns is the subclass's business."""
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 class ManagedProcess:

@@ -21,6 +21,7 @@ A driver author adds a backend without touching the core: implement
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -259,6 +260,30 @@ class HealthReporter(Protocol):
 def health_report(backend: object) -> Callable[[], Sequence[DeviceHealth]] | None:
     """``backend.health`` when it reports health (:class:`HealthReporter`), else None."""
     return backend.health if isinstance(backend, HealthReporter) else None
+
+
+class ChangeListeners:
+    """The callbacks a backend's ``subscribe`` was given: told of every change until the
+    backend closes. Thread-safe; ``notify`` calls them on its caller's thread, outside the
+    lock (a callback may call back into the backend)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+
+    def add(self, on_change: Callable[[], None]) -> None:
+        with self._lock:
+            self._callbacks.append(on_change)
+
+    def notify(self) -> None:
+        with self._lock:
+            callbacks = list(self._callbacks)
+        for callback in callbacks:
+            callback()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._callbacks.clear()
 
 
 ConfigT = TypeVar("ConfigT", bound=pydantic.BaseModel)

@@ -46,6 +46,7 @@ from node_plugin.backends.base import (
     BackendConfigError,
     BackendContext,
     BackendPrepared,
+    ChangeListeners,
     ClaimToPrepare,
     ContainerEdits,
     DeviceToPrepare,
@@ -154,12 +155,11 @@ class ExampleBackend:
 
     def __init__(self, context: BackendContext) -> None:
         settings = validate_settings(ExampleSettings, context, self.name)
-        assert isinstance(settings, ExampleSettings)
         self.settings = settings
         self.node_name = context.node_name
         self.pool_name = settings.pool or context.node_name
         self._lock = threading.Lock()
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners = ChangeListeners()
         self._health = dict.fromkeys(settings.unhealthy, HealthStatus.UNHEALTHY)
         self._updated = int(time.time())
         self._description = self._describe()
@@ -278,8 +278,7 @@ class ExampleBackend:
         return (self._description,)
 
     def subscribe(self, on_change: Callable[[], None]) -> None:
-        with self._lock:
-            self._listeners.append(on_change)
+        self._listeners.add(on_change)
 
     # -- health --------------------------------------------------------------------------
 
@@ -302,9 +301,7 @@ class ExampleBackend:
         with self._lock:
             self._health[device_name] = status
             self._updated = int(time.time())
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener()
+        self._listeners.notify()
 
     # -- prepare -------------------------------------------------------------------------
 
@@ -343,5 +340,4 @@ class ExampleBackend:
         context.log.debug("Simulated GPUs released", devices=state.get("devices", []))
 
     def close(self) -> None:
-        with self._lock:
-            self._listeners.clear()
+        self._listeners.clear()

@@ -46,6 +46,7 @@ from node_plugin.backends.base import (
     BackendContext,
     BackendError,
     BackendPrepared,
+    ChangeListeners,
     ClaimToPrepare,
     ContainerEdits,
     DeviceNodeEdit,
@@ -163,11 +164,10 @@ class HostDevBackend:
 
     def __init__(self, context: BackendContext) -> None:
         settings = validate_settings(HostDevSettings, context, self.name)
-        assert isinstance(settings, HostDevSettings)
         self.settings = settings
         self.pool_name = settings.pool or context.node_name
         self._lock = threading.Lock()
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners = ChangeListeners()
         self._devices = scan(settings.devices, settings.host_root)
         self._seen: dict[str, HostDevice] = dict(self._devices)
         self._changed_at = int(time.time())
@@ -180,8 +180,8 @@ class HostDevBackend:
         return (PoolDescription(name=self.pool_name, devices=devices),)
 
     def subscribe(self, on_change: Callable[[], None]) -> None:
+        self._listeners.add(on_change)
         with self._lock:
-            self._listeners.append(on_change)
             if self._poller is None:
                 self._poller = threading.Thread(
                     target=self._poll_loop, name="hostdev-poll", daemon=True
@@ -197,10 +197,8 @@ class HostDevBackend:
             self._devices = current
             self._seen.update(current)
             self._changed_at = int(time.time())
-            listeners = list(self._listeners)
         _log.info("Host devices changed", devices=sorted(current))
-        for listener in listeners:
-            listener()
+        self._listeners.notify()
         return True
 
     def _poll_loop(self) -> None:
@@ -252,5 +250,4 @@ class HostDevBackend:
 
     def close(self) -> None:
         self._stop.set()
-        with self._lock:
-            self._listeners.clear()
+        self._listeners.clear()

@@ -7,7 +7,7 @@ import inspect
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import pydantic
 import yaml
@@ -43,9 +43,10 @@ def read_backend_config(path: Path | None) -> dict[str, Any]:
     return data
 
 
-def validate_settings(
-    model: type[pydantic.BaseModel], context: BackendContext, backend: str
-) -> pydantic.BaseModel:
+SettingsT = TypeVar("SettingsT", bound=pydantic.BaseModel)
+
+
+def validate_settings(model: type[SettingsT], context: BackendContext, backend: str) -> SettingsT:
     """Validate ``context.config`` with ``model``; BackendConfigError naming each bad field."""
     try:
         return model.model_validate(dict(context.config))

@@ -18,8 +18,9 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any, Self
+from typing import IO, Any
+
+from drakit.localcluster.process import StartedByWith
 
 HarnessEvent = dict[str, Any]
 
@@ -52,7 +53,7 @@ def build_harness_binary(repo_root: Path, kube_version: str | None = None) -> Pa
     return Path(proc.stdout.strip().splitlines()[-1]) / "kubelet-harness"
 
 
-class KubeletHarness:
+class KubeletHarness(StartedByWith):
     """One running harness process; a context manager that starts and stops it.
 
     ``with KubeletHarness(...) as h`` starts the process and returns once it
@@ -136,18 +137,6 @@ class KubeletHarness:
             reader.join(timeout=STOP_GRACE_SECONDS)
         self._proc = None
         return proc.returncode
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- events ----------------------------------------------------------
 
