@@ -31,7 +31,8 @@ from typing import Any, Final
 import cel as _cel
 
 from allocator.cel import budget, checker, sandbox
-from allocator.cel.library import FUNCTIONS, quantity_value, semver_value
+from allocator.cel.library import CONSTANT_FOLDERS, FUNCTIONS, quantity_value, semver_value
+from allocator.cel.projection import Projection, projection_of
 from allocator.cel.rewrite import CELSyntaxError, estimate_cost, is_risky, rewrite
 from allocator.model import DeviceAttribute, DeviceCapacity
 
@@ -55,6 +56,7 @@ logging.getLogger("cel").setLevel(logging.ERROR)
 MAX_COST: Final = budget.COST_LIMIT
 MAX_EXPRESSION_LENGTH: Final = 10 * 1024
 CACHE_SIZE: Final = 4096
+_MAX_SCALAR_VIEWS: Final = 256
 
 MISSING_KEY_HINT: Final = (
     'consider using CEL optional types (device.attributes["dom"].?name.orValue(default)) '
@@ -109,13 +111,43 @@ class Selector:
     ``risky`` selectors are evaluated in a guarded child process (see the module doc).
     """
 
-    __slots__ = ("cost", "expression", "program", "risky")
+    __slots__ = ("_scalar_views", "cost", "expression", "program", "projection", "risky")
 
-    def __init__(self, expression: str, program: Any, cost: int, risky: bool = False) -> None:
+    def __init__(
+        self,
+        expression: str,
+        program: Any,
+        cost: int,
+        risky: bool = False,
+        projection: Projection | None = None,
+    ) -> None:
         self.expression = expression
         self.program = program
         self.cost = cost
         self.risky = risky
+        #: The part of ``device`` the expression reads (None: all of it); see
+        #: :mod:`allocator.cel.projection`.
+        self.projection = projection
+        # Views of selectors that read only device.driver / allowMultipleAllocations, by
+        # those values: devices of one driver share one view, so the engine context is
+        # bound once for all of them. Bounded by the drivers x 2 values in the inventory.
+        self._scalar_views: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def _variables(self, context: dict[str, Any]) -> dict[str, Any]:
+        """What to bind for one evaluation: the selector's view of the device."""
+        projection = self.projection
+        if projection is None:
+            return context
+        if not projection.scalar_only:
+            return projection.apply(context)
+        device = context["device"]
+        key = tuple(device[name] for name in sorted(projection.scalars))
+        view = self._scalar_views.get(key)
+        if view is None:
+            if len(self._scalar_views) >= _MAX_SCALAR_VIEWS:
+                self._scalar_views.clear()
+            view = self._scalar_views[key] = projection.apply(context)
+        return view
 
     def matches(
         self,
@@ -156,7 +188,7 @@ class Selector:
     def _evaluate(self, context: Any, on_limit: Callable[[], None] | None = None) -> bool:
         budget.start(on_limit)
         try:
-            result = self.program.execute(_bound_context(context))
+            result = self.program.execute(_bound_context(self._variables(context)))
         except KeyError as exc:
             key = exc.args[0] if exc.args else "?"
             raise CELRuntimeError(
@@ -239,7 +271,8 @@ def _compile(expression: str) -> Selector:
     try:
         cost = estimate_cost(expression)
         risky = is_risky(expression, MAX_COST)
-        core = rewrite(expression, count_iterations=risky)
+        # Risky expressions keep their calls: each charges its cost as Kubernetes does.
+        core = rewrite(expression, count_iterations=risky, fold=None if risky else CONSTANT_FOLDERS)
     except CELSyntaxError as exc:
         raise CELCompileError(
             f"compilation failed: {exc} at {_caret(expression, exc.position)}\n"
@@ -250,7 +283,7 @@ def _compile(expression: str) -> Selector:
         program = _cel.compile(core)
     except Exception as exc:
         raise CELCompileError(_compile_message(expression, core, str(exc)), expression) from None
-    return Selector(expression, program, cost, risky)
+    return Selector(expression, program, cost, risky, projection_of(expression))
 
 
 def _compile_message(expression: str, core: str, engine_message: str) -> str:
