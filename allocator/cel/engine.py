@@ -56,7 +56,7 @@ logging.getLogger("cel").setLevel(logging.ERROR)
 MAX_COST: Final = budget.COST_LIMIT
 MAX_EXPRESSION_LENGTH: Final = 10 * 1024
 CACHE_SIZE: Final = 4096
-_MAX_SCALAR_VIEWS: Final = 256
+_MAX_ANSWERS: Final = 1024
 
 MISSING_KEY_HINT: Final = (
     'consider using CEL optional types (device.attributes["dom"].?name.orValue(default)) '
@@ -111,7 +111,7 @@ class Selector:
     ``risky`` selectors are evaluated in a guarded child process (see the module doc).
     """
 
-    __slots__ = ("_scalar_views", "cost", "expression", "program", "projection", "risky")
+    __slots__ = ("_answers", "cost", "expression", "program", "projection", "risky")
 
     def __init__(
         self,
@@ -128,26 +128,15 @@ class Selector:
         #: The part of ``device`` the expression reads (None: all of it); see
         #: :mod:`allocator.cel.projection`.
         self.projection = projection
-        # Views of selectors that read only device.driver / allowMultipleAllocations, by
-        # those values: devices of one driver share one view, so the engine context is
-        # bound once for all of them. Bounded by the drivers x 2 values in the inventory.
-        self._scalar_views: dict[tuple[Any, ...], dict[str, Any]] = {}
+        # Answers by the projected view's key: devices that look the same to this
+        # selector (one model, one driver version) are evaluated once. Only answers are
+        # kept (errors are evaluated again); bounded, cleared when full.
+        self._answers: dict[tuple[Any, ...], bool] = {}
 
-    def _variables(self, context: dict[str, Any]) -> dict[str, Any]:
-        """What to bind for one evaluation: the selector's view of the device."""
-        projection = self.projection
-        if projection is None:
-            return context
-        if not projection.scalar_only:
-            return projection.apply(context)
-        device = context["device"]
-        key = tuple(device[name] for name in sorted(projection.scalars))
-        view = self._scalar_views.get(key)
-        if view is None:
-            if len(self._scalar_views) >= _MAX_SCALAR_VIEWS:
-                self._scalar_views.clear()
-            view = self._scalar_views[key] = projection.apply(context)
-        return view
+    def _answer_key(self, context: dict[str, Any]) -> tuple[Any, ...] | None:
+        if self.projection is None or self.risky:
+            return None
+        return self.projection.key(context)
 
     def matches(
         self,
@@ -186,9 +175,23 @@ class Selector:
             return False, str(exc)
 
     def _evaluate(self, context: Any, on_limit: Callable[[], None] | None = None) -> bool:
+        key = self._answer_key(context)
+        if key is not None:
+            known = self._answers.get(key)
+            if known is not None:
+                return known
+        result = self._execute(context, on_limit)
+        if key is not None:
+            if len(self._answers) >= _MAX_ANSWERS:
+                self._answers.clear()
+            self._answers[key] = result
+        return result
+
+    def _execute(self, context: Any, on_limit: Callable[[], None] | None) -> bool:
         budget.start(on_limit)
+        variables = context if self.projection is None else self.projection.apply(context)
         try:
-            result = self.program.execute(_bound_context(self._variables(context)))
+            result = self.program.execute(_bound_context(variables))
         except KeyError as exc:
             key = exc.args[0] if exc.args else "?"
             raise CELRuntimeError(

@@ -63,10 +63,43 @@ class Projection:
                 out[name] = _pick(device[name], domains)
         return {"device": out}
 
-    @property
-    def scalar_only(self) -> bool:
-        """True when the selector reads neither attributes nor capacity."""
-        return self.attributes == {} and self.capacity == {}
+    def key(self, variables: dict[str, Any]) -> tuple[Any, ...]:
+        """A hashable value equal for two devices exactly when :meth:`apply` gives them
+        equal views (every leaf tagged with its type: ``1``, ``1.0`` and ``True`` differ).
+        An evaluation depends on the view alone, so devices with equal keys get equal
+        answers."""
+        device = variables["device"]
+        parts: list[Any] = [(name, _frozen(device[name])) for name in sorted(self.scalars)]
+        for name, domains in (("attributes", self.attributes), ("capacity", self.capacity)):
+            if domains is None:
+                parts.append(_frozen(device[name]))
+                continue
+            present = device[name] if domains else {}
+            for domain in sorted(domains):
+                entries = present.get(domain)
+                ids = domains[domain]
+                if entries is None:
+                    parts.append((domain, _MISSING))
+                elif ids is None:
+                    parts.append((domain, _frozen(entries)))
+                else:
+                    parts.append(
+                        (domain, tuple((i, _frozen(entries.get(i, _MISSING))) for i in sorted(ids)))
+                    )
+        return tuple(parts)
+
+
+_MISSING: Final = ("missing",)
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, dict):
+        return (dict, tuple(sorted((k, _frozen(v)) for k, v in value.items())))
+    if isinstance(value, list):
+        return (list, tuple(_frozen(v) for v in value))
+    if value is _MISSING:
+        return value
+    return (type(value), value)
 
 
 def _pick(present: dict[str, dict[str, Any]], wanted: dict[str, frozenset[str] | None]) -> Any:

@@ -34,7 +34,12 @@ def _devices() -> list[Any]:
     )
     sparse = device_context(DRIVER, {"model": DeviceAttribute("string", "h100")}, {})
     other = device_context("other.example.com", {"index": DeviceAttribute("int", 4)}, {})
-    return [full, sparse, other]
+    # same as "sparse" to selectors that read only the model; index as int, bool, float
+    twin = device_context(DRIVER, {"model": DeviceAttribute("string", "h100"),
+                                   "index": DeviceAttribute("int", 1)}, {})  # fmt: skip
+    flag = device_context(DRIVER, {"model": DeviceAttribute("string", "h100"),
+                                   "index": DeviceAttribute("bool", True)}, {})  # fmt: skip
+    return [full, sparse, other, twin, flag, full, twin]
 
 
 def _outcome(selector: Selector, context: Any) -> tuple[str, str]:
@@ -89,7 +94,7 @@ def _compiles(expression: str) -> bool:
 def test_projected_selector_answers_as_with_the_whole_device(expression: str) -> None:
     selector = compile_selector(expression)
     whole = _whole(selector)
-    for context in _devices():
+    for context in _devices():  # in turn, so that answers kept for one device are reused
         assert _outcome(selector, context) == _outcome(whole, context)
 
 
@@ -97,7 +102,8 @@ def test_selector_of_the_driver_reads_only_the_driver() -> None:
     projection = projection_of(f'device.driver == "{DRIVER}"')
     assert projection is not None
     assert projection.scalars == {"driver"}
-    assert projection.scalar_only
+    assert projection.attributes == {}
+    assert projection.capacity == {}
 
 
 def test_selector_reading_named_ids_binds_only_those_ids() -> None:
@@ -134,3 +140,21 @@ def test_domain_missing_on_the_device_stays_missing() -> None:
     projection = projection_of('device.attributes["nowhere.io"].pcie == "x"')
     assert projection is not None
     assert projection.apply(_devices()[1]) == {"device": {"attributes": {}}}
+
+
+def test_devices_that_look_the_same_to_a_selector_share_its_answer() -> None:
+    projection = projection_of(f'device.attributes["{DRIVER}"].model == "h100"')
+    assert projection is not None
+    _full, sparse, _other, twin, flag, *_ = _devices()
+    assert projection.key(sparse) == projection.key(twin) == projection.key(flag)
+
+
+def test_values_of_different_types_never_share_an_answer() -> None:
+    projection = projection_of(f'device.attributes["{DRIVER}"].?index.orValue(0) == 1')
+    assert projection is not None
+    _full, sparse, _other, twin, flag, *_ = _devices()
+    keys = {projection.key(sparse), projection.key(twin), projection.key(flag)}
+    assert len(keys) == 3
+    selector = compile_selector(f'device.attributes["{DRIVER}"].?index.orValue(0) == 1')
+    assert selector.matches(twin) is True
+    assert _outcome(selector, flag) == _outcome(_whole(selector), flag)
