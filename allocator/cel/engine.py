@@ -25,16 +25,16 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Final
 
 import cel as _cel
 
 from allocator.cel import budget, checker, sandbox
-from allocator.cel.library import CONSTANT_FOLDERS, FUNCTIONS, quantity_value, semver_value
+from allocator.cel.library import CONSTANT_FOLDERS, FUNCTIONS
 from allocator.cel.projection import Projection, projection_of
 from allocator.cel.rewrite import CELSyntaxError, estimate_cost, is_risky, rewrite
-from allocator.model import DeviceAttribute, DeviceCapacity
+from allocator.cel.variables import DeviceVariables, device_context, qualify
 
 __all__ = [
     "MAX_COST",
@@ -43,6 +43,7 @@ __all__ = [
     "CELCostError",
     "CELError",
     "CELRuntimeError",
+    "DeviceVariables",
     "Selector",
     "compile_selector",
     "device_context",
@@ -189,7 +190,12 @@ class Selector:
 
     def _execute(self, context: Any, on_limit: Callable[[], None] | None) -> bool:
         budget.start(on_limit)
-        variables = context if self.projection is None else self.projection.apply(context)
+        if self.projection is not None:
+            variables = self.projection.apply(context)
+        elif isinstance(context, DeviceVariables):
+            variables = context.whole()
+        else:
+            variables = context
         try:
             result = self.program.execute(_bound_context(variables))
         except KeyError as exc:
@@ -307,56 +313,6 @@ def _compile_message(expression: str, core: str, engine_message: str) -> str:
     lines = expression.split("\n")
     offset = sum(len(x) + 1 for x in lines[: line - 1]) + col - 1
     return f"compilation failed: {reason} at {_caret(expression, offset)}"
-
-
-def qualify(name: str, driver: str) -> tuple[str, str]:
-    """Split a (possibly unqualified) attribute name into (domain, id)."""
-    domain, sep, ident = name.rpartition("/")
-    return (domain, ident) if sep else (driver, name)
-
-
-def _attribute_value(attr: DeviceAttribute) -> Any:
-    kind = attr.kind
-    if kind == "version":
-        return semver_value(attr.value)
-    if kind == "versions":
-        return [semver_value(v) for v in attr.value]
-    if kind in DeviceAttribute.LIST_KINDS:
-        return list(attr.value)
-    return attr.value
-
-
-def device_context(
-    driver: str,
-    attributes: Mapping[str, DeviceAttribute],
-    capacity: Mapping[str, DeviceCapacity],
-    allow_multiple_allocations: bool = False,
-) -> Any:
-    """The evaluation variables (the ``device`` variable, plain Python values) of one device;
-    :meth:`Selector.matches` binds them to an engine context for the evaluation only.
-
-    Build them once per device and reuse it. Version attributes that are not valid semver
-    make every evaluation that touches them fail, as in Kubernetes.
-    """
-    attrs: dict[str, dict[str, Any]] = {}
-    for name, attr in attributes.items():
-        domain, ident = qualify(name, driver)
-        try:
-            attrs.setdefault(domain, {})[ident] = _attribute_value(attr)
-        except ValueError:
-            # not valid semver: left out, so a selector reading it fails (no such key)
-            continue
-    caps: dict[str, dict[str, Any]] = {}
-    for name, cap in capacity.items():
-        domain, ident = qualify(name, driver)
-        caps.setdefault(domain, {})[ident] = quantity_value(cap.value)
-    device = {
-        "driver": driver,
-        "attributes": attrs,
-        "capacity": caps,
-        "allowMultipleAllocations": allow_multiple_allocations,
-    }
-    return {"device": device}
 
 
 _THREAD = threading.local()

@@ -26,10 +26,12 @@ domain or id the device lacks stays missing, so "no such key" errors are the sam
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from allocator.cel.rewrite import PLAIN_STRING, CELSyntaxError, Token, tokenize
+from allocator.cel.variables import MISSING, DeviceVariables
 
 __all__ = ["ALL", "Projection", "projection_of"]
 
@@ -51,45 +53,99 @@ class Projection:
     attributes: Domains
     capacity: Domains
 
-    def apply(self, variables: dict[str, Any]) -> dict[str, Any]:
-        """``variables`` (a :func:`~allocator.cel.engine.device_context`) reduced to what
-        the selector reads."""
-        device = variables["device"]
-        out = {name: device[name] for name in self.scalars}
+    def apply(self, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """``variables`` (:class:`~allocator.cel.variables.DeviceVariables` or a
+        :func:`~allocator.cel.variables.device_context`) reduced to what the selector
+        reads; only that is converted."""
+        device = _access(variables)
+        out = {name: device.scalar(name) for name in self.scalars}
         for name, domains in (("attributes", self.attributes), ("capacity", self.capacity)):
             if domains is None:
-                out[name] = device[name]
+                out[name] = device.whole_map(name)
             elif domains:
-                out[name] = _pick(device[name], domains)
+                out[name] = _pick(device, name, domains)
         return {"device": out}
 
-    def key(self, variables: dict[str, Any]) -> tuple[Any, ...]:
+    def key(self, variables: Mapping[str, Any]) -> tuple[Any, ...]:
         """A hashable value equal for two devices exactly when :meth:`apply` gives them
         equal views (every leaf tagged with its type: ``1``, ``1.0`` and ``True`` differ).
         An evaluation depends on the view alone, so devices with equal keys get equal
         answers."""
-        device = variables["device"]
-        parts: list[Any] = [(name, _frozen(device[name])) for name in sorted(self.scalars)]
+        device = _access(variables)
+        parts: list[Any] = [(name, _frozen(device.scalar(name))) for name in sorted(self.scalars)]
         for name, domains in (("attributes", self.attributes), ("capacity", self.capacity)):
             if domains is None:
-                parts.append(_frozen(device[name]))
+                parts.append(_frozen(device.whole_map(name)))
                 continue
-            present = device[name] if domains else {}
             for domain in sorted(domains):
-                entries = present.get(domain)
                 ids = domains[domain]
-                if entries is None:
-                    parts.append((domain, _MISSING))
+                if not device.has_domain(name, domain):
+                    parts.append((domain, MISSING))
                 elif ids is None:
-                    parts.append((domain, _frozen(entries)))
+                    parts.append((domain, _frozen(device.domain(name, domain))))
                 else:
-                    parts.append(
-                        (domain, tuple((i, _frozen(entries.get(i, _MISSING))) for i in sorted(ids)))
-                    )
+                    values = tuple((i, _frozen(device.value(name, domain, i))) for i in sorted(ids))
+                    parts.append((domain, values))
         return tuple(parts)
 
 
-_MISSING: Final = ("missing",)
+class _Device(Protocol):
+    def scalar(self, name: str) -> Any: ...
+
+    def domain(self, map_name: str, domain: str) -> dict[str, Any] | None: ...
+
+    def has_domain(self, map_name: str, domain: str) -> bool: ...
+
+    def value(self, map_name: str, domain: str, ident: str) -> Any: ...
+
+    def whole_map(self, map_name: str) -> dict[str, dict[str, Any]]: ...
+
+
+class _Plain:
+    """The accessors of :class:`DeviceVariables` over a whole ``device_context`` dict."""
+
+    __slots__ = ("_device",)
+
+    def __init__(self, variables: Mapping[str, Any]) -> None:
+        self._device: dict[str, Any] = variables["device"]
+
+    def scalar(self, name: str) -> Any:
+        return self._device[name]
+
+    def domain(self, map_name: str, domain: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = self._device[map_name].get(domain)
+        return found
+
+    def has_domain(self, map_name: str, domain: str) -> bool:
+        return domain in self._device[map_name]
+
+    def value(self, map_name: str, domain: str, ident: str) -> Any:
+        return self._device[map_name].get(domain, {}).get(ident, MISSING)
+
+    def whole_map(self, map_name: str) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = self._device[map_name]
+        return found
+
+
+def _access(variables: Mapping[str, Any]) -> _Device:
+    return variables if isinstance(variables, DeviceVariables) else _Plain(variables)
+
+
+def _pick(device: _Device, name: str, wanted: dict[str, frozenset[str] | None]) -> Any:
+    picked: dict[str, dict[str, Any]] = {}
+    for domain, ids in wanted.items():
+        if not device.has_domain(name, domain):
+            continue  # a missing domain stays missing
+        if ids is None:
+            picked[domain] = device.domain(name, domain) or {}
+            continue
+        entries = {}
+        for ident in ids:
+            value = device.value(name, domain, ident)
+            if value is not MISSING:
+                entries[ident] = value
+        picked[domain] = entries
+    return picked
 
 
 def _frozen(value: Any) -> Any:
@@ -97,22 +153,9 @@ def _frozen(value: Any) -> Any:
         return (dict, tuple(sorted((k, _frozen(v)) for k, v in value.items())))
     if isinstance(value, list):
         return (list, tuple(_frozen(v) for v in value))
-    if value is _MISSING:
+    if value is MISSING:
         return value
     return (type(value), value)
-
-
-def _pick(present: dict[str, dict[str, Any]], wanted: dict[str, frozenset[str] | None]) -> Any:
-    picked: dict[str, dict[str, Any]] = {}
-    for domain, ids in wanted.items():
-        entries = present.get(domain)
-        if entries is None:
-            continue  # a missing domain stays missing
-        if ids is None:
-            picked[domain] = entries
-        else:
-            picked[domain] = {i: entries[i] for i in ids if i in entries}
-    return picked
 
 
 class _NeedsWholeDeviceError(Exception):

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from differential.cel_cases import FAMILIES
 
-from allocator.cel import CELError, Selector, compile_selector, device_context
+from allocator.cel import CELError, DeviceVariables, Selector, compile_selector, device_context
 from allocator.cel.projection import ALL, projection_of
 from allocator.model import DeviceAttribute, DeviceCapacity
 from allocator.quantity import Quantity
@@ -16,7 +16,18 @@ DRIVER = "gpu.example.com"
 
 
 def _devices() -> list[Any]:
-    full = device_context(
+    """Whole-device dicts, each followed by the same device as lazy DeviceVariables."""
+    out: list[Any] = []
+    for args in _DEVICE_ARGS:
+        out += [device_context(*args), DeviceVariables(*args)]
+    return out
+
+
+_DEVICE_ARGS: list[tuple[Any, ...]] = []
+
+
+def _device_args() -> None:
+    full = (
         DRIVER,
         {
             "model": DeviceAttribute("string", "a100"),
@@ -28,18 +39,22 @@ def _devices() -> list[Any]:
             "addr": DeviceAttribute("string", "10.0.0.5"),
             "topo.io/pcie": DeviceAttribute("string", "0000:3b"),
             "broken": DeviceAttribute("version", "not-semver"),
+            "bad.io/fw": DeviceAttribute("version", "1.0"),  # a domain of one invalid version
         },
         {"memory": DeviceCapacity(value=Quantity.parse("16Gi"))},
         True,
     )
-    sparse = device_context(DRIVER, {"model": DeviceAttribute("string", "h100")}, {})
-    other = device_context("other.example.com", {"index": DeviceAttribute("int", 4)}, {})
-    # same as "sparse" to selectors that read only the model; index as int, bool, float
-    twin = device_context(DRIVER, {"model": DeviceAttribute("string", "h100"),
-                                   "index": DeviceAttribute("int", 1)}, {})  # fmt: skip
-    flag = device_context(DRIVER, {"model": DeviceAttribute("string", "h100"),
-                                   "index": DeviceAttribute("bool", True)}, {})  # fmt: skip
-    return [full, sparse, other, twin, flag, full, twin]
+    sparse = (DRIVER, {"model": DeviceAttribute("string", "h100")}, {})
+    other = ("other.example.com", {"index": DeviceAttribute("int", 4)}, {})
+    # same as "sparse" to selectors that read only the model; index as int, bool
+    twin = (DRIVER, {"model": DeviceAttribute("string", "h100"),
+                     "index": DeviceAttribute("int", 1)}, {})  # fmt: skip
+    flag = (DRIVER, {"model": DeviceAttribute("string", "h100"),
+                     "index": DeviceAttribute("bool", True)}, {})  # fmt: skip
+    _DEVICE_ARGS.extend([full, sparse, other, twin, flag, full, twin])
+
+
+_device_args()
 
 
 def _outcome(selector: Selector, context: Any) -> tuple[str, str]:
@@ -114,7 +129,7 @@ def test_selector_reading_named_ids_binds_only_those_ids() -> None:
     assert projection is not None
     assert projection.attributes == {DRIVER: {"fw"}}
     assert projection.capacity == {DRIVER: {"memory"}}
-    view = projection.apply(_devices()[0])
+    view = projection.apply(_devices()[1])
     assert set(view["device"]["attributes"][DRIVER]) == {"fw"}
     assert "topo.io" not in view["device"]["attributes"]
 
@@ -139,20 +154,32 @@ def test_selector_naming_device_otherwise_binds_the_whole_device() -> None:
 def test_domain_missing_on_the_device_stays_missing() -> None:
     projection = projection_of('device.attributes["nowhere.io"].pcie == "x"')
     assert projection is not None
-    assert projection.apply(_devices()[1]) == {"device": {"attributes": {}}}
+    assert projection.apply(_devices()[2]) == {"device": {"attributes": {}}}
+    assert projection.apply(_devices()[3]) == {"device": {"attributes": {}}}
+
+
+def test_lazy_device_variables_equal_the_whole_device_context() -> None:
+    for args in _DEVICE_ARGS:
+        lazy = DeviceVariables(*args)
+        assert lazy.whole() == device_context(*args)
+        assert dict(lazy) == device_context(*args)
+    assert "bad.io" not in device_context(*_DEVICE_ARGS[0])["device"]["attributes"]
 
 
 def test_devices_that_look_the_same_to_a_selector_share_its_answer() -> None:
     projection = projection_of(f'device.attributes["{DRIVER}"].model == "h100"')
     assert projection is not None
-    _full, sparse, _other, twin, flag, *_ = _devices()
+    devices = _devices()
+    sparse, twin, flag = devices[2], devices[6], devices[8]
     assert projection.key(sparse) == projection.key(twin) == projection.key(flag)
+    assert projection.key(devices[3]) == projection.key(sparse)  # lazy and whole alike
 
 
 def test_values_of_different_types_never_share_an_answer() -> None:
     projection = projection_of(f'device.attributes["{DRIVER}"].?index.orValue(0) == 1')
     assert projection is not None
-    _full, sparse, _other, twin, flag, *_ = _devices()
+    devices = _devices()
+    sparse, twin, flag = devices[2], devices[7], devices[9]
     keys = {projection.key(sparse), projection.key(twin), projection.key(flag)}
     assert len(keys) == 3
     selector = compile_selector(f'device.attributes["{DRIVER}"].?index.orValue(0) == 1')
