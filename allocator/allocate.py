@@ -131,6 +131,18 @@ class _Pick:
     consumed: dict[str, int] | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """Prepared requests of one claim; ``claim`` keeps it alive, so its id stays its own."""
+
+    claim: ResourceClaim
+    requests: list[tuple[DeviceRequest, list[_Request]]]
+
+
+# An allocator serves one pod's claims in a scheduler; the bound only guards misuse.
+_MAX_PREPARED = 1024
+
+
 class _RequestSlot:
     """Per top-level request: its alternatives and which one was chosen."""
 
@@ -164,6 +176,10 @@ class Allocator:
         self.state = allocated if allocated is not None else AllocatedState()
         self.new_share_id = share_id or (lambda: str(uuid.uuid4()))
         self._available_counters: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+        # Prepared requests of claims, by (claim identity, position in the call): the same
+        # claims are tried on node after node, and preparing them does not depend on the
+        # node unless a request asks for all devices (those are never kept here).
+        self._prepared: dict[tuple[int, int], _Prepared] = {}
         self._lock = threading.Lock()
 
     def allocate(
@@ -204,6 +220,20 @@ class Allocator:
         run.evaluate_guarded_selectors()
 
     # -- shared per-allocator caches --------------------------------------------------------
+    def prepared(self, ci: int, claim: ResourceClaim) -> list[tuple[DeviceRequest, list[_Request]]]:
+        """The requests of ``claim`` (at position ``ci``) as prepared by an earlier call on
+        another node; empty when there is none."""
+        hit = self._prepared.get((id(claim), ci))
+        return hit.requests if hit is not None and hit.claim is claim else []
+
+    def keep_prepared(
+        self, ci: int, claim: ResourceClaim, requests: list[tuple[DeviceRequest, list[_Request]]]
+    ) -> None:
+        with self._lock:
+            if len(self._prepared) >= _MAX_PREPARED:
+                self._prepared.clear()
+            self._prepared[(id(claim), ci)] = _Prepared(claim, requests)
+
     def available_counters(self, pool: Pool) -> dict[str, dict[str, int]]:
         """Counter-set values minus what allocated devices of the pool consume (cached)."""
         hit = self._available_counters.get(pool.id)
@@ -278,6 +308,19 @@ class _Run:
         return [self._build_result(ci, claim) for ci, claim in enumerate(self.claims)]
 
     def _prepare_claim(self, ci: int, claim: ResourceClaim) -> None:
+        kept = self.a.prepared(ci, claim)
+        if kept:
+            slots = [_RequestSlot(request, alternatives) for request, alternatives in kept]
+        else:
+            slots = self._prepare_requests(ci, claim)
+            if not any(rd.all_mode for slot in slots for rd in slot.alternatives):
+                self.a.keep_prepared(ci, claim, [(s.request, s.alternatives) for s in slots])
+        self.slots.append(slots)
+        self.constraints.append(self._constraints(claim))
+        self.results.append([])
+
+    def _prepare_requests(self, ci: int, claim: ResourceClaim) -> list[_RequestSlot]:
+        """Check and prepare the requests of one claim (raises AllocationError)."""
         features = self.features
         ref = claim.key
         slots: list[_RequestSlot] = []
@@ -333,8 +376,13 @@ class _Run:
                 )
             min_total += per_request
             slots.append(_RequestSlot(request, alternatives))
+        return slots
+
+    def _constraints(self, claim: ResourceClaim) -> list[Constraint]:
+        """The claim's constraints, new for every call (they keep search state)."""
+        ref = claim.key
         constraints: list[Constraint] = []
-        list_mode = features.list_type_attributes
+        list_mode = self.features.list_type_attributes
         for i, c in enumerate(claim.spec.devices.constraints):
             if c.match_attribute is not None:
                 constraints.append(MatchAttribute(c.requests, c.match_attribute, list_mode))
@@ -346,9 +394,7 @@ class _Run:
                     "type?)",
                     claim=ref,
                 )
-        self.slots.append(slots)
-        self.constraints.append(constraints)
-        self.results.append([])
+        return constraints
 
     def _prepare_request(
         self,

@@ -17,11 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TypeVar
 
 from allocator.model import AllocationResult, DeviceID, DeviceRequestAllocationResult, ResourceClaim
 from allocator.quantity import NANO, Quantity, nanos
 
 __all__ = ["AllocatedState", "Conflict", "SharedDeviceID"]
+
+_K = TypeVar("_K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,10 @@ class AllocatedState:
 
     ``add``/``remove`` are idempotent per claim UID (adding a claim again replaces its
     previous contribution). Not thread-safe: guard it with the caller's lock.
+
+    The values of the maps (holder sets, capacity aggregates) are never changed in place,
+    only replaced, so :meth:`copy` shares them: a snapshot costs one shallow copy per map,
+    not one new set per allocated device (a scheduler takes one per pod).
     """
 
     def __init__(
@@ -69,8 +76,8 @@ class AllocatedState:
     ) -> None:
         self._consumable = consumable_capacity
         self._by_claim: dict[str, tuple[str, AllocationResult]] = {}
-        self.dedicated: dict[DeviceID, set[str]] = {}
-        self.shared: dict[SharedDeviceID, set[str]] = {}
+        self.dedicated: dict[DeviceID, frozenset[str]] = {}
+        self.shared: dict[SharedDeviceID, frozenset[str]] = {}
         self.shared_devices: dict[DeviceID, int] = {}
         self.capacity: dict[DeviceID, dict[str, int]] = {}
         for claim in claims:
@@ -81,10 +88,10 @@ class AllocatedState:
         new = AllocatedState.__new__(AllocatedState)
         new._consumable = self._consumable
         new._by_claim = dict(self._by_claim)
-        new.dedicated = {k: set(v) for k, v in self.dedicated.items()}
-        new.shared = {k: set(v) for k, v in self.shared.items()}
+        new.dedicated = dict(self.dedicated)
+        new.shared = dict(self.shared)
         new.shared_devices = dict(self.shared_devices)
-        new.capacity = {k: dict(v) for k, v in self.capacity.items()}
+        new.capacity = dict(self.capacity)  # aggregates are replaced, never changed in place
         return new
 
     # -- mutation -------------------------------------------------------------------------
@@ -113,21 +120,17 @@ class AllocatedState:
         dev = DeviceID(r.driver, r.pool, r.device)
         if r.share_id is not None and self._consumable:
             sid = SharedDeviceID(r.driver, r.pool, r.device, r.share_id)
-            holders = self.shared.setdefault(sid, set())
+            _update_holders(self.shared, sid, key, sign)
             if sign > 0:
-                holders.add(key)
                 self.shared_devices[dev] = self.shared_devices.get(dev, 0) + 1
             else:
-                holders.discard(key)
-                if not holders:
-                    del self.shared[sid]
                 left = self.shared_devices.get(dev, 0) - 1
                 if left > 0:
                     self.shared_devices[dev] = left
                 else:
                     self.shared_devices.pop(dev, None)
             if r.consumed_capacity:
-                agg = self.capacity.setdefault(dev, {})
+                agg = dict(self.capacity.get(dev, {}))
                 for name, q in r.consumed_capacity.items():
                     agg[name] = agg.get(name, 0) + sign * nanos(q)
                 if (
@@ -135,15 +138,11 @@ class AllocatedState:
                     and all(v == 0 for v in agg.values())
                     and dev not in self.shared_devices
                 ):
-                    del self.capacity[dev]
+                    self.capacity.pop(dev, None)
+                else:
+                    self.capacity[dev] = agg
             return
-        holders = self.dedicated.setdefault(dev, set())
-        if sign > 0:
-            holders.add(key)
-        else:
-            holders.discard(key)
-            if not holders:
-                del self.dedicated[dev]
+        _update_holders(self.dedicated, dev, key, sign)
 
     # -- queries --------------------------------------------------------------------------
     def is_dedicated(self, device: DeviceID) -> bool:
@@ -230,6 +229,20 @@ class AllocatedState:
             if total is not None and used.get(name, 0) + nanos(q) > nanos(total):
                 out.append(_conflict(r, f"capacity {name} would be exceeded", sharers, names))
         return out
+
+
+def _update_holders(holders: dict[_K, frozenset[str]], device: _K, key: str, sign: int) -> None:
+    """Add (``sign`` > 0) or drop ``key`` among the holders of ``device``; the set is
+    replaced, never changed in place (snapshots share it)."""
+    current = holders.get(device, frozenset())
+    if sign > 0:
+        holders[device] = current | {key}
+        return
+    left = current - {key}
+    if left:
+        holders[device] = left
+    else:
+        holders.pop(device, None)
 
 
 def _claim_key(claim: ResourceClaim) -> str:

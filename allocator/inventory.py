@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from allocator.cel import device_context
+from allocator.cel import DeviceVariables
 from allocator.features import Features
 from allocator.model import (
     TAINT_EFFECT_NO_EXECUTE,
@@ -93,7 +93,8 @@ class DeviceEntry:
         ctx = self._context
         if ctx is None:
             d = self.device
-            ctx = device_context(
+            # converted on demand: most selectors read a few fields (see DeviceVariables)
+            ctx = DeviceVariables(
                 self.slice.driver, d.attributes, d.capacity, bool(d.allow_multiple_allocations)
             )
             self._context = ctx

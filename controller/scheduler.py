@@ -366,20 +366,25 @@ class PodScheduler:
         selectors: list[NodeSelector],
         state: AllocatedState,
     ) -> tuple[str, list[Any]]:
-        nodes = self._caches.nodes.store.objects()
-        if not nodes:
+        store = self._caches.nodes.store
+        # Names only (Nodes are cluster-scoped: the key is the name), sorted as strings: the
+        # store lists them in API order already, so this is close to linear; each Node is
+        # looked up only when visited (first fit visits few).
+        names = sorted(store.all_keys())
+        if not names:
             raise _UnschedulableError({CAPACITY}, "0/0 nodes are available: no nodes")
         rejected: Counter[str] = Counter()
         node_filter = NodeFilter(pod)
         allocator = (
             Allocator(self._book.inventory(), self._book.classes(), state) if models else None
         )
-        start = self._cursor % len(nodes)
-        ordered = sorted(nodes, key=lambda n: str(meta(n).get("name")))
-        ordered = ordered[start:] + ordered[:start]
+        start = self._cursor % len(names)
         no_fit: list[Node] = []
-        for offset, node in enumerate(ordered):
-            name = str(meta(node).get("name"))
+        for offset in range(len(names)):
+            name = names[(start + offset) % len(names)]
+            node = store.get_by_name(name)
+            if node is None:
+                continue  # deleted since the names were read
             reason = node_filter.reject_reason(node)
             if reason is None and not _matches_all(selectors, node):
                 reason = REASON_CLAIM_NODE
@@ -412,7 +417,7 @@ class PodScheduler:
                 return name, []
             rejected[reason] += 1
         summary = ", ".join(f"{count} {reason}" for reason, count in sorted(rejected.items()))
-        message = f"0/{len(nodes)} nodes are available: {summary}."
+        message = f"0/{len(names)} nodes are available: {summary}."
         if allocator is not None and no_fit:
             message += " " + summarise(allocator, no_fit, models) + "."
         raise _UnschedulableError({CAPACITY}, message)

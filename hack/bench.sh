@@ -15,7 +15,10 @@ else
 fi
 status=0
 for script in "${scripts[@]}"; do
-  echo "=== $script"
+  # The load average before and after each benchmark: on a shared machine it says how
+  # far the absolute figures can be trusted (the ratios are measured in the same run).
+  echo "=== $script (load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%H:%M:%S) UTC)"
   "$PY" "$script" || { echo "bench: $script failed" >&2; status=1; }
+  echo "--- done (load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%H:%M:%S) UTC)"
 done
 exit $status

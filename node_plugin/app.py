@@ -10,6 +10,7 @@ calls, services, the core, then the closers (backend, Event recorder).
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 from types import FrameType
@@ -159,6 +160,18 @@ class NodePlugin:
         _log.info("Node plugin stopped", driver=self.config.driver_name)
 
 
+def settle_heap() -> None:
+    """Collect start-up garbage once and move what survives (modules, classes, the
+    parts built at start: tens of thousands of objects) out of the collector's view.
+
+    Without it every full collection walks all of them again (20-40 ms on a loaded
+    node), and such a pause lands inside whichever prepare call triggered it: the
+    tail of NodePrepareResources. Objects created later are collected as usual.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def run_until_signal(plugin: NodePlugin) -> int:
     """Start ``plugin``, serve until SIGTERM or SIGINT, then stop gracefully."""
     stop = threading.Event()
@@ -171,6 +184,7 @@ def run_until_signal(plugin: NodePlugin) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         plugin.start()
+        settle_heap()
         while not stop.wait(timeout=1.0):
             pass
         _log.info("Shutting down", signal=signal.Signals(received[0]).name)

@@ -25,15 +25,16 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Final
 
 import cel as _cel
 
 from allocator.cel import budget, checker, sandbox
-from allocator.cel.library import FUNCTIONS, quantity_value, semver_value
+from allocator.cel.library import CONSTANT_FOLDERS, FUNCTIONS
+from allocator.cel.projection import Projection, projection_of
 from allocator.cel.rewrite import CELSyntaxError, estimate_cost, is_risky, rewrite
-from allocator.model import DeviceAttribute, DeviceCapacity
+from allocator.cel.variables import DeviceVariables, device_context, qualify
 
 __all__ = [
     "MAX_COST",
@@ -42,6 +43,7 @@ __all__ = [
     "CELCostError",
     "CELError",
     "CELRuntimeError",
+    "DeviceVariables",
     "Selector",
     "compile_selector",
     "device_context",
@@ -55,6 +57,7 @@ logging.getLogger("cel").setLevel(logging.ERROR)
 MAX_COST: Final = budget.COST_LIMIT
 MAX_EXPRESSION_LENGTH: Final = 10 * 1024
 CACHE_SIZE: Final = 4096
+_MAX_ANSWERS: Final = 1024
 
 MISSING_KEY_HINT: Final = (
     'consider using CEL optional types (device.attributes["dom"].?name.orValue(default)) '
@@ -109,13 +112,32 @@ class Selector:
     ``risky`` selectors are evaluated in a guarded child process (see the module doc).
     """
 
-    __slots__ = ("cost", "expression", "program", "risky")
+    __slots__ = ("_answers", "cost", "expression", "program", "projection", "risky")
 
-    def __init__(self, expression: str, program: Any, cost: int, risky: bool = False) -> None:
+    def __init__(
+        self,
+        expression: str,
+        program: Any,
+        cost: int,
+        risky: bool = False,
+        projection: Projection | None = None,
+    ) -> None:
         self.expression = expression
         self.program = program
         self.cost = cost
         self.risky = risky
+        #: The part of ``device`` the expression reads (None: all of it); see
+        #: :mod:`allocator.cel.projection`.
+        self.projection = projection
+        # Answers by the projected view's key: devices that look the same to this
+        # selector (one model, one driver version) are evaluated once. Only answers are
+        # kept (errors are evaluated again); bounded, cleared when full.
+        self._answers: dict[tuple[Any, ...], bool] = {}
+
+    def _answer_key(self, context: dict[str, Any]) -> tuple[Any, ...] | None:
+        if self.projection is None or self.risky:
+            return None
+        return self.projection.key(context)
 
     def matches(
         self,
@@ -154,9 +176,28 @@ class Selector:
             return False, str(exc)
 
     def _evaluate(self, context: Any, on_limit: Callable[[], None] | None = None) -> bool:
+        key = self._answer_key(context)
+        if key is not None:
+            known = self._answers.get(key)
+            if known is not None:
+                return known
+        result = self._execute(context, on_limit)
+        if key is not None:
+            if len(self._answers) >= _MAX_ANSWERS:
+                self._answers.clear()
+            self._answers[key] = result
+        return result
+
+    def _execute(self, context: Any, on_limit: Callable[[], None] | None) -> bool:
         budget.start(on_limit)
+        if self.projection is not None:
+            variables = self.projection.apply(context)
+        elif isinstance(context, DeviceVariables):
+            variables = context.whole()
+        else:
+            variables = context
         try:
-            result = self.program.execute(_bound_context(context))
+            result = self.program.execute(_bound_context(variables))
         except KeyError as exc:
             key = exc.args[0] if exc.args else "?"
             raise CELRuntimeError(
@@ -239,7 +280,8 @@ def _compile(expression: str) -> Selector:
     try:
         cost = estimate_cost(expression)
         risky = is_risky(expression, MAX_COST)
-        core = rewrite(expression, count_iterations=risky)
+        # Risky expressions keep their calls: each charges its cost as Kubernetes does.
+        core = rewrite(expression, count_iterations=risky, fold=None if risky else CONSTANT_FOLDERS)
     except CELSyntaxError as exc:
         raise CELCompileError(
             f"compilation failed: {exc} at {_caret(expression, exc.position)}\n"
@@ -250,7 +292,7 @@ def _compile(expression: str) -> Selector:
         program = _cel.compile(core)
     except Exception as exc:
         raise CELCompileError(_compile_message(expression, core, str(exc)), expression) from None
-    return Selector(expression, program, cost, risky)
+    return Selector(expression, program, cost, risky, projection_of(expression))
 
 
 def _compile_message(expression: str, core: str, engine_message: str) -> str:
@@ -271,56 +313,6 @@ def _compile_message(expression: str, core: str, engine_message: str) -> str:
     lines = expression.split("\n")
     offset = sum(len(x) + 1 for x in lines[: line - 1]) + col - 1
     return f"compilation failed: {reason} at {_caret(expression, offset)}"
-
-
-def qualify(name: str, driver: str) -> tuple[str, str]:
-    """Split a (possibly unqualified) attribute name into (domain, id)."""
-    domain, sep, ident = name.rpartition("/")
-    return (domain, ident) if sep else (driver, name)
-
-
-def _attribute_value(attr: DeviceAttribute) -> Any:
-    kind = attr.kind
-    if kind == "version":
-        return semver_value(attr.value)
-    if kind == "versions":
-        return [semver_value(v) for v in attr.value]
-    if kind in DeviceAttribute.LIST_KINDS:
-        return list(attr.value)
-    return attr.value
-
-
-def device_context(
-    driver: str,
-    attributes: Mapping[str, DeviceAttribute],
-    capacity: Mapping[str, DeviceCapacity],
-    allow_multiple_allocations: bool = False,
-) -> Any:
-    """The evaluation variables (the ``device`` variable, plain Python values) of one device;
-    :meth:`Selector.matches` binds them to an engine context for the evaluation only.
-
-    Build them once per device and reuse it. Version attributes that are not valid semver
-    make every evaluation that touches them fail, as in Kubernetes.
-    """
-    attrs: dict[str, dict[str, Any]] = {}
-    for name, attr in attributes.items():
-        domain, ident = qualify(name, driver)
-        try:
-            attrs.setdefault(domain, {})[ident] = _attribute_value(attr)
-        except ValueError:
-            # not valid semver: left out, so a selector reading it fails (no such key)
-            continue
-    caps: dict[str, dict[str, Any]] = {}
-    for name, cap in capacity.items():
-        domain, ident = qualify(name, driver)
-        caps.setdefault(domain, {})[ident] = quantity_value(cap.value)
-    device = {
-        "driver": driver,
-        "attributes": attrs,
-        "capacity": caps,
-        "allowMultipleAllocations": allow_multiple_allocations,
-    }
-    return {"device": device}
 
 
 _THREAD = threading.local()

@@ -23,6 +23,7 @@ import binascii
 import datetime
 import functools
 import ipaddress
+import json
 import re
 from collections.abc import Callable, Mapping
 from fractions import Fraction
@@ -162,6 +163,21 @@ def _quantity_of(s: str) -> dict[str, str]:
         raise CELFunctionError(str(exc)) from None
 
 
+def _constant(value: Callable[[str], dict[str, str]]) -> Callable[[str], str | None]:
+    """A folder for :func:`allocator.cel.rewrite.rewrite`: the CEL map literal of
+    ``value(literal)``, or None when the literal does not parse (the call then stays, and
+    fails at run time with its usual message)."""
+
+    def fold(literal: str) -> str | None:
+        try:
+            folded = value(literal)
+        except CELFunctionError:
+            return None
+        return "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in folded.items()) + "}"
+
+    return fold
+
+
 def _is_quantity(s: Any) -> bool:
     try:
         Quantity.parse(s)
@@ -175,6 +191,14 @@ def _semver(s: Any, normalize: bool = False) -> dict[str, str]:
         raise CELFunctionError("semver() needs a string")
     text = _normalize_semver(s) if normalize else s
     return semver_value(text)
+
+
+#: Calls with a constant argument folded at compile time: the value is the same map the
+#: function returns, built by the engine instead of a callback into Python per evaluation.
+CONSTANT_FOLDERS: Final[Mapping[str, Callable[[str], str | None]]] = {
+    "quantity": _constant(_quantity_of),
+    "semver": _constant(_semver),
+}
 
 
 def _is_semver(s: Any, normalize: bool = False) -> bool:

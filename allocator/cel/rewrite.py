@@ -28,10 +28,20 @@ Positions in errors refer to the original expression (1-based line and column).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["CELSyntaxError", "Token", "estimate_cost", "is_risky", "rewrite", "tokenize"]
+__all__ = [
+    "PLAIN_STRING",
+    "CELSyntaxError",
+    "Folder",
+    "Token",
+    "estimate_cost",
+    "is_risky",
+    "rewrite",
+    "tokenize",
+]
 
 # Largest iteration count any selector input can have: attribute lists hold <= 48 values,
 # maps <= 32 entries, strings <= 64 characters (so split() yields <= 65 parts).
@@ -448,11 +458,23 @@ def _split_args(tokens: list[Token], open_index: int, close: int) -> list[list[T
     return args
 
 
-def rewrite(src: str, *, count_iterations: bool = False) -> str:
+# A constant folder: the CEL text of ``name("literal")``'s value, or None to keep the call.
+Folder = Callable[[str], str | None]
+#: A one-line string literal without escapes or prefixes: its text between the quotes is
+#: its value.
+PLAIN_STRING: Final = re.compile(r"""^(?:"[^"\\\n]*"|'[^'\\\n]*')$""")
+
+
+def rewrite(
+    src: str, *, count_iterations: bool = False, fold: Mapping[str, Folder] | None = None
+) -> str:
     """Core-CEL text equivalent to ``src`` (see the module docstring).
 
     With ``count_iterations``, every comprehension's range goes through ``_dra_iter``, which
     charges one cost unit per element (:mod:`allocator.cel.budget`) before the loop runs.
+    ``fold`` maps global function names to folders: a call ``name("literal")`` (a plain
+    string literal) is replaced by the folder's text when it returns one, so that a
+    constant such as ``quantity("1Mi")`` costs no callback into Python per evaluation.
     """
     tokens = tokenize(src)
     # Bound the number of passes: each pass removes one construct.
@@ -465,7 +487,34 @@ def rewrite(src: str, *, count_iterations: bool = False) -> str:
         raise CELSyntaxError("expression too complex to rewrite", 0)
     if count_iterations:
         tokens = _count_iterations(tokens)
+    if fold:
+        tokens = _fold_calls(tokens, fold)
     return _join(tokens)
+
+
+def _fold_calls(tokens: list[Token], fold: Mapping[str, Folder]) -> list[Token]:
+    out: list[Token] = []
+    i = 0
+    while i < len(tokens):
+        t = tokens[i]
+        folder = fold.get(t.text) if t.kind == "ident" else None
+        if (
+            folder is not None
+            and (not out or out[-1].text not in (".", ".?"))
+            and i + 3 < len(tokens)
+            and tokens[i + 1].text == "("
+            and tokens[i + 2].kind == "str"
+            and PLAIN_STRING.match(tokens[i + 2].text)
+            and tokens[i + 3].text == ")"
+        ):
+            text = folder(tokens[i + 2].text[1:-1])
+            if text is not None:
+                out.extend(Token(k.kind, k.text, t.pos) for k in tokenize(f"({text})"))
+                i += 4
+                continue
+        out.append(t)
+        i += 1
+    return out
 
 
 def _count_iterations(tokens: list[Token]) -> list[Token]:

@@ -47,6 +47,17 @@ def test_tls_material_in_files_relative_to_the_kubeconfig_reaches_the_apiserver(
     assert Resource(api, NAMESPACES).get("default")["metadata"]["name"] == "default"
 
 
+def test_kubeconfig_certificate_authority_is_the_only_authority_trusted(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    # As client-go: a cluster entry with a CA trusts that CA, not the system's trust store.
+    api = load_light_client(cluster.kubeconfig)
+    assert isinstance(api, LightApiClient)
+    context = api.pool.connection_pool_kw["ssl_context"]
+    assert len(context.get_ca_certs()) == 1
+    assert Resource(api, NAMESPACES).get("default")["metadata"]["name"] == "default"
+
+
 def test_kubeconfig_with_an_exec_plugin_falls_back_to_the_kubernetes_client(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:

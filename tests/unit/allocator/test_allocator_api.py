@@ -172,6 +172,25 @@ def test_remove_forgets_a_claim_and_add_is_idempotent() -> None:
     assert state.claims() == []
 
 
+def test_snapshot_keeps_its_state_while_the_original_changes() -> None:
+    a = _claim_with("a", result("gpu-0"))
+    b = _claim_with("b", result("nic", shareID="s1", consumedCapacity={"bw": "1Gi"}))
+    c = _claim_with("c", result("nic", shareID="s2", consumedCapacity={"bw": "2Gi"}))
+    state = AllocatedState([a, b])
+    snapshot = state.copy()
+    state.remove(a.metadata.uid)
+    state.add(c)
+    state.add(_claim_with("d", result("gpu-0")))
+    gpu0 = DeviceID(DRIVER, "node-1", "gpu-0")
+    nic = DeviceID(DRIVER, "node-1", "nic")
+    assert snapshot.claims() == [a.metadata.uid, b.metadata.uid]
+    assert snapshot.dedicated[gpu0] == {a.metadata.uid}
+    assert snapshot.consumed_capacity(nic) == {"bw": Quantity.parse("1Gi")}
+    assert state.consumed_capacity(nic) == {"bw": Quantity.parse("3Gi")}
+    snapshot.remove(b.metadata.uid)  # and the other way round
+    assert state.consumed_capacity(nic) == {"bw": Quantity.parse("3Gi")}
+
+
 def test_conflicts_reports_double_use_of_a_dedicated_device() -> None:
     state = AllocatedState([_claim_with("a", result("gpu-0"))])
     other = _claim_with("b", result("gpu-0"))

@@ -320,3 +320,30 @@ def test_rewrite_of_optional_and_bind_keeps_meaning(ctx: Any) -> None:
     )
     assert "_dra_opt" in rewrite("a.?b")
     assert rewrite("cel.bind(x, 1, x)") == "([1].map(x,x)[0])"
+
+
+# --------------------------------------------------------------------------- constant folding
+
+
+def test_constant_quantity_and_semver_calls_become_literals_of_the_same_value() -> None:
+    from allocator.cel.library import CONSTANT_FOLDERS  # noqa: PLC0415
+
+    core = rewrite('quantity("1Mi") == quantity("1048576") && semver("1.2.3+b").major() == 1',
+                   fold=CONSTANT_FOLDERS)  # fmt: skip
+    assert "quantity(" not in core
+    assert "semver(" not in core
+    assert '"1048576/1"' in core
+
+
+def test_constant_that_does_not_parse_keeps_its_call_and_its_runtime_error(ctx: Any) -> None:
+    from allocator.cel.library import CONSTANT_FOLDERS  # noqa: PLC0415
+
+    assert 'quantity("1 Gi")' in rewrite('quantity("1 Gi").isInteger()', fold=CONSTANT_FOLDERS)
+    with pytest.raises(CELRuntimeError):
+        ev('quantity("1 Gi").isInteger()', ctx)
+
+
+def test_folded_constants_compare_as_the_called_functions(ctx: Any) -> None:
+    assert ev(f'device.capacity["{DRIVER}"].memory.isGreaterThan(quantity("1Mi"))', ctx)
+    assert ev('quantity("2k") == quantity("2000")', ctx)
+    assert ev(f'device.attributes["{DRIVER}"].fw.isLessThan(semver("2.1.0"))', ctx)

@@ -27,3 +27,18 @@ def test_allocator_names_still_resolve_on_first_use() -> None:
 
     assert allocator.Allocator.__name__ == "Allocator"
     assert allocator.Inventory.__module__ == "allocator.inventory"
+
+
+def test_start_up_objects_are_out_of_the_collectors_view_once_the_plugin_serves() -> None:
+    # In a child: freezing is process-wide and must not leak into the test process.
+    probe = (
+        "import gc\n"
+        "from node_plugin.app import settle_heap\n"
+        "before = gc.get_freeze_count()\n"
+        "settle_heap()\n"
+        "print(before, gc.get_freeze_count() > 1000)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["0", "True"]

@@ -1,0 +1,177 @@
+"""The ``device`` variable of a selector evaluation, as plain Python values.
+
+:func:`device_context` builds the whole variable at once. :class:`DeviceVariables` is the
+same variable built on demand: the allocator keeps one per device, and a selector that
+reads only some fields (:mod:`allocator.cel.projection`) converts only those. Converting
+every attribute and capacity (semver and quantity values included) of every device was
+most of the allocator's first pass after the slices changed, for selectors that mostly
+read ``device.driver``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+from allocator.cel.library import quantity_value, semver_value
+from allocator.model import DeviceAttribute, DeviceCapacity
+
+__all__ = ["MISSING", "DeviceVariables", "device_context", "qualify"]
+
+#: What :meth:`DeviceVariables.value` returns for an id the device does not have.
+MISSING: Final = ("missing",)
+
+
+def qualify(name: str, driver: str) -> tuple[str, str]:
+    """Split a (possibly unqualified) attribute name into (domain, id)."""
+    domain, sep, ident = name.rpartition("/")
+    return (domain, ident) if sep else (driver, name)
+
+
+def _attribute_value(attr: DeviceAttribute) -> Any:
+    kind = attr.kind
+    if kind == "version":
+        return semver_value(attr.value)
+    if kind == "versions":
+        return [semver_value(v) for v in attr.value]
+    if kind in DeviceAttribute.LIST_KINDS:
+        return list(attr.value)
+    return attr.value
+
+
+def _convert(map_name: str, item: Any) -> Any:
+    """The CEL value of one attribute or capacity; ValueError for a version that is not
+    valid semver (left out of the device: a selector reading it fails, as in Kubernetes)."""
+    if map_name == "attributes":
+        return _attribute_value(item)
+    return quantity_value(item.value)
+
+
+def device_context(
+    driver: str,
+    attributes: Mapping[str, DeviceAttribute],
+    capacity: Mapping[str, DeviceCapacity],
+    allow_multiple_allocations: bool = False,
+) -> Any:
+    """The evaluation variables (the ``device`` variable, plain Python values) of one device;
+    :meth:`~allocator.cel.engine.Selector.matches` binds them to an engine context for the
+    evaluation only.
+
+    Build them once per device and reuse it. Version attributes that are not valid semver
+    make every evaluation that touches them fail, as in Kubernetes.
+    """
+    return DeviceVariables(driver, attributes, capacity, allow_multiple_allocations).whole()
+
+
+class DeviceVariables(Mapping[str, Any]):
+    """:func:`device_context` of one device, converted on demand.
+
+    As a mapping it is ``{"device": <the whole variable>}``, built on first access and
+    kept. :meth:`scalar`, :meth:`domain` and :meth:`value` convert only what they are
+    asked for (and keep it). Not thread-safe for the first conversion of a value; two
+    threads converting the same value store equal results.
+    """
+
+    __slots__ = ("_by_domain", "_converted", "_items", "_whole", "allow_multiple", "driver")
+
+    def __init__(
+        self,
+        driver: str,
+        attributes: Mapping[str, DeviceAttribute],
+        capacity: Mapping[str, DeviceCapacity],
+        allow_multiple_allocations: bool = False,
+    ) -> None:
+        self.driver = driver
+        self.allow_multiple = allow_multiple_allocations
+        self._items: dict[str, Mapping[str, Any]] = {
+            "attributes": attributes,
+            "capacity": capacity,
+        }
+        self._by_domain: dict[str, dict[str, dict[str, Any]]] = {}
+        self._converted: dict[tuple[str, str, str], Any] = {}
+        self._whole: dict[str, Any] | None = None
+
+    # -- the mapping: the whole variable ---------------------------------------------------
+    def __getitem__(self, key: str) -> Any:
+        if key != "device":
+            raise KeyError(key)
+        return self.whole()["device"]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("device",))
+
+    def __len__(self) -> int:
+        return 1
+
+    def whole(self) -> dict[str, Any]:
+        """``{"device": {...}}`` with every field converted (built once)."""
+        if self._whole is None:
+            device = {
+                "driver": self.driver,
+                "attributes": self._whole_map("attributes"),
+                "capacity": self._whole_map("capacity"),
+                "allowMultipleAllocations": self.allow_multiple,
+            }
+            self._whole = {"device": device}
+        return self._whole
+
+    def _whole_map(self, map_name: str) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for domain in self._domains(map_name):
+            converted = self.domain(map_name, domain)
+            if converted is not None:
+                out[domain] = converted
+        return out
+
+    # -- parts -----------------------------------------------------------------------------
+    def scalar(self, name: str) -> Any:
+        """``device.driver`` or ``device.allowMultipleAllocations``."""
+        return self.driver if name == "driver" else self.allow_multiple
+
+    def domain(self, map_name: str, domain: str) -> dict[str, Any] | None:
+        """One domain of ``attributes``/``capacity`` converted, or None when the device has
+        no entry in it. A version that is not valid semver is left out."""
+        ids = self._domains(map_name).get(domain)
+        if ids is None:
+            return None
+        out: dict[str, Any] = {}
+        for ident in ids:
+            value = self.value(map_name, domain, ident)
+            if value is not MISSING:
+                out[ident] = value
+        return out or None  # a domain of invalid versions only is not there at all
+
+    def has_domain(self, map_name: str, domain: str) -> bool:
+        """Whether the device has ``domain`` (at least one of its values converts)."""
+        ids = self._domains(map_name).get(domain, {})
+        return any(self.value(map_name, domain, i) is not MISSING for i in ids)
+
+    def whole_map(self, map_name: str) -> dict[str, dict[str, Any]]:
+        """``device.attributes`` or ``device.capacity``, whole."""
+        value: dict[str, dict[str, Any]] = self.whole()["device"][map_name]
+        return value
+
+    def value(self, map_name: str, domain: str, ident: str) -> Any:
+        """One attribute or capacity converted, or :data:`MISSING`."""
+        key = (map_name, domain, ident)
+        if key in self._converted:
+            return self._converted[key]
+        item = self._domains(map_name).get(domain, {}).get(ident, MISSING)
+        if item is not MISSING:
+            try:
+                item = _convert(map_name, item)
+            except ValueError:
+                item = MISSING
+        self._converted[key] = item
+        return item
+
+    def _domains(self, map_name: str) -> dict[str, dict[str, Any]]:
+        """domain -> id -> the model's attribute or capacity (grouped once, not converted)."""
+        grouped = self._by_domain.get(map_name)
+        if grouped is None:
+            grouped = {}
+            for name, item in self._items[map_name].items():
+                domain, ident = qualify(name, self.driver)
+                grouped.setdefault(domain, {})[ident] = item
+            self._by_domain[map_name] = grouped
+        return grouped
