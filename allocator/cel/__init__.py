@@ -7,12 +7,10 @@ from allocator.cel.engine import (
     CELCostError,
     CELError,
     CELRuntimeError,
-    DeviceVariables,
     Selector,
     compile_selector,
-    device_context,
-    qualify,
 )
+from allocator.cel.variables import DeviceVariables, device_context, qualify
 
 __all__ = [
     "MAX_COST",

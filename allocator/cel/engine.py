@@ -34,21 +34,7 @@ from allocator.cel import budget, checker, sandbox
 from allocator.cel.library import CONSTANT_FOLDERS, FUNCTIONS
 from allocator.cel.projection import Projection, projection_of
 from allocator.cel.rewrite import CELSyntaxError, estimate_cost, is_risky, rewrite
-from allocator.cel.variables import DeviceVariables, device_context, qualify
-
-__all__ = [
-    "MAX_COST",
-    "CELCancelledError",
-    "CELCompileError",
-    "CELCostError",
-    "CELError",
-    "CELRuntimeError",
-    "DeviceVariables",
-    "Selector",
-    "compile_selector",
-    "device_context",
-    "qualify",
-]
+from allocator.cel.variables import DeviceVariables
 
 # The engine logs a warning for every failing library call; the error is raised to the
 # caller anyway (as a CEL runtime error), so the log line is only noise.
@@ -231,20 +217,19 @@ def _runtime_message(exc: Exception) -> str:
     return _ENGINE_NOISE.sub("", text).replace("_dra_", "")
 
 
+# CEL's names for the Python types a result can have; bool before int, as bool is an int.
+_CEL_TYPE_NAMES: Final = (
+    (bool, "bool"),
+    (int, "int"),
+    (float, "double"),
+    (str, "string"),
+    (list, "list"),
+    (dict, "map"),
+)
+
+
 def _cel_type_name(v: Any) -> str:
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "double"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "list"
-    if isinstance(v, dict):
-        return "map"
-    return type(v).__name__
+    return next((name for kind, name in _CEL_TYPE_NAMES if isinstance(v, kind)), type(v).__name__)
 
 
 _cache: OrderedDict[str, Selector] = OrderedDict()

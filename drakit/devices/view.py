@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from allocator.cel.engine import CELError, compile_selector, device_context
+from allocator.cel import CELError, compile_selector, device_context
 from allocator.model import Device, DeviceClass, ResourceSlice
 from allocator.usage import UsageView, build_usage
 from drakit.devices.source import Snapshot
