@@ -65,7 +65,7 @@ test: verify binaries node-assets
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 unit: venv
-	$(VENV)/bin/pytest -m "not integration and not e2e and not node and not differential" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not integration and not e2e and not node and not differential and not soak" $(PYTEST_ARGS)
 
 integration: venv binaries
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)

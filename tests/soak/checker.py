@@ -1,0 +1,308 @@
+"""The soak's independent checker: reads the API and the nodes' files, judges the invariants.
+
+It shares no code with drakit's allocator or controller (its readings are in
+:mod:`soak.clusterstate` and :mod:`soak.nodefiles`, the rules in :mod:`soak.invariants`);
+it reaches the apiserver through the kubeapi client it is given (plain LISTs).
+
+Time bounds. Every check produces *findings*; a finding becomes a *violation* only when the
+same (invariant, subject) was found in every check for at least its bound:
+
+=============================  =========================  ==================================
+invariant                      bound                      why a transient is legal
+=============================  =========================  ==================================
+device-double-allocation       0 (at once)                one LIST is one snapshot: two
+capacity-over-consumed         0                          claims holding a device in it
+counters-over-consumed         0                          never happens legally
+allocated-without-finalizer    0                          the finalizer is written first
+reserved-claim-off-node        ``confirm_s``              joins two LISTs taken apart
+running-pod-claim-unusable     ``confirm_s``              joins two LISTs taken apart
+running-pod-not-prepared       ``confirm_s``              joins a LIST and a file
+finalizer-without-allocation   ``recovery_s``             finalizer before allocation; after
+                                                          deallocation before its removal
+orphaned-generated-claim       ``recovery_s``             garbage collection runs after the
+                                                          pod is gone
+slice-missing                  ``slice_heal_s``           a (re)starting kubelet wipes the
+                                                          node's slices; the plugin heals
+unreadable-state               ``recovery_s``             a corrupt checkpoint is rebuilt
+=============================  =========================  ==================================
+
+A violation is returned once per episode: a finding that persists is not reported again
+until it has cleared and come back. Findings that cleared before their bound are counted
+in :meth:`Checker.summary` as transients, with the longest one per invariant.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from soak import invariants as inv
+from soak.clusterstate import ClusterState, Device, DeviceKey, Pod, read_cluster
+from soak.invariants import Finding, NodeFiles
+from soak.nodefiles import UnreadableFileError, read_cdi_specs, read_checkpoint
+
+#: Seconds between two readings while waiting (liveness, quiet).
+POLL_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """Where one simulated node keeps its plugin's state (the checkpoint file and CDI folder)."""
+
+    node_name: str
+    checkpoint_path: Path
+    cdi_dir: Path
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Seconds a legal transient may last before it is a violation (see the module table)."""
+
+    recovery_s: float = 60
+    liveness_s: float = 120
+    slice_heal_s: float = 30
+    #: For invariants that join two readings taken a moment apart.
+    confirm_s: float = 2
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    subject: str
+    detail: str
+    #: Wall-clock time (time.time()) of the check that reported it.
+    observed_at: float
+    #: How long the finding had persisted when it was reported.
+    lasted_s: float = 0.0
+
+
+@dataclass
+class _Episode:
+    first_seen: float
+    reported: bool = False
+
+
+@dataclass
+class _Stats:
+    checks: int = 0
+    failed_reads: int = 0
+    violations: Counter[str] = field(default_factory=Counter)
+    transients: Counter[str] = field(default_factory=Counter)
+    longest_transient_s: dict[str, float] = field(default_factory=dict)
+
+
+class Checker:
+    """Judges the invariants of issue 16 on a live cluster; not thread-safe (one caller).
+
+    ``client`` is a kubeapi API client (``kubeapi.client.load_client``); ``driver`` the DRA
+    driver whose devices, slices and files are judged; ``nodes`` the simulated nodes whose
+    checkpoint and CDI specs are read; ``namespaces`` limits the claim and pod rules to
+    those namespaces (devices and slices are judged cluster-wide, as allocators see them).
+    ``clock`` (monotonic seconds) is for tests.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        driver: str,
+        nodes: Sequence[NodeView],
+        bounds: Bounds,
+        namespaces: Sequence[str] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.driver = driver
+        self.nodes = list(nodes)
+        self.bounds = bounds
+        self.scope = None if namespaces is None else set(namespaces)
+        self._clock = clock
+        self._episodes: dict[tuple[str, str], _Episode] = {}
+        self._known_devices: dict[DeviceKey, Device] = {}
+        self._stats = _Stats()
+        self._bound = {
+            inv.RESERVED_OFF_NODE: bounds.confirm_s,
+            inv.RUNNING_POD_CLAIM_UNUSABLE: bounds.confirm_s,
+            inv.RUNNING_POD_NOT_PREPARED: bounds.confirm_s,
+            inv.FINALIZER_WITHOUT_ALLOCATION: bounds.recovery_s,
+            inv.ORPHANED_GENERATED_CLAIM: bounds.recovery_s,
+            inv.SLICE_MISSING: bounds.slice_heal_s,
+            inv.UNREADABLE: bounds.recovery_s,
+        }
+
+    # -- the three entry points ------------------------------------------------------------
+
+    def check_safety(self) -> list[Violation]:
+        """One reading, judged against every continuous invariant; call it every second.
+
+        Returns the violations that became due in this check. Raises the kubeapi error
+        when the apiserver cannot be read (under faults, the caller logs it and goes on).
+        """
+        state = self._read()
+        files = self._read_files()
+        findings = [
+            *inv.device_findings(state, self.driver, self._known_devices),
+            *inv.claim_findings(state, self.driver, self.scope),
+            *inv.reservation_findings(state, self.scope),
+            *inv.prepared_findings(state, self.driver, files, self.scope),
+            *inv.slice_findings(state, [n.node_name for n in self.nodes]),
+            *(
+                Finding(inv.UNREADABLE, f"{n.node_name} checkpoint", n.problem)
+                for n in files.values()
+                if n.problem
+            ),
+            *(Finding(inv.UNREADABLE, "slices", p) for p in state.unreadable),
+        ]
+        return self._judge(findings)
+
+    def check_quiet(self, timeout: float | None = None) -> list[Violation]:
+        """The once-quiet invariants, after the faults stopped and the pods settled.
+
+        Every prepared claim in a node's checkpoint has its CDI spec (defining its CDI
+        IDs), no CDI spec lives without a checkpoint entry, and nothing stays prepared for a
+        pod that no longer uses it on that node. Polls until these hold or ``timeout``
+        (default ``recovery_s``: the kubelet unprepares a vanished pod's claims on its
+        60-s reconcile) passes; returns what still fails then.
+        """
+        deadline = self._clock() + (self.bounds.recovery_s if timeout is None else timeout)
+        while True:
+            findings = inv.quiet_findings(self._read(), self._read_files())
+            if not findings or self._clock() >= deadline:
+                break
+            time.sleep(POLL_SECONDS)
+        now = time.time()
+        violations = [Violation(f.invariant, f.subject, f.detail, now) for f in findings]
+        self._count(violations)
+        return violations
+
+    def wait_liveness(self, pods_namespaces: Sequence[str], timeout: float) -> list[Violation]:
+        """After the faults stop: wait until every pod of ``pods_namespaces`` has settled.
+
+        Settled: Running on its node with every claim prepared there (no safety finding about
+        it), a clear PodScheduled=False/Unschedulable condition, or terminal
+        (Succeeded/Failed). A pod being deleted settles by disappearing. Returns one
+        ``liveness`` violation per pod still unsettled after ``timeout`` seconds.
+        """
+        namespaces = set(pods_namespaces)
+        deadline = self._clock() + timeout
+        while True:
+            state = self._read()
+            files = self._read_files()
+            unsettled = {
+                pod.ref: why
+                for pod in state.pods
+                if pod.namespace in namespaces and (why := self._unsettled(pod, state, files))
+            }
+            if not unsettled or self._clock() >= deadline:
+                break
+            time.sleep(POLL_SECONDS)
+        now = time.time()
+        violations = [
+            Violation(inv.LIVENESS, ref, f"not settled after {timeout:g} s: {why}", now, timeout)
+            for ref, why in sorted(unsettled.items())
+        ]
+        self._count(violations)
+        return violations
+
+    def summary(self) -> dict[str, Any]:
+        """Checks run, failed readings, violations and transients by invariant, the bounds."""
+        return {
+            "checks": self._stats.checks,
+            "failed_reads": self._stats.failed_reads,
+            "violations": dict(self._stats.violations),
+            "transients": dict(self._stats.transients),
+            "longest_transient_s": {
+                k: round(v, 1) for k, v in self._stats.longest_transient_s.items()
+            },
+            "bounds": asdict(self.bounds),
+        }
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _read(self) -> ClusterState:
+        try:
+            state = read_cluster(self.client, self.driver)
+        except Exception:
+            self._stats.failed_reads += 1
+            raise
+        for pool in state.pools.values():
+            for name, device in pool.devices.items():
+                self._known_devices[(self.driver, pool.name, name)] = device
+        return state
+
+    def _read_files(self) -> dict[str, NodeFiles]:
+        files: dict[str, NodeFiles] = {}
+        for node in self.nodes:
+            specs = read_cdi_specs(node.cdi_dir, self.driver)
+            try:
+                checkpoint = read_checkpoint(node.checkpoint_path)
+            except (UnreadableFileError, OSError) as err:
+                files[node.node_name] = NodeFiles(node.node_name, None, specs, str(err))
+                continue
+            files[node.node_name] = NodeFiles(node.node_name, checkpoint, specs)
+        return files
+
+    # -- judging ---------------------------------------------------------------------------
+
+    def _judge(self, findings: list[Finding]) -> list[Violation]:
+        """Hold each finding to its bound; forget episodes whose finding cleared."""
+        self._stats.checks += 1
+        now = self._clock()
+        current = {f.key: f for f in findings}
+        for key in [k for k in self._episodes if k not in current]:
+            self._end_episode(key, now)
+        due: list[Violation] = []
+        for key, finding in current.items():
+            episode = self._episodes.setdefault(key, _Episode(first_seen=now))
+            lasted = now - episode.first_seen
+            if not episode.reported and lasted >= self._bound.get(finding.invariant, 0.0):
+                episode.reported = True
+                due.append(
+                    Violation(
+                        finding.invariant, finding.subject, finding.detail, time.time(), lasted
+                    )
+                )
+        self._count(due)
+        return due
+
+    def _end_episode(self, key: tuple[str, str], now: float) -> None:
+        episode = self._episodes.pop(key)
+        if episode.reported:
+            return
+        invariant = key[0]
+        lasted = now - episode.first_seen
+        self._stats.transients[invariant] += 1
+        longest = self._stats.longest_transient_s
+        longest[invariant] = max(longest.get(invariant, 0.0), lasted)
+
+    def _count(self, violations: list[Violation]) -> None:
+        for violation in violations:
+            self._stats.violations[violation.invariant] += 1
+
+    def _unsettled(self, pod: Pod, state: ClusterState, files: Mapping[str, NodeFiles]) -> str:
+        if pod.terminal:
+            return ""
+        if pod.deleting:
+            return f"being deleted (phase {pod.phase or 'none'}, node {pod.node_name or 'none'})"
+        if not pod.node_name:
+            return (
+                ""
+                if pod.unschedulable
+                else f"not bound and no Unschedulable condition (phase {pod.phase or 'none'})"
+            )
+        if not pod.running:
+            return f"bound to {pod.node_name} but {pod.phase or 'no phase'} (not prepared there)"
+        scope = {pod.namespace}
+        problems = [
+            f.detail
+            for f in (
+                *inv.reservation_findings(state, scope),
+                *inv.prepared_findings(state, self.driver, files, scope),
+            )
+            if f"pod {pod.ref} uid {pod.uid}" in f.subject
+        ]
+        return "; ".join(problems)

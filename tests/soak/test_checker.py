@@ -1,0 +1,293 @@
+"""The soak's checker against the real apiserver: each invariant is reported, with its name,
+for a state built to break it, legal states produce nothing, and transients are held to
+their bounds (a fake clock moves time; nothing here depends on how fast the machine is)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soak.checker import Violation
+from soak.checker_world import FakeClock, World, gpus
+
+
+@pytest.fixture
+def world(api: Any, namespace: str, tmp_path: Path) -> Iterator[World]:
+    built = World(api, namespace, tmp_path)
+    yield built
+    built.cleanup()
+
+
+def invariants(violations: list[Violation]) -> list[str]:
+    return sorted(v.invariant for v in violations)
+
+
+def running_pod_with_prepared_claim(world: World, node: str, device: str = "gpu-0") -> Any:
+    claim = world.claim(f"c-{device}")
+    pod = world.pod(f"p-{device}", {"gpu": claim["metadata"]["name"]}, node, running=True)
+    claim = world.allocate(claim, node, [device], reserved_for=[pod])
+    world.prepare(node, claim, [device])
+    return claim, pod
+
+
+def test_legal_states_produce_no_violation(world: World) -> None:
+    node = world.node()
+    world.slice(node, gpus(2))
+    running_pod_with_prepared_claim(world, node, "gpu-0")
+    running_pod_with_prepared_claim(world, node, "gpu-1")
+    checker = world.checker()
+    assert checker.check_safety() == []
+    assert checker.check_quiet(timeout=0) == []
+    assert checker.wait_liveness([world.namespace], timeout=0) == []
+
+
+def test_two_claims_allocated_the_same_device_are_a_double_allocation(world: World) -> None:
+    node = world.node()
+    world.slice(node, gpus(1))
+    world.allocate(world.claim("first"), node, ["gpu-0"])
+    world.allocate(world.claim("second"), node, ["gpu-0"])
+    found = world.checker().check_safety()
+    assert invariants(found) == ["device-double-allocation"]
+    assert found[0].subject == f"{world.driver}/{node}/gpu-0"
+    assert "first" in found[0].detail and "second" in found[0].detail
+
+
+def test_a_multi_allocatable_device_may_be_shared_within_its_capacity(world: World) -> None:
+    node = world.node()
+    device = {
+        "name": "gpu-0",
+        "allowMultipleAllocations": True,
+        "capacity": {"memory": {"value": "40Gi"}},
+    }
+    world.slice(node, [device])
+    world.allocate(world.claim("a"), node, ["gpu-0"], consumed={"memory": "20Gi"})
+    world.allocate(world.claim("b"), node, ["gpu-0"], consumed={"memory": "20Gi"})
+    assert world.checker().check_safety() == []
+
+
+def test_a_shared_device_consumed_beyond_its_capacity_is_reported(world: World) -> None:
+    node = world.node()
+    device = {
+        "name": "gpu-0",
+        "allowMultipleAllocations": True,
+        "capacity": {"memory": {"value": "40Gi"}},
+    }
+    world.slice(node, [device])
+    world.allocate(world.claim("a"), node, ["gpu-0"], consumed={"memory": "30Gi"})
+    world.allocate(world.claim("b"), node, ["gpu-0"], consumed={"memory": "20Gi"})
+    found = world.checker().check_safety()
+    assert invariants(found) == ["capacity-over-consumed"]
+    assert found[0].subject == f"{world.driver}/{node}/gpu-0/memory"
+
+
+def partitioned_gpu(world: World, node: str) -> None:
+    """One GPU of 40Gi as a pool of two slices: the counter set, and the whole GPU plus two
+    20Gi halves that consume it."""
+    counters = [{"name": "gpu-0-mem", "counters": {"memory": {"value": "40Gi"}}}]
+    world.slice(node, [], counters=counters, count=2, suffix="-counters")
+
+    def part(name: str, memory: str) -> dict[str, Any]:
+        use = {"counterSet": "gpu-0-mem", "counters": {"memory": {"value": memory}}}
+        return {"name": name, "consumesCounters": [use]}
+
+    world.slice(
+        node, [part("whole", "40Gi"), part("half-0", "20Gi"), part("half-1", "20Gi")], count=2
+    )
+
+
+def test_partitions_within_their_shared_counters_are_legal(world: World) -> None:
+    node = world.node()
+    partitioned_gpu(world, node)
+    world.allocate(world.claim("a"), node, ["half-0"])
+    world.allocate(world.claim("b"), node, ["half-1"])
+    assert world.checker().check_safety() == []
+
+
+def test_partitions_that_over_consume_a_shared_counter_are_reported(world: World) -> None:
+    node = world.node()
+    partitioned_gpu(world, node)
+    world.allocate(world.claim("a"), node, ["whole"])
+    world.allocate(world.claim("b"), node, ["half-1"])
+    found = world.checker().check_safety()
+    assert invariants(found) == ["counters-over-consumed"]
+    assert found[0].subject == f"{node}/gpu-0-mem/memory"
+
+
+def test_an_allocation_written_without_the_finalizer_is_reported(world: World) -> None:
+    """A broken controller that skips the finalizer precondition writes exactly this: the
+    claim can then be deleted under a running pod. The short soak fails on it."""
+    node = world.node()
+    world.slice(node, gpus(1))
+    claim = world.claim("unprotected", finalizer=False)
+    pod = world.pod("p", {"gpu": "unprotected"}, node, running=True)
+    claim = world.allocate(claim, node, ["gpu-0"], reserved_for=[pod])
+    world.prepare(node, claim, ["gpu-0"])
+    found = world.checker().check_safety()
+    assert invariants(found) == ["allocated-without-finalizer"]
+    assert found[0].subject.startswith(f"{world.namespace}/unprotected ")
+
+
+def test_a_claim_reserved_for_a_pod_on_another_node_is_reported_once_confirmed(
+    world: World,
+) -> None:
+    here, there = world.node(), world.node()
+    world.slice(here, gpus(1))
+    world.slice(there, gpus(1))
+    claim = world.claim("c")
+    pod = world.pod("p", {"gpu": "c"}, there, running=False)
+    world.allocate(claim, here, ["gpu-0"], reserved_for=[pod])
+    clock = FakeClock()
+    checker = world.checker(clock, confirm_s=2.0)
+    assert checker.check_safety() == []  # seen once: two readings may disagree for a moment
+    clock.advance(2.0)
+    found = checker.check_safety()
+    assert invariants(found) == ["reserved-claim-off-node"]
+    assert there in found[0].detail
+
+
+def test_a_running_pod_whose_claim_is_not_in_its_nodes_checkpoint_is_reported(world: World) -> None:
+    node = world.node()
+    world.slice(node, gpus(1))
+    claim, pod = running_pod_with_prepared_claim(world, node)
+    world.unprepare(node, claim)
+    found = world.checker().check_safety()
+    assert invariants(found) == ["running-pod-not-prepared"], found
+    assert pod["metadata"]["uid"] in found[0].subject
+
+
+def test_a_running_pod_whose_claim_is_not_reserved_for_it_is_reported(world: World) -> None:
+    node = world.node()
+    world.slice(node, gpus(1))
+    claim = world.claim("c")
+    world.pod("p", {"gpu": "c"}, node, running=True)
+    claim = world.allocate(claim, node, ["gpu-0"])  # reservedFor left empty
+    world.prepare(node, claim, ["gpu-0"])
+    found = world.checker().check_safety()
+    assert invariants(found) == ["running-pod-claim-unusable"]
+    assert "not reserved" in found[0].detail
+
+
+def test_a_cdi_spec_without_a_checkpoint_entry_is_reported_once_quiet(world: World) -> None:
+    node = world.node()
+    world.slice(node, gpus(1))
+    claim = world.claim("c")
+    claim = world.allocate(claim, node, ["gpu-0"])
+    world.prepare(node, claim, ["gpu-0"])
+    world.unprepare(node, claim)  # the spec stays behind
+    found = world.checker().check_quiet(timeout=0)
+    assert invariants(found) == ["cdi-without-checkpoint"]
+    assert claim["metadata"]["uid"] in found[0].subject
+
+
+def test_a_checkpoint_entry_without_its_cdi_spec_is_reported_once_quiet(world: World) -> None:
+    node = world.node()
+    world.slice(node, gpus(1))
+    claim, _ = running_pod_with_prepared_claim(world, node)
+    spec = next(world.views[node].cdi_dir.iterdir())
+    spec.unlink()
+    found = world.checker().check_quiet(timeout=0)
+    assert invariants(found) == ["checkpoint-without-cdi"]
+    assert claim["metadata"]["uid"] in found[0].subject
+
+
+def test_a_claim_still_prepared_without_a_pod_is_reported_once_quiet(world: World) -> None:
+    node = world.node()
+    world.slice(node, gpus(1))
+    claim = world.allocate(world.claim("c"), node, ["gpu-0"])
+    world.prepare(node, claim, ["gpu-0"])
+    found = world.checker().check_quiet(timeout=0)
+    assert invariants(found) == ["prepared-without-pod"]
+
+
+def test_a_finalizer_without_allocation_is_a_violation_only_past_the_recovery_bound(
+    world: World,
+) -> None:
+    world.claim("c")  # finalizer on, no allocation: what an allocator writes first
+    clock = FakeClock()
+    checker = world.checker(clock, recovery_s=60.0)
+    assert checker.check_safety() == []
+    clock.advance(59.0)
+    assert checker.check_safety() == []
+    clock.advance(1.0)
+    found = checker.check_safety()
+    assert invariants(found) == ["finalizer-without-allocation"]
+    assert found[0].lasted_s == 60.0
+    clock.advance(1.0)
+    assert checker.check_safety() == []  # reported once per episode
+    assert checker.summary()["violations"] == {"finalizer-without-allocation": 1}
+
+
+def test_a_transient_that_clears_within_its_bound_is_counted_not_reported(world: World) -> None:
+    node = world.node()
+    world.slice(node, gpus(1))
+    claim = world.claim("c")
+    clock = FakeClock()
+    checker = world.checker(clock, recovery_s=60.0)
+    assert checker.check_safety() == []
+    clock.advance(3.0)
+    world.allocate(claim, node, ["gpu-0"])
+    assert checker.check_safety() == []
+    summary = checker.summary()
+    assert summary["violations"] == {}
+    assert summary["transients"] == {"finalizer-without-allocation": 1}
+    assert summary["longest_transient_s"] == {"finalizer-without-allocation": 3.0}
+
+
+def test_a_generated_claim_that_outlives_its_pod_is_reported_after_the_recovery_bound(
+    world: World,
+) -> None:
+    pod = world.pod("p", {}, None, running=False)
+    world.claim("p-gpu", finalizer=False, owner=pod)
+    clock = FakeClock()
+    checker = world.checker(clock, recovery_s=30.0)
+    assert checker.check_safety() == []  # its pod exists
+    world.pods.delete("p", world.namespace, grace_period_seconds=0)
+    assert checker.check_safety() == []  # gone for 0 s
+    clock.advance(30.0)
+    assert invariants(checker.check_safety()) == ["orphaned-generated-claim"]
+
+
+def test_a_node_without_slices_is_reported_after_the_self_heal_bound(world: World) -> None:
+    node = world.node()
+    clock = FakeClock()
+    checker = world.checker(clock, slice_heal_s=30.0)
+    assert checker.check_safety() == []
+    clock.advance(30.0)
+    found = checker.check_safety()
+    assert invariants(found) == ["slice-missing"]
+    assert found[0].subject == node
+
+
+def test_an_incomplete_pool_counts_as_a_missing_slice(world: World) -> None:
+    node = world.node()
+    world.slice(node, gpus(1), count=2)  # the pool says two slices; one exists
+    found = world.checker().check_safety()
+    assert invariants(found) == ["slice-missing"]
+    assert "1/2" in found[0].detail
+
+
+def test_a_pool_replaced_by_a_newer_generation_is_judged_by_the_newer_one(world: World) -> None:
+    node = world.node()
+    world.slice(node, gpus(1), count=2)  # generation 1, incomplete
+    world.slice(node, gpus(1), generation=2, suffix="-gen2")
+    assert world.checker().check_safety() == []
+
+
+def test_liveness_accepts_unschedulable_pods_and_reports_stuck_ones(world: World) -> None:
+    node = world.node()
+    world.slice(node, gpus(1))
+    stuck = world.pod("stuck", {}, None, running=False)
+    refused = world.pod("refused", {}, None, running=False)
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    world.pods.update_status(
+        {**refused, "status": {"conditions": [{**condition, "message": "no devices"}]}}
+    )
+    bound = world.pod("bound-not-prepared", {}, node, running=False)
+    found = world.checker().wait_liveness([world.namespace], timeout=0)
+    assert invariants(found) == ["liveness", "liveness"]
+    assert sorted(v.subject for v in found) == sorted(
+        f"{world.namespace}/{p['metadata']['name']}" for p in (stuck, bound)
+    )
