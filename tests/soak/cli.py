@@ -64,20 +64,43 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--duration", type=parse_duration, default=parse_duration("3m"),
-                   help="how long pods churn and faults fire, e.g. 90s, 30m (default: 3m); "
-                   "liveness and clean-up checks follow")  # fmt: skip
-    p.add_argument("--seed", type=_positive(int, 0, 2**31), default=1,
-                   help="picks the workload and the fault schedule (default: 1)")  # fmt: skip
-    p.add_argument("--nodes", type=_positive(int, 2, 6), default=3,
-                   help="simulated nodes, 2-6; soak-a/b take kube-scheduler's pods, the "
-                   "others drakit's (default: 3)")  # fmt: skip
-    p.add_argument("--fault-interval", type=_positive(float, 2, 3600), default=15.0,
-                   help="mean seconds between two faults (default: 15)")  # fmt: skip
-    p.add_argument("--out", type=Path, default=None,
-                   help="folder for reproduction folders of failed runs (default: .)")  # fmt: skip
-    p.add_argument("--print-schedule", action="store_true",
-                   help="print the fault schedule for --seed/--duration and exit")  # fmt: skip
+    p.add_argument(
+        "--duration",
+        type=parse_duration,
+        default=parse_duration("3m"),
+        help="how long pods churn and faults fire, e.g. 90s, 30m (default: 3m); "
+        "liveness and clean-up checks follow",
+    )
+    p.add_argument(
+        "--seed",
+        type=_positive(int, 0, 2**31),
+        default=1,
+        help="picks the workload and the fault schedule (default: 1)",
+    )
+    p.add_argument(
+        "--nodes",
+        type=_positive(int, 2, 6),
+        default=3,
+        help="simulated nodes, 2-6; soak-a/b take kube-scheduler's pods, the "
+        "others drakit's (default: 3)",
+    )
+    p.add_argument(
+        "--fault-interval",
+        type=_positive(float, 2, 3600),
+        default=15.0,
+        help="mean seconds between two faults (default: 15)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for reproduction folders of failed runs (default: $TMPDIR/drakit-soak)",
+    )
+    p.add_argument(
+        "--print-schedule",
+        action="store_true",
+        help="print the fault schedule for --seed/--duration and exit",
+    )
     return p
 
 
@@ -90,9 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     from drakit.localcluster.process import StartError  # noqa: PLC0415
     from soak.run import SoakOptions, exit_code, run  # noqa: PLC0415
 
-    options = SoakOptions(seed=args.seed, duration=args.duration, nodes=args.nodes,
-                          fault_interval=args.fault_interval, out_dir=args.out,
-                          log=lambda line: print(line, flush=True))  # fmt: skip
+    options = SoakOptions(
+        seed=args.seed,
+        duration=args.duration,
+        nodes=args.nodes,
+        fault_interval=args.fault_interval,
+        out_dir=args.out,
+        log=lambda line: print(line, flush=True),
+    )
     try:
         result = run(options)
     except StartError as err:

@@ -168,8 +168,15 @@ class Injector:
             self._run(f"end {undo.what}", undo.action)
         while self.pending and self.pending[0].at <= now:
             fault = self.pending.pop(0)
-            self.record("fault", {"kind": fault.kind, "target": fault.target,
-                                  "duration": fault.duration, "param": fault.param})  # fmt: skip
+            self.record(
+                "fault",
+                {
+                    "kind": fault.kind,
+                    "target": fault.target,
+                    "duration": fault.duration,
+                    "param": fault.param,
+                },
+            )
             if self._run(fault.describe(), lambda f=fault: self._apply(f)):  # type: ignore[misc]
                 self.injected[fault.kind] += 1
             else:
@@ -267,8 +274,9 @@ class Injector:
             proxy.set_mode("delay", delay=2.0)
         else:
             proxy.set_mode(fault.param)
-        self._later(fault.duration, f"proxy {fault.param} of {fault.target}",
-                    lambda: proxy.set_mode("pass"))  # fmt: skip
+        self._later(
+            fault.duration, f"proxy {fault.param} of {fault.target}", lambda: proxy.set_mode("pass")
+        )
 
     def _compact_etcd(self) -> None:
         """Compact etcd at its current revision: watches behind it get 410 Gone."""
@@ -283,9 +291,11 @@ class Injector:
 def _etcd_post(base: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
     """One call to etcd's v3 JSON gateway on its loopback client port."""
     req = urllib.request.Request(
-        base + path, data=json.dumps(body).encode(), method="POST",
+        base + path,
+        data=json.dumps(body).encode(),
+        method="POST",
         headers={"Content-Type": "application/json"},
-    )  # fmt: skip
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         answer: dict[str, Any] = json.loads(resp.read())
     return answer

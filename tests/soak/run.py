@@ -15,8 +15,10 @@ Phases (times are seconds since the workload started):
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -47,9 +49,10 @@ class SoakOptions:
     rates: Rates = field(default_factory=Rates)
     #: The bounds the checker holds the stack to, generous for a loaded 2-core machine:
     #: a restarted apiserver takes up to ~30 s there, a lease 10 s, harness retries 10 s.
-    bounds: Bounds = field(default_factory=lambda: Bounds(recovery_s=150.0, liveness_s=240.0,
-                                                          slice_heal_s=150.0))  # fmt: skip
-    #: Where reproduction folders go (one per failed run); None: the current directory.
+    bounds: Bounds = field(
+        default_factory=lambda: Bounds(recovery_s=150.0, liveness_s=240.0, slice_heal_s=150.0)
+    )
+    #: Where reproduction folders go (one per failed run); None: $TMPDIR/drakit-soak.
     out_dir: Path | None = None
     log: Callable[[str], None] = field(default=print)
 
@@ -99,10 +102,16 @@ def _drive(
     checker = Checker(stack.client, DRIVER, views, opts.bounds, namespaces=[NAMESPACE])
     safety = SafetyLoop(checker, timeline)
     recorder = ApiRecorder(stack.client, NAMESPACE, timeline)
-    workload = Workload(stack.client, NAMESPACE, opts.seed, opts.rates,
-                        lambda what, data: timeline.add("workload", what, data))  # fmt: skip
-    injector = Injector(stack, schedule, lambda what, data: timeline.add("fault", what, data),
-                        clock=timeline)  # fmt: skip
+    workload = Workload(
+        stack.client,
+        NAMESPACE,
+        opts.seed,
+        opts.rates,
+        lambda what, data: timeline.add("workload", what, data),
+    )
+    injector = Injector(
+        stack, schedule, lambda what, data: timeline.add("fault", what, data), clock=timeline
+    )
     restarts = 0
     recorder.start()
     workload.prepare()
@@ -206,7 +215,6 @@ class SafetyLoop:
         self.checker = checker
         self.timeline = timeline
         self.violations: list[Violation] = []
-        self._seen: set[tuple[str, str]] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="safety", daemon=True)
 
@@ -219,16 +227,18 @@ class SafetyLoop:
             self._thread.join(timeout=60)
 
     def extend(self, found: list[Violation]) -> None:
+        """Keep ``found`` (the checker reports each episode of a finding once)."""
         for violation in found:
-            key = (violation.invariant, violation.subject)
-            if key in self._seen:
-                continue
-            self._seen.add(key)
             self.violations.append(violation)
-            self.timeline.add("checker", "VIOLATION", {
-                "invariant": violation.invariant, "subject": violation.subject,
-                "detail": violation.detail,
-            })  # fmt: skip
+            self.timeline.add(
+                "checker",
+                "VIOLATION",
+                {
+                    "invariant": violation.invariant,
+                    "subject": violation.subject,
+                    "detail": violation.detail,
+                },
+            )
 
     def _run(self) -> None:
         while not self._stop.wait(1.0):
@@ -250,7 +260,7 @@ def save_reproduction(
 ) -> Path:
     """Write the seed, the schedule, the violations, the timeline and the component logs
     to a new folder and print what a reader needs first; returns the folder."""
-    base = opts.out_dir or Path.cwd()
+    base = opts.out_dir or Path(tempfile.gettempdir()) / "drakit-soak"
     folder = base / f"soak-failure-seed{opts.seed}-{time.strftime('%Y%m%dT%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=True)
     command = f"make soak DURATION={opts.duration:g}s SEED={opts.seed}"
@@ -267,12 +277,22 @@ def save_reproduction(
     report = [result.summary_line(), f"replay: {command}", f"saved in {folder}", ""]
     for violation in result.violations:
         report.append(f"VIOLATION {violation.invariant} {violation.subject}: {violation.detail}")
-        report.append("  timeline around it (30 s before, 5 s after):")
-        at = _timeline_time(violation, timeline)
-        report.extend(f"    {e.line()}" for e in timeline.around(at) if e.source != "api")
-        report.extend(_log_tails(stack))
+        seen = _timeline_time(violation, timeline)
+        first = seen - violation.lasted_s
+        report.append(
+            f"  first found at t={first:.1f}s, reported at t={seen:.1f}s; faults, workload "
+            f"and API writes of {violation.subject} from 30 s before:"
+        )
+        name = violation.subject.rsplit("/", 1)[-1].split()[0]
+        report.extend(
+            f"    {e.line()}"
+            for e in timeline.around(first, before=30.0, after=seen - first + 1.0)
+            if e.source != "api" or name in json.dumps(e.data)
+        )
+    report.append("")
+    report.extend(_log_tails(stack))
     (folder / "violations.txt").write_text("\n".join(report) + "\n")
-    opts.log("\n".join(report[:60]))
+    opts.log("\n".join(report[:80]))
     return folder
 
 
@@ -285,7 +305,7 @@ def _timeline_time(violation: Violation, timeline: Timeline) -> float:
 
 def _log_tails(stack: SoakStack) -> Iterator[str]:
     for name, proc in stack.all_components():
-        yield f"  last log lines of {name} ({proc.log_path}):"
+        yield f"last log lines of {name} (all of it in logs/):"
         yield from (f"    {line}" for line in proc.log_tail(15).splitlines())
 
 

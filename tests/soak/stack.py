@@ -21,7 +21,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,11 @@ class SoakStack:
         self.cluster.start_controller_manager(self._proxied("kube-controller-manager").kubeconfig)
         for i in range(CONTROLLER_REPLICAS):
             self._start_controller(f"controller-{i}")
+        _wait_for(
+            lambda: self.leader() is not None,
+            "a drakit controller replica to lead",
+            watch=self.controllers.values(),
+        )
         for name in node_names(self.node_count):
             self._start_node(name)
 
@@ -167,7 +172,7 @@ class SoakStack:
             claim_generation="scoped",
         )
         argv += [
-            "--leader-elect=true",
+            "--leader-elect",
             f"--leader-elect-namespace={LEASE_NAMESPACE}",
             f"--leader-elect-lease-name={LEASE_NAME}",
             f"--identity={name}",
@@ -211,11 +216,15 @@ class SoakStack:
         folders = NodeFolders(self.root / "n" / name).create()
         events = self.root / "logs" / f"{name}-events.jsonl"
         harness = self._spawn(self._harness(name, folders, events))
-        _wait_for(lambda: _event_seen(events, "ready"), f"kubelet harness of {name} ready")
+        _wait_for(
+            lambda: _event_seen(events, "ready"),
+            f"kubelet harness of {name} ready",
+            watch=[harness],
+        )
         uid = f"{name}-plugin-1"
         plugin = self._spawn(self.plugin_process(name, folders, uid))
         self.nodes[name] = SoakNode(name, folders, harness, plugin, uid, events)
-        _wait_for(lambda: self.node_has_slices(name), f"ResourceSlices of {name}")
+        _wait_for(lambda: self.node_has_slices(name), f"ResourceSlices of {name}", watch=[plugin])
 
     # -- what faults use ------------------------------------------------------------------
 
@@ -307,9 +316,21 @@ def _event_seen(path: Path, event: str) -> bool:
     return False
 
 
-def _wait_for(check: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
+def _wait_for(
+    check: Callable[[], bool],
+    what: str,
+    timeout: float = WAIT,
+    watch: Iterable[ManagedProcess] = (),
+) -> None:
+    """Poll ``check``; StartError after ``timeout`` or when a ``watch`` process exits."""
     deadline = time.monotonic() + timeout
     while not check():
+        for proc in watch:
+            if not proc.running():
+                raise StartError(
+                    f"soak: {proc.name} exited while waiting for {what}; last log lines "
+                    f"({proc.log_path}):\n{proc.log_tail(20)}"
+                )
         if time.monotonic() > deadline:
             raise StartError(f"soak: timed out after {timeout:g}s waiting for {what}")
         time.sleep(0.2)

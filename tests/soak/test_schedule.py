@@ -30,8 +30,16 @@ def test_faults_on_one_target_never_overlap_and_all_end_before_the_duration() ->
 
 def test_a_long_schedule_has_every_kind_of_fault() -> None:
     kinds = {f.kind for f in plan(1, 1800, NODES, 15.0)}
-    assert {"kill-apiserver", "kill-etcd", "kill-plugin", "rolling-update-kill",
-            "kill-controller-leader", "pause", "proxy", "compact-etcd"} <= kinds  # fmt: skip
+    assert {
+        "kill-apiserver",
+        "kill-etcd",
+        "kill-plugin",
+        "rolling-update-kill",
+        "kill-controller-leader",
+        "pause",
+        "proxy",
+        "compact-etcd",
+    } <= kinds
 
 
 @pytest.mark.parametrize(

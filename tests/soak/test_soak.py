@@ -1,4 +1,4 @@
-"""The chaos soak, short and with a fixed seed, as part of ``make test`` (marker ``e2e``).
+"""The chaos soak, short and with a fixed seed, as part of ``make test`` (marker ``soak``).
 
 It runs the whole stack for two minutes of churn and faults, then the liveness and
 clean-up checks; bounds are generous (SoakOptions) and liveness is judged only after the
@@ -10,8 +10,6 @@ from __future__ import annotations
 import pytest
 
 from soak.run import SoakOptions, run
-
-pytestmark = pytest.mark.e2e
 
 #: Found by hand to exercise every kind of process fault in two minutes (see --print-schedule).
 SHORT_SEED = 1

@@ -34,8 +34,10 @@ class Entry:
     data: dict[str, Any]
 
     def line(self) -> str:
-        return json.dumps({"t": round(self.at, 3), "source": self.source, "what": self.what,
-                           **self.data}, sort_keys=True)  # fmt: skip
+        return json.dumps(
+            {"t": round(self.at, 3), "source": self.source, "what": self.what, **self.data},
+            sort_keys=True,
+        )
 
 
 class Timeline:
@@ -84,8 +86,11 @@ def summarize(obj: KubeObject) -> dict[str, Any]:
         out["devices"] = [f"{r.get('pool')}/{r.get('device')}" for r in results]
         out["reservedFor"] = [r.get("name") for r in status.get("reservedFor") or []]
     elif kind == "ResourceSlice":
-        out.update(node=spec.get("nodeName"), pool=(spec.get("pool") or {}).get("name"),
-                   generation=(spec.get("pool") or {}).get("generation"))  # fmt: skip
+        out.update(
+            node=spec.get("nodeName"),
+            pool=(spec.get("pool") or {}).get("name"),
+            generation=(spec.get("pool") or {}).get("generation"),
+        )
     elif kind == "Lease":
         out["holder"] = spec.get("holderIdentity")
     return out
@@ -133,8 +138,9 @@ class ApiRecorder:
         while not self._stop.is_set():
             try:
                 listed = resource.list(namespace)
-                stream = resource.watch(namespace, resource_version=listed.resource_version,
-                                        timeout_seconds=300)  # fmt: skip
+                stream = resource.watch(
+                    namespace, resource_version=listed.resource_version, timeout_seconds=300
+                )
                 with self._lock:
                     self._streams.append(stream)
                 for event in stream:
@@ -147,6 +153,9 @@ class ApiRecorder:
             except (ApiError, OSError, ValueError) as err:
                 if self._stop.is_set():
                     return
-                self.timeline.add("recorder", f"watch {kind} broke",
-                                  {"error": f"{type(err).__name__}: {err}"[:200]})  # fmt: skip
+                self.timeline.add(
+                    "recorder",
+                    f"watch {kind} broke",
+                    {"error": f"{type(err).__name__}: {err}"[:200]},
+                )
                 self._stop.wait(1.0)

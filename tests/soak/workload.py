@@ -200,8 +200,9 @@ class Workload:
 
     def _create_shared(self, now: float) -> None:
         claim = self._name("shared-claim")
-        self.claims.create({"metadata": {"name": claim}, "spec": claim_spec("shared")},
-                           self.namespace)  # fmt: skip
+        self.claims.create(
+            {"metadata": {"name": claim}, "spec": claim_spec("shared")}, self.namespace
+        )
         self.record("create", {"kind": "ResourceClaim", "name": claim})
         users = self.rng.randint(2, 3)
         self.shared_users[claim] = users
