@@ -4,6 +4,36 @@ It shares no code with drakit's allocator or controller (its readings are in
 :mod:`soak.clusterstate` and :mod:`soak.nodefiles`, the rules in :mod:`soak.invariants`);
 it reaches the apiserver through the kubeapi client it is given (plain LISTs).
 
+What each invariant checks (subjects name the objects; details say what is wrong):
+
+* ``device-double-allocation``: no device of the driver is held (non-admin-access
+  results) by two results at once, unless its slice says ``allowMultipleAllocations``.
+* ``capacity-over-consumed``: for a multi-allocatable device, the ``consumedCapacity`` of
+  all results holding it stays within each capacity's value.
+* ``counters-over-consumed``: the allocated devices of a pool (each counted once, however
+  many claims share it) consume no shared counter beyond its value.
+* ``allocated-without-finalizer``: an allocated claim with results of the driver carries
+  ``resource.kubernetes.io/delete-protection`` (every allocator writes it first).
+* ``reserved-claim-off-node``: a claim reserved for a pod bound to a node is allocated,
+  and its allocation's node selector selects that node (fields and labels).
+* ``running-pod-claim-unusable``: each claim of a Running pod exists, is allocated and is
+  reserved for the pod (template claims through ``status.resourceClaimStatuses``).
+* ``running-pod-not-prepared``: each claim (with devices of the driver) of a Running pod on
+  a watched node is ``PrepareCompleted`` in that node's checkpoint.
+* ``finalizer-without-allocation``: a claim being deleted, or reserved, does not keep the
+  finalizer without an allocation.
+* ``orphaned-generated-claim``: a claim generated for a pod (controller owner reference,
+  or the pod-claim-name annotation) does not outlive the pod (by UID).
+* ``slice-missing``: every watched node has a complete pool (newest generation, all its
+  ``resourceSliceCount`` slices) of the driver.
+* ``unreadable-state``: the checker could read each node's checkpoint and the slices'
+  quantities.
+* once quiet (:meth:`Checker.check_quiet`): ``checkpoint-without-cdi`` (a
+  ``PrepareCompleted`` entry with devices has a readable CDI spec defining its CDI IDs),
+  ``cdi-without-checkpoint`` (no spec without an entry), ``prepared-without-pod`` (no entry
+  whose claim no pod on that node uses).
+* after the faults (:meth:`Checker.wait_liveness`): ``liveness``, every pod settles.
+
 Time bounds. Every check produces *findings*; a finding becomes a *violation* only when the
 same (invariant, subject) was found in every check for at least its bound:
 
@@ -16,9 +46,10 @@ counters-over-consumed         0                          never happens legally
 allocated-without-finalizer    0                          the finalizer is written first
 reserved-claim-off-node        ``confirm_s``              joins two LISTs taken apart
 running-pod-claim-unusable     ``confirm_s``              joins two LISTs taken apart
-running-pod-not-prepared       ``confirm_s``              joins a LIST and a file
-finalizer-without-allocation   ``recovery_s``             finalizer before allocation; after
-                                                          deallocation before its removal
+running-pod-not-prepared       ``confirm_s``              joins a LIST and a file (a
+                                                          corrupt checkpoint is rebuilt)
+finalizer-without-allocation   ``recovery_s``             deallocation comes before the
+                                                          finalizer's removal
 orphaned-generated-claim       ``recovery_s``             garbage collection runs after the
                                                           pod is gone
 slice-missing                  ``slice_heal_s``           a (re)starting kubelet wipes the
@@ -26,9 +57,16 @@ slice-missing                  ``slice_heal_s``           a (re)starting kubelet
 unreadable-state               ``recovery_s``             a corrupt checkpoint is rebuilt
 =============================  =========================  ==================================
 
-A violation is returned once per episode: a finding that persists is not reported again
-until it has cleared and come back. Findings that cleared before their bound are counted
-in :meth:`Checker.summary` as transients, with the longest one per invariant.
+A claim that merely keeps the finalizer without an allocation, unreserved and not being
+deleted, is legal: kube-scheduler adds the finalizer in an update of its own before writing
+the allocation and never takes it back when that write fails; kube-controller-manager
+removes it when the claim is deleted. It is judged once the claim is deleted.
+
+Time during which the apiserver cannot be read does not count towards a bound (nothing can
+heal while it is down, and the checker cannot see whether it did). A violation is returned
+once per episode: a finding that persists is not reported again until it has cleared and
+come back. Findings that cleared before their bound are counted in :meth:`Checker.summary`
+as transients, with the longest one per invariant.
 """
 
 from __future__ import annotations
@@ -36,10 +74,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kubeapi.errors import ApiError
 from soak import invariants as inv
 from soak.clusterstate import ClusterState, Device, DeviceKey, Pod, read_cluster
 from soak.invariants import Finding, NodeFiles
@@ -90,6 +129,7 @@ class _Episode:
 class _Stats:
     checks: int = 0
     failed_reads: int = 0
+    blind_s: float = 0.0
     violations: Counter[str] = field(default_factory=Counter)
     transients: Counter[str] = field(default_factory=Counter)
     longest_transient_s: dict[str, float] = field(default_factory=dict)
@@ -124,6 +164,7 @@ class Checker:
         self._episodes: dict[tuple[str, str], _Episode] = {}
         self._known_devices: dict[DeviceKey, Device] = {}
         self._stats = _Stats()
+        self._blind_since: float | None = None
         self._bound = {
             inv.RESERVED_OFF_NODE: bounds.confirm_s,
             inv.RUNNING_POD_CLAIM_UNUSABLE: bounds.confirm_s,
@@ -170,7 +211,10 @@ class Checker:
         """
         deadline = self._clock() + (self.bounds.recovery_s if timeout is None else timeout)
         while True:
-            findings = inv.quiet_findings(self._read(), self._read_files())
+            state = self._read_patiently(deadline)
+            if state is None:
+                return self._unreachable()
+            findings = inv.quiet_findings(state, self._read_files())
             if not findings or self._clock() >= deadline:
                 break
             time.sleep(POLL_SECONDS)
@@ -182,15 +226,18 @@ class Checker:
     def wait_liveness(self, pods_namespaces: Sequence[str], timeout: float) -> list[Violation]:
         """After the faults stop: wait until every pod of ``pods_namespaces`` has settled.
 
-        Settled: Running on its node with every claim prepared there (no safety finding about
-        it), a clear PodScheduled=False/Unschedulable condition, or terminal
-        (Succeeded/Failed). A pod being deleted settles by disappearing. Returns one
-        ``liveness`` violation per pod still unsettled after ``timeout`` seconds.
+        Settled: bound, with each claim allocated on its node, reserved for it and (for the
+        driver's devices) PrepareCompleted in that node's checkpoint; or not bound with a
+        PodScheduled=False/Unschedulable condition; or terminal (Succeeded/Failed). A pod
+        being deleted settles by disappearing. Returns one ``liveness`` violation per pod
+        still unsettled after ``timeout`` seconds.
         """
         namespaces = set(pods_namespaces)
         deadline = self._clock() + timeout
         while True:
-            state = self._read()
+            state = self._read_patiently(deadline)
+            if state is None:
+                return self._unreachable()
             files = self._read_files()
             unsettled = {
                 pod.ref: why
@@ -208,11 +255,19 @@ class Checker:
         self._count(violations)
         return violations
 
+    def _unreachable(self) -> list[Violation]:
+        violation = Violation(
+            inv.UNREADABLE, "apiserver", "no successful reading before the deadline", time.time()
+        )
+        self._count([violation])
+        return [violation]
+
     def summary(self) -> dict[str, Any]:
         """Checks run, failed readings, violations and transients by invariant, the bounds."""
         return {
             "checks": self._stats.checks,
             "failed_reads": self._stats.failed_reads,
+            "blind_s": round(self._stats.blind_s, 1),
             "violations": dict(self._stats.violations),
             "transients": dict(self._stats.transients),
             "longest_transient_s": {
@@ -224,15 +279,38 @@ class Checker:
     # -- reading ---------------------------------------------------------------------------
 
     def _read(self) -> ClusterState:
+        """Read the cluster; raises the kubeapi error when the apiserver cannot answer.
+
+        The time between a failed reading and the next good one is added to every open
+        episode (it does not count towards a bound).
+        """
         try:
             state = read_cluster(self.client, self.driver)
         except Exception:
             self._stats.failed_reads += 1
+            if self._blind_since is None:
+                self._blind_since = self._clock()
             raise
+        if self._blind_since is not None:
+            blind = self._clock() - self._blind_since
+            self._blind_since = None
+            self._stats.blind_s += blind
+            for episode in self._episodes.values():
+                episode.first_seen += blind
         for pool in state.pools.values():
             for name, device in pool.devices.items():
                 self._known_devices[(self.driver, pool.name, name)] = device
         return state
+
+    def _read_patiently(self, deadline: float) -> ClusterState | None:
+        """A reading, retried each second until ``deadline``; None if none succeeded."""
+        while True:
+            try:
+                return self._read()
+            except ApiError:  # the apiserver may be restarting: try again
+                if self._clock() >= deadline:
+                    return None
+                time.sleep(POLL_SECONDS)
 
     def _read_files(self) -> dict[str, NodeFiles]:
         files: dict[str, NodeFiles] = {}
@@ -284,24 +362,28 @@ class Checker:
             self._stats.violations[violation.invariant] += 1
 
     def _unsettled(self, pod: Pod, state: ClusterState, files: Mapping[str, NodeFiles]) -> str:
+        """Why ``pod`` has not settled yet ("" once it has).
+
+        A bound pod settles when each of its claims is allocated on its node, reserved for it
+        and (for the driver's devices) PrepareCompleted in the node's checkpoint. Its phase is
+        not required: the kubelet harness marks a prepared pod Running once, best effort, and
+        a failed mark (under network faults) is never retried.
+        """
         if pod.terminal:
             return ""
         if pod.deleting:
             return f"being deleted (phase {pod.phase or 'none'}, node {pod.node_name or 'none'})"
         if not pod.node_name:
-            return (
-                ""
-                if pod.unschedulable
-                else f"not bound and no Unschedulable condition (phase {pod.phase or 'none'})"
-            )
-        if not pod.running:
-            return f"bound to {pod.node_name} but {pod.phase or 'no phase'} (not prepared there)"
-        scope = {pod.namespace}
+            if pod.unschedulable:
+                return ""
+            return f"not bound and no Unschedulable condition (phase {pod.phase or 'none'})"
+        as_running = replace(pod, phase="Running")
+        view = replace(state, pods=[as_running])
         problems = [
             f.detail
             for f in (
-                *inv.reservation_findings(state, scope),
-                *inv.prepared_findings(state, self.driver, files, scope),
+                *inv.reservation_findings(view, {pod.namespace}),
+                *inv.prepared_findings(view, self.driver, files, {pod.namespace}),
             )
             if f"pod {pod.ref} uid {pod.uid}" in f.subject
         ]

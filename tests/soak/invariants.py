@@ -168,8 +168,13 @@ def claim_findings(state: ClusterState, driver: str, in_scope: set[str] | None) 
                     "allocated, but without the finalizer " + DELETE_PROTECTION,
                 )
             )
-        if protected and not claim.allocated:
-            why = "being deleted" if claim.deleting else "not being deleted"
+        if protected and not claim.allocated and (claim.deleting or claim.reserved_pod_uids):
+            # Only where the finalizer does harm: it blocks a deletion, or it sits on a
+            # reserved claim. A claim merely left with the finalizer after a failed status
+            # write is legal (kube-scheduler adds the finalizer in its own update first and
+            # never takes it back; kube-controller-manager removes it once the claim is
+            # deleted), so it is not judged until it is deleted.
+            why = "being deleted" if claim.deleting else "reserved"
             findings.append(
                 Finding(
                     FINALIZER_WITHOUT_ALLOCATION,
@@ -204,7 +209,9 @@ def reservation_findings(state: ClusterState, in_scope: set[str] | None) -> list
             if problem:
                 findings.append(
                     Finding(
-                        RESERVED_OFF_NODE, f"{claim.ref} uid {claim.uid} for pod {pod.ref}", problem
+                        RESERVED_OFF_NODE,
+                        f"{claim.ref} uid {claim.uid} for pod {pod.ref} uid {pod.uid}",
+                        problem,
                     )
                 )
     claims = state.claims_by_ref()

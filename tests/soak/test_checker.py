@@ -202,10 +202,11 @@ def test_a_claim_still_prepared_without_a_pod_is_reported_once_quiet(world: Worl
     assert invariants(found) == ["prepared-without-pod"]
 
 
-def test_a_finalizer_without_allocation_is_a_violation_only_past_the_recovery_bound(
+def test_a_finalizer_blocking_a_deletion_is_a_violation_only_past_the_recovery_bound(
     world: World,
 ) -> None:
-    world.claim("c")  # finalizer on, no allocation: what an allocator writes first
+    world.claim("c")  # finalizer on, no allocation
+    world.claims.delete("c", world.namespace)  # the finalizer now blocks the deletion
     clock = FakeClock()
     checker = world.checker(clock, recovery_s=60.0)
     assert checker.check_safety() == []
@@ -215,20 +216,29 @@ def test_a_finalizer_without_allocation_is_a_violation_only_past_the_recovery_bo
     found = checker.check_safety()
     assert invariants(found) == ["finalizer-without-allocation"]
     assert found[0].lasted_s == 60.0
+    assert "being deleted" in found[0].detail
     clock.advance(1.0)
     assert checker.check_safety() == []  # reported once per episode
     assert checker.summary()["violations"] == {"finalizer-without-allocation": 1}
 
 
+def test_a_finalizer_left_on_an_unused_claim_is_legal_until_the_claim_is_deleted(
+    world: World,
+) -> None:
+    """kube-scheduler adds the finalizer in an update of its own before the status write
+    and never takes it back when that write fails: legal, and harmless until deletion."""
+    world.claim("c")
+    assert world.checker().check_safety() == []
+
+
 def test_a_transient_that_clears_within_its_bound_is_counted_not_reported(world: World) -> None:
-    node = world.node()
-    world.slice(node, gpus(1))
-    claim = world.claim("c")
+    world.claim("c")
+    world.claims.delete("c", world.namespace)
     clock = FakeClock()
     checker = world.checker(clock, recovery_s=60.0)
     assert checker.check_safety() == []
     clock.advance(3.0)
-    world.allocate(claim, node, ["gpu-0"])
+    world.claims.patch("c", {"metadata": {"finalizers": None}}, world.namespace)  # as kcm does
     assert checker.check_safety() == []
     summary = checker.summary()
     assert summary["violations"] == {}
@@ -276,18 +286,25 @@ def test_a_pool_replaced_by_a_newer_generation_is_judged_by_the_newer_one(world:
     assert world.checker().check_safety() == []
 
 
-def test_liveness_accepts_unschedulable_pods_and_reports_stuck_ones(world: World) -> None:
+def test_liveness_accepts_unschedulable_and_prepared_pods_and_reports_stuck_ones(
+    world: World,
+) -> None:
     node = world.node()
-    world.slice(node, gpus(1))
+    world.slice(node, gpus(2))
     stuck = world.pod("stuck", {}, None, running=False)
     refused = world.pod("refused", {}, None, running=False)
     condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
-    world.pods.update_status(
-        {**refused, "status": {"conditions": [{**condition, "message": "no devices"}]}}
-    )
-    bound = world.pod("bound-not-prepared", {}, node, running=False)
+    refused["status"] = {"conditions": [{**condition, "message": "no devices"}]}
+    world.pods.update_status(refused)
+    world.pod("bound-without-claims", {}, node, running=False)
+    claim = world.claim("c")
+    unprepared = world.pod("bound-not-prepared", {"gpu": "c"}, node, running=False)
+    world.allocate(claim, node, ["gpu-0"], reserved_for=[unprepared])
+    prepared = world.pod("prepared-not-marked-running", {"gpu": "d"}, node, running=False)
+    claim = world.allocate(world.claim("d"), node, ["gpu-1"], reserved_for=[prepared])
+    world.prepare(node, claim, ["gpu-1"])
     found = world.checker().wait_liveness([world.namespace], timeout=0)
     assert invariants(found) == ["liveness", "liveness"]
     assert sorted(v.subject for v in found) == sorted(
-        f"{world.namespace}/{p['metadata']['name']}" for p in (stuck, bound)
+        f"{world.namespace}/{p['metadata']['name']}" for p in (stuck, unprepared)
     )
