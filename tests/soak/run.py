@@ -67,6 +67,8 @@ class SoakResult:
     violations: list[Violation]
     restarts: int
     elapsed: float
+    #: Checker.summary(): checks run, transients and their longest duration, the bounds.
+    checker: dict[str, Any] = field(default_factory=dict)
     repro_dir: Path | None = None
 
     def summary_line(self) -> str:
@@ -144,8 +146,10 @@ def _drive(
         violations=safety.violations,
         restarts=restarts,
         elapsed=timeline.elapsed(),
+        checker=_plain(checker.summary()),
     )
-    timeline.add("soak", "summary", {"checker": _plain(checker.summary())})
+    timeline.add("soak", "summary", {"checker": result.checker})
+    opts.log(f"soak: {result.restarts} restarts by the supervisor; checker: {result.checker}")
     if result.violations:
         result.repro_dir = save_reproduction(opts, stack, timeline, schedule, result)
     return result

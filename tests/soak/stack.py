@@ -247,8 +247,9 @@ class SoakStack:
             lease = json.loads(body) if status == 200 else {}
         except (OSError, ValueError):
             return None
-        holder = (lease.get("spec") or {}).get("holderIdentity")
-        return str(holder) if holder in self.controllers else None
+        holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+        # The controller adds a random suffix to --identity: "controller-0_1a2b3c4d".
+        return next((r for r in self.controllers if holder.partition("_")[0] == r), None)
 
     def restart_controller(self, name: str) -> None:
         self._spawn(self.controllers[name])  # same command line, same identity
