@@ -164,7 +164,8 @@ class Checker:
         self._episodes: dict[tuple[str, str], _Episode] = {}
         self._known_devices: dict[DeviceKey, Device] = {}
         self._stats = _Stats()
-        self._blind_since: float | None = None
+        self._blind = False  # a reading failed since the last good one
+        self._last_good: float | None = None
         self._bound = {
             inv.RESERVED_OFF_NODE: bounds.confirm_s,
             inv.RUNNING_POD_CLAIM_UNUSABLE: bounds.confirm_s,
@@ -281,22 +282,23 @@ class Checker:
     def _read(self) -> ClusterState:
         """Read the cluster; raises the kubeapi error when the apiserver cannot answer.
 
-        The time between a failed reading and the next good one is added to every open
-        episode (it does not count towards a bound).
+        After failed readings, the time from the last good reading to the next one is added
+        to every open episode: it does not count towards a bound.
         """
         try:
             state = read_cluster(self.client, self.driver)
         except Exception:
             self._stats.failed_reads += 1
-            if self._blind_since is None:
-                self._blind_since = self._clock()
+            self._blind = True
             raise
-        if self._blind_since is not None:
-            blind = self._clock() - self._blind_since
-            self._blind_since = None
-            self._stats.blind_s += blind
+        now = self._clock()
+        if self._blind and self._last_good is not None:
+            gap = now - self._last_good
+            self._stats.blind_s += gap
             for episode in self._episodes.values():
-                episode.first_seen += blind
+                episode.first_seen += gap
+        self._blind = False
+        self._last_good = now
         for pool in state.pools.values():
             for name, device in pool.devices.items():
                 self._known_devices[(self.driver, pool.name, name)] = device

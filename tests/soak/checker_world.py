@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from kubeapi.errors import ApiError
 from kubeapi.objects import KubeObject
 from kubeapi.resources import NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
@@ -244,3 +246,14 @@ class World:
 
 def gpus(count: int) -> list[dict[str, Any]]:
     return [{"name": f"gpu-{i}"} for i in range(count)]
+
+
+def proxied_kubeconfig(kubeconfig: str, port: int, folder: Path) -> str:
+    """A copy of ``kubeconfig`` whose server is a chaos proxy on ``port`` (same
+    certificates: TLS passes through the proxy)."""
+    config = yaml.safe_load(Path(kubeconfig).read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    path = folder / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)

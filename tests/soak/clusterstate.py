@@ -253,6 +253,8 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
         name = str(entry.get("name", ""))
         if entry.get("resourceClaimName"):
             claims.append(PodClaim(name, str(entry["resourceClaimName"]), from_template=False))
+        elif name in generated and not generated[name]:
+            continue  # an entry without a claim name: no claim was needed (API contract)
         else:
             claim_name = generated.get(name)
             claims.append(PodClaim(name, str(claim_name) if claim_name else None, True))

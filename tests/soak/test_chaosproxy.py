@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubeapi.client import load_client
 from kubeapi.informer import Informer
 from kubeapi.resources import RESOURCE_CLAIMS, Resource
 from soak.chaosproxy import ChaosProxy
+from soak.checker_world import proxied_kubeconfig
 
 
 class EchoServer:
@@ -95,12 +95,13 @@ def roundtrip(sock: socket.socket, payload: bytes) -> bytes:
     return got
 
 
-def reset_seen(sock: socket.socket) -> bool:
-    """Whether the connection was reset (RST), rather than served or closed with a FIN."""
-    sock.settimeout(10)
+def refused(proxy: ChaosProxy) -> bool:
+    """Whether a new connection is reset (RST) at connect or at first use, rather than
+    served or closed with a FIN."""
     try:
-        sock.sendall(b"x")
-        sock.recv(1)
+        with connect(proxy) as sock:
+            sock.sendall(b"x")
+            sock.recv(1)
     except (ConnectionResetError, BrokenPipeError):
         return True
     return False
@@ -127,8 +128,7 @@ def test_drop_new_resets_new_connections_and_keeps_established_ones(proxy: Chaos
     with connect(proxy) as established:
         assert roundtrip(established, b"before") == b"before"
         proxy.set_mode("drop_new")
-        with connect(proxy) as refused:
-            assert reset_seen(refused)
+        assert refused(proxy)
         assert roundtrip(established, b"during") == b"during"
         proxy.set_mode("pass")
         with connect(proxy) as later:
@@ -147,8 +147,7 @@ def test_reset_all_resets_established_connections_and_new_ones_while_it_lasts(
         with pytest.raises(ConnectionResetError):
             while established.recv(1):
                 pass
-        with connect(proxy) as refused:
-            assert reset_seen(refused)
+        assert refused(proxy)
     proxy.set_mode("pass")
     with connect(proxy) as later:
         assert roundtrip(later, b"back") == b"back"
@@ -219,16 +218,6 @@ def test_stop_resets_connections_and_frees_the_port(echo: EchoServer) -> None:
 
 
 # -- the real apiserver ------------------------------------------------------------------
-
-
-def proxied_kubeconfig(kubeconfig: str, port: int, folder: Path) -> str:
-    """A copy of ``kubeconfig`` whose server is the proxy (same certificates: TLS passes)."""
-    config = yaml.safe_load(Path(kubeconfig).read_text())
-    for cluster in config["clusters"]:
-        cluster["cluster"]["server"] = f"https://127.0.0.1:{port}"
-    path = folder / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return str(path)
 
 
 def make_claim(claims: Resource, namespace: str) -> str:

@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 
-from soak.checker import Violation
-from soak.checker_world import FakeClock, World, gpus
+from kubeapi.client import load_client
+from kubeapi.errors import ApiError
+from soak.chaosproxy import ChaosProxy
+from soak.checker import Bounds, Checker, Violation
+from soak.checker_world import FakeClock, World, gpus, proxied_kubeconfig
 
 
 @pytest.fixture
@@ -308,3 +311,37 @@ def test_liveness_accepts_unschedulable_and_prepared_pods_and_reports_stuck_ones
     assert sorted(v.subject for v in found) == sorted(
         f"{world.namespace}/{p['metadata']['name']}" for p in (stuck, unprepared)
     )
+
+
+def test_time_without_the_apiserver_does_not_count_towards_a_bound(
+    world: World, cluster: Any, tmp_path: Path
+) -> None:
+    """The checker reads through a chaos proxy that resets every connection for a while."""
+    node = world.node()  # no slice: slice-missing from the first check
+    port = int(cluster.server.rsplit(":", 1)[1])
+    with ChaosProxy("127.0.0.1", port) as proxy:
+        client = load_client(proxied_kubeconfig(cluster.kubeconfig, proxy.port, tmp_path), qps=0)
+        clock = FakeClock()
+        checker = Checker(
+            client,
+            world.driver,
+            list(world.views.values()),
+            Bounds(slice_heal_s=30.0),
+            namespaces=[world.namespace],
+            clock=clock,
+        )
+        try:
+            assert checker.check_safety() == []
+            proxy.set_mode("reset_all")
+            clock.advance(100.0)  # the apiserver is out of reach for 100 s
+            with pytest.raises(ApiError):
+                checker.check_safety()
+            proxy.set_mode("pass")
+            clock.advance(1.0)
+            assert checker.check_safety() == []  # the 101 s without a reading do not count
+            clock.advance(30.0)
+            found = checker.check_safety()
+        finally:
+            client.close()
+    assert invariants(found) == ["slice-missing"] and found[0].subject == node
+    assert checker.summary()["blind_s"] == 101.0
