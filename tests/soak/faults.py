@@ -43,6 +43,8 @@ KINDS: tuple[tuple[str, int], ...] = (
     ("pause", 4),
     ("proxy", 8),
     ("compact-etcd", 2),
+    ("checkpoint-fs-full", 2),
+    ("checkpoint-fs-readonly", 2),
 )
 PROXY_MODES = ("drop_new", "reset_all", "delay", "blackhole", "cut")
 #: Components a plain ``pause`` may stop (controllers have a kind of their own).
@@ -126,6 +128,8 @@ def _draw(rng: random.Random, t: float, kind: str, nodes: list[str]) -> Fault:
         return Fault(at, kind, rng.choice(components), round(rng.uniform(2.0, 20.0), 1), mode)
     if kind == "compact-etcd":
         return Fault(at, kind, "etcd-compaction", 0.0)
+    if kind.startswith("checkpoint-fs"):
+        return Fault(at, kind, f"{node}/datafs", round(rng.uniform(2.0, 15.0), 1))
     raise ValueError(f"unknown fault kind {kind!r}")
 
 
@@ -220,6 +224,8 @@ class Injector:
             self._proxy(fault)
         elif kind == "compact-etcd":
             self._compact_etcd()
+        elif kind.startswith("checkpoint-fs"):
+            self._datafs(fault)
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
 
@@ -237,7 +243,8 @@ class Injector:
 
     def _release(self, component: str) -> None:
         self.stack.held_down.discard(component)
-        self.stack.supervise()
+        for name in self.stack.supervise():
+            self.record("restarted", {"component": name})
 
     def _controller_fault(self, fault: Fault) -> None:
         leader = self.stack.leader()
@@ -277,6 +284,18 @@ class Injector:
         self._later(
             fault.duration, f"proxy {fault.param} of {fault.target}", lambda: proxy.set_mode("pass")
         )
+
+    def _datafs(self, fault: Fault) -> None:
+        """The plugin's data folder full (a filler file) or read-only for a while."""
+        datafs = self.stack.nodes[fault.target.split("/")[0]].datafs
+        if datafs is None:
+            raise RuntimeError("the plugin data folders are not on a tmpfs (needs root)")
+        if fault.kind == "checkpoint-fs-full":
+            datafs.fill()
+            self._later(fault.duration, f"{fault.target} full", datafs.unfill)
+        else:
+            datafs.read_only()
+            self._later(fault.duration, f"{fault.target} read-only", datafs.read_write)
 
     def _compact_etcd(self) -> None:
         """Compact etcd at its current revision: watches behind it get 410 Gone."""

@@ -114,17 +114,16 @@ def _drive(
     injector = Injector(
         stack, schedule, lambda what, data: timeline.add("fault", what, data), clock=timeline
     )
-    restarts = 0
     recorder.start()
     workload.prepare()
     timeline.start = time.monotonic()  # the workload's and the faults' time zero
     workload.start()
     safety.start()
     try:
-        restarts += _faults_phase(opts, stack, injector, workload, timeline)
+        _faults_phase(opts, stack, injector, workload, timeline)
         opts.log("soak: faults over; liveness phase")
         workload.stop()
-        restarts += _settle(stack, timeline)
+        _settle(stack, timeline)
         names = workload.live_pod_names()
         liveness = checker.wait_liveness([NAMESPACE], opts.bounds.liveness_s)
         safety.extend(liveness)
@@ -144,7 +143,7 @@ def _drive(
         faults=dict(injector.injected),
         faults_failed=dict(injector.failed),
         violations=safety.violations,
-        restarts=restarts,
+        restarts=stack.restarts,
         elapsed=timeline.elapsed(),
         checker=_plain(checker.summary()),
     )
@@ -157,8 +156,7 @@ def _drive(
 
 def _faults_phase(
     opts: SoakOptions, stack: SoakStack, injector: Injector, workload: Workload, tl: Timeline
-) -> int:
-    restarts = 0
+) -> None:
     next_supervise = 0.0
     next_report = 60.0
     # A restart that takes long (a loaded machine) delays later faults; they still all run.
@@ -166,34 +164,29 @@ def _faults_phase(
         injector.tick()
         now = injector.elapsed()
         if now >= next_supervise:
-            restarts += _supervise(stack, tl)
+            _supervise(stack, tl)
             next_supervise = now + 2.0
         if now >= next_report:
             opts.log(f"soak: {now:.0f}s, {workload.churned} pods, faults {dict(injector.injected)}")
             next_report += 60.0
         time.sleep(0.2)
     injector.finish()
-    return restarts
 
 
-def _supervise(stack: SoakStack, tl: Timeline) -> int:
-    restarted = stack.supervise()
-    for name in restarted:
+def _supervise(stack: SoakStack, tl: Timeline) -> None:
+    for name in stack.supervise():
         tl.add("supervisor", "restarted", {"component": name})
-    return len(restarted)
 
 
-def _settle(stack: SoakStack, tl: Timeline, timeout: float = 180.0) -> int:
+def _settle(stack: SoakStack, tl: Timeline, timeout: float = 180.0) -> None:
     """Restart until every component runs (a fault may have ended in a crash loop)."""
-    restarts = 0
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        restarts += _supervise(stack, tl)
+        _supervise(stack, tl)
         if all(proc.running() for _, proc in stack.all_components()):
-            return restarts
+            return
         time.sleep(1.0)
     tl.add("soak", "components still down after the faults", {})
-    return restarts
 
 
 def _wait_drained(client: Any, timeout: float, tl: Timeline) -> None:

@@ -37,6 +37,7 @@ from kubeapi.client import load_client
 from kubeapi.errors import ApiError
 from kubeapi.resources import RESOURCE_SLICES, Resource
 from soak.chaosproxy import ChaosProxy
+from soak.faultfs import FaultFs, can_mount
 
 #: The label that keeps each scheduler's pods on its own nodes.
 SCHEDULER_LABEL = "soak.drakit.dev/scheduler"
@@ -47,6 +48,8 @@ CONTROLLER_REPLICAS = 2
 #: consuming a shared counter), so claims exercise counters.
 BACKEND_CONFIG = {"gpus": 4, "partitionable": {"gpus": 1, "memory": "40Gi", "partitions": 4}}
 WAIT = 180.0
+#: Size of each plugin data folder's tmpfs: room for the checkpoint and its journal.
+DATAFS_BYTES = 8 * 1024 * 1024
 
 
 def node_names(count: int) -> list[str]:
@@ -77,6 +80,8 @@ class SoakNode:
     plugin_uid: str
     events_path: Path
     instances: int = 1
+    #: The small tmpfs under the plugin's data folder (None when not root: no fs faults).
+    datafs: FaultFs | None = None
     #: Plugins of a rolling update still running beside ``plugin`` (old instances).
     outgoing: list[Component] = field(default_factory=list)
 
@@ -103,6 +108,8 @@ class SoakStack:
         self._record.owned_dirs.append(str(root))
         #: Components the supervisor must not restart (a fault holds them down).
         self.held_down: set[str] = set()
+        #: Restarts by :meth:`supervise` (after a kill, a crash or a lost Lease).
+        self.restarts = 0
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -133,6 +140,8 @@ class SoakStack:
         for node in self.nodes.values():
             for proc in (node.plugin, *node.outgoing, node.harness):
                 proc.stop(timeout=5)
+            if node.datafs is not None:
+                node.datafs.unmount()
         for proc in self.controllers.values():
             proc.stop(timeout=5)
         if self.cluster is not None:
@@ -214,6 +223,9 @@ class SoakStack:
         demo.create_ready_node(self.client, name)
         _label_node(self.client, name, {SCHEDULER_LABEL: scheduler_of(name)})
         folders = NodeFolders(self.root / "n" / name).create()
+        # The plugin's data folder (checkpoint, sockets) on a tmpfs of its own, so that a
+        # fault can make it full or read-only; as root only (mount).
+        datafs = FaultFs(folders.plugins / DRIVER, DATAFS_BYTES).mount() if can_mount() else None
         events = self.root / "logs" / f"{name}-events.jsonl"
         harness = self._spawn(self._harness(name, folders, events))
         _wait_for(
@@ -223,7 +235,7 @@ class SoakStack:
         )
         uid = f"{name}-plugin-1"
         plugin = self._spawn(self.plugin_process(name, folders, uid))
-        self.nodes[name] = SoakNode(name, folders, harness, plugin, uid, events)
+        self.nodes[name] = SoakNode(name, folders, harness, plugin, uid, events, datafs=datafs)
         _wait_for(lambda: self.node_has_slices(name), f"ResourceSlices of {name}", watch=[plugin])
 
     # -- what faults use ------------------------------------------------------------------
@@ -300,6 +312,7 @@ class SoakStack:
                 self.log(f"supervisor: {name} did not come back yet: {err}")
                 continue
             restarted.append(name)
+        self.restarts += len(restarted)
         for node in self.nodes.values():  # outgoing instances that died are simply gone
             node.outgoing = [p for p in node.outgoing if p.running()]
         return restarted
