@@ -284,3 +284,49 @@ def test_sweep_removes_a_record_of_this_pid_left_by_an_earlier_process(
     sweep()
     assert not leftover_dir.exists()
     assert not stale.path.exists()
+
+
+def test_restarting_etcd_and_the_apiserver_keeps_ports_and_stored_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _pin_real_binaries(monkeypatch)
+    monkeypatch.setenv("DRAKIT_CACHE_DIR", str(tmp_path / "cache"))
+    with LocalCluster(ClusterConfig(build_missing=False)) as cluster:
+        body = {"metadata": {"name": "kept"}}
+        assert cluster.request("/api/v1/namespaces", "POST", body)[0] == 201
+        server, old_pids = cluster.server, {p.name: p.pid for p in cluster.processes}
+        cluster.restart("etcd")
+        cluster.restart("kube-apiserver")
+        new_pids = {p.name: p.pid for p in cluster.processes}
+        assert all(new_pids[name] != old_pids[name] for name in old_pids)
+        assert cluster.server == server
+        assert _wait_gone([pid for pid in old_pids.values() if pid is not None]) == []
+        assert cluster.request("/api/v1/namespaces/kept")[0] == 200
+
+
+def test_restarting_an_unknown_component_names_the_ones_there_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _pin_real_binaries(monkeypatch)
+    monkeypatch.setenv("DRAKIT_CACHE_DIR", str(tmp_path / "cache"))
+    with (
+        LocalCluster(ClusterConfig(build_missing=False)) as cluster,
+        pytest.raises(KeyError, match=r"kube-scheduler.*there are: etcd, kube-apiserver"),
+    ):
+        cluster.restart("kube-scheduler")
+
+
+def test_a_scheduler_started_later_uses_the_kubeconfig_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _pin_real_binaries(monkeypatch)
+    scheduler = assets.find_binary("kube-scheduler")
+    assert scheduler is not None, "kube-scheduler not built; run hack/build-binaries.sh kube"
+    monkeypatch.setenv("TEST_ASSET_KUBE_SCHEDULER", str(scheduler))
+    monkeypatch.setenv("DRAKIT_CACHE_DIR", str(tmp_path / "cache"))
+    with LocalCluster(ClusterConfig(build_missing=False)) as cluster:
+        own = tmp_path / "scheduler.kubeconfig"
+        cluster.write_kubeconfig(own, cluster.server)
+        cluster.start_scheduler(str(own))
+        assert f"--kubeconfig={own}" in cluster.component("kube-scheduler").argv
+        assert cluster.component("kube-scheduler").running()
