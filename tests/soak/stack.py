@@ -31,13 +31,14 @@ import yaml
 from drakit.demo import stack as demo
 from drakit.demo.stack import DRIVER, Component, NodeFolders
 from drakit.localcluster import ClusterConfig, LocalCluster
-from drakit.localcluster.leftovers import RunRecord
+from drakit.localcluster.leftovers import RunRecord, sweep
 from drakit.localcluster.process import ManagedProcess, StartError
 from kubeapi.client import load_client
 from kubeapi.errors import ApiError
 from kubeapi.resources import RESOURCE_SLICES, Resource
 from soak.chaosproxy import ChaosProxy
 from soak.faultfs import FaultFs, can_mount
+from soak.faultfs import sweep_leftovers as sweep_leftover_mounts
 
 #: The label that keeps each scheduler's pods on its own nodes.
 SCHEDULER_LABEL = "soak.drakit.dev/scheduler"
@@ -114,6 +115,10 @@ class SoakStack:
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
+        # What a soak killed with SIGKILL left: its tmpfs mounts first (a folder holding a
+        # mount point cannot be removed), then its processes and folders.
+        sweep_leftover_mounts()
+        sweep()
         self.root.mkdir(parents=True, exist_ok=True)
         self._record.save()
         self.backend_config.write_text(yaml.safe_dump(BACKEND_CONFIG))
