@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -39,6 +39,8 @@ from kubeapi.resources import RESOURCE_SLICES, Resource
 from soak.chaosproxy import ChaosProxy
 from soak.faultfs import FaultFs, can_mount
 from soak.faultfs import sweep_leftovers as sweep_leftover_mounts
+
+P = TypeVar("P", bound=ManagedProcess)
 
 #: The label that keeps each scheduler's pods on its own nodes.
 SCHEDULER_LABEL = "soak.drakit.dev/scheduler"
@@ -171,7 +173,7 @@ class SoakStack:
         self.proxies[component] = proxied
         return proxied
 
-    def _spawn(self, component: Component) -> Component:
+    def _spawn(self, component: P) -> P:
         component.start()
         assert component.pid is not None
         self._record.processes.append((component.pid, str(Path(component.argv[0]).resolve())))
@@ -268,15 +270,6 @@ class SoakStack:
         # The controller adds a random suffix to --identity: "controller-0_1a2b3c4d".
         return next((r for r in self.controllers if holder.partition("_")[0] == r), None)
 
-    def restart_controller(self, name: str) -> None:
-        self._spawn(self.controllers[name])  # same command line, same identity
-
-    def restart_harness(self, node: str) -> None:
-        self._spawn(self.nodes[node].harness)
-
-    def restart_plugin(self, node: str) -> None:
-        self._spawn(self.nodes[node].plugin)
-
     def start_rolling_update(self, node: str) -> Component:
         """Start a second plugin instance with a new pod UID; the old one keeps running
         (in ``outgoing``) until the caller kills or stops it."""
@@ -312,7 +305,7 @@ class SoakStack:
                 if self.cluster is not None and proc in self.cluster.processes:
                     self.cluster.restart(proc.name)
                 else:
-                    self._spawn(proc)  # type: ignore[arg-type]
+                    self._spawn(proc)
             except StartError as err:
                 self.log(f"supervisor: {name} did not come back yet: {err}")
                 continue
