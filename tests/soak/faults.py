@@ -298,13 +298,17 @@ class Injector:
             self._later(fault.duration, f"{fault.target} read-only", datafs.read_write)
 
     def _compact_etcd(self) -> None:
-        """Compact etcd at its current revision: watches behind it get 410 Gone."""
         assert self.stack.cluster is not None
-        url = self.stack.cluster.etcd_url
-        header = _etcd_post(url, "/v3/kv/range", {"key": base64.b64encode(b"/").decode()})
-        revision = int(header["header"]["revision"])
-        _etcd_post(url, "/v3/kv/compaction", {"revision": revision})
+        revision = compact_etcd(self.stack.cluster.etcd_url)
         self.record("compacted", {"revision": revision})
+
+
+def compact_etcd(etcd_url: str) -> int:
+    """Compact etcd at its current revision (watches behind it get 410 Gone); returns it."""
+    header = _etcd_post(etcd_url, "/v3/kv/range", {"key": base64.b64encode(b"/").decode()})
+    revision = int(header["header"]["revision"])
+    _etcd_post(etcd_url, "/v3/kv/compaction", {"revision": revision})
+    return revision
 
 
 def _etcd_post(base: str, path: str, body: dict[str, Any]) -> dict[str, Any]:

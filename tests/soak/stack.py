@@ -51,6 +51,10 @@ CONTROLLER_REPLICAS = 2
 #: consuming a shared counter), so claims exercise counters.
 BACKEND_CONFIG = {"gpus": 4, "partitionable": {"gpus": 1, "memory": "40Gi", "partitions": 4}}
 WAIT = 180.0
+#: kube-apiserver's --watch-cache-sizes: no watch cache for claims and slices, so their
+#: watches are served by etcd and an etcd compaction reaches them (410 Gone); with the
+#: cache, the apiserver serves an old revision from memory and compaction goes unnoticed.
+UNCACHED_WATCHES = "resourceclaims.resource.k8s.io#0,resourceslices.resource.k8s.io#0"
 #: Size of each plugin data folder's tmpfs: room for the checkpoint and its journal.
 DATAFS_BYTES = 8 * 1024 * 1024
 
@@ -125,7 +129,10 @@ class SoakStack:
         self._record.save()
         self.backend_config.write_text(yaml.safe_dump(BACKEND_CONFIG))
         self.harness_binary = demo.build_harness(demo.REPO_ROOT)
-        config = ClusterConfig(work_dir=self.root / "cluster", with_scheduler=False)
+        config = ClusterConfig(
+            work_dir=self.root / "cluster",
+            extra_apiserver_args=(f"--watch-cache-sizes={UNCACHED_WATCHES}",),
+        )
         self.cluster = LocalCluster(config)
         self.cluster.start()
         self.client = load_client(self.cluster.kubeconfig, qps=200, burst=400)
