@@ -48,9 +48,12 @@ class SoakOptions:
     fault_interval: float = 15.0
     rates: Rates = field(default_factory=Rates)
     #: The bounds the checker holds the stack to, generous for a loaded 2-core machine:
-    #: a restarted apiserver takes up to ~30 s there, a lease 10 s, harness retries 10 s.
+    #: a restarted apiserver takes up to ~30 s there, a lease 10 s, harness retries 10 s;
+    #: rules joining two readings get 5 s (one check can take seconds on a loaded machine).
     bounds: Bounds = field(
-        default_factory=lambda: Bounds(recovery_s=150.0, liveness_s=240.0, slice_heal_s=150.0)
+        default_factory=lambda: Bounds(
+            recovery_s=150.0, liveness_s=240.0, slice_heal_s=150.0, confirm_s=5.0
+        )
     )
     #: Where reproduction folders go (one per failed run); None: $TMPDIR/drakit-soak.
     out_dir: Path | None = None
