@@ -151,7 +151,11 @@ def _drive(
         checker=_plain(checker.summary()),
     )
     timeline.add("soak", "summary", {"checker": result.checker})
-    opts.log(f"soak: {result.restarts} restarts by the supervisor; checker: {result.checker}")
+    opts.log(
+        f"soak: pods by kind {result.pods_by_kind}; {result.restarts} restarts by the "
+        f"supervisor; faults that could not be applied {result.faults_failed}; "
+        f"checker: {result.checker}"
+    )
     if result.violations:
         result.repro_dir = save_reproduction(opts, stack, timeline, schedule, result)
     return result
