@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from soak.faults import KINDS, plan
@@ -44,7 +45,7 @@ def parse_duration(text: str) -> float:
     return value
 
 
-def _positive(kind: type[int] | type[float], low: float, high: float):  # type: ignore[no-untyped-def]
+def _positive(kind: type[int] | type[float], low: float, high: float) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
             value = kind(text)

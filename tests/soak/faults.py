@@ -16,6 +16,7 @@ restarts spawn processes, and ``PR_SET_PDEATHSIG`` ties a child to the thread th
 from __future__ import annotations
 
 import base64
+import functools
 import heapq
 import json
 import random
@@ -181,7 +182,7 @@ class Injector:
                     "param": fault.param,
                 },
             )
-            if self._run(fault.describe(), lambda f=fault: self._apply(f)):  # type: ignore[misc]
+            if self._run(fault.describe(), functools.partial(self._apply, fault)):
                 self.injected[fault.kind] += 1
             else:
                 self.failed[fault.kind] += 1
@@ -192,9 +193,6 @@ class Injector:
         while self._undo:
             undo = heapq.heappop(self._undo)
             self._run(f"end {undo.what}", undo.action)
-
-    def busy(self) -> bool:
-        return bool(self.pending or self._undo)
 
     def _later(self, delay: float, what: str, action: Callable[[], None]) -> None:
         self._seq += 1

@@ -17,6 +17,7 @@ not necessarily at the same instants.
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -224,7 +225,7 @@ class Workload:
 
     def _expire(self, now: float) -> None:
         for live in [p for p in self.live.values() if p.delete_at <= now]:
-            self._guarded(lambda p=live: self._delete(p))  # type: ignore[misc]
+            self._guarded(functools.partial(self._delete, live))
 
     def _delete(self, live: LivePod) -> None:
         with suppress(NotFound):
@@ -251,10 +252,10 @@ class Workload:
     def delete_everything(self) -> None:
         """Delete every pod and claim of the workload (the end of a run)."""
         for live in list(self.live.values()):
-            self._guarded(lambda p=live: self._delete(p))  # type: ignore[misc]
+            self._guarded(functools.partial(self._delete, live))
         for claim in list(self.shared_users):
             self.shared_users[claim] = 1
-            self._guarded(lambda c=claim: self._user_gone(c))  # type: ignore[misc]
+            self._guarded(functools.partial(self._user_gone, claim))
 
 
 def pod_body(name: str, scheduler: str, source: dict[str, str]) -> KubeObject:
