@@ -290,8 +290,7 @@ class SoakStack:
 
     def all_components(self) -> Iterator[tuple[str, ManagedProcess]]:
         """Every long-running process by component name (for the supervisor and logs)."""
-        assert self.cluster is not None
-        for proc in self.cluster.processes:
+        for proc in self.cluster.processes if self.cluster is not None else ():
             yield proc.name, proc
         yield from self.controllers.items()
         for node in self.nodes.values():
