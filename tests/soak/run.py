@@ -70,6 +70,8 @@ class SoakResult:
     violations: list[Violation]
     restarts: int
     elapsed: float
+    #: API calls of the workload that failed under faults (retried by the next pod, not errors).
+    workload_errors: int = 0
     #: Checker.summary(): checks run, transients and their longest duration, the bounds.
     checker: dict[str, Any] = field(default_factory=dict)
     repro_dir: Path | None = None
@@ -149,10 +151,12 @@ def _drive(
         restarts=stack.restarts,
         elapsed=timeline.elapsed(),
         checker=_plain(checker.summary()),
+        workload_errors=workload.errors,
     )
     timeline.add("soak", "summary", {"checker": result.checker})
     opts.log(
-        f"soak: pods by kind {result.pods_by_kind}; {result.restarts} restarts by the "
+        f"soak: pods by kind {result.pods_by_kind}; {result.workload_errors} workload API "
+        f"calls failed under faults; {result.restarts} restarts by the "
         f"supervisor; faults that could not be applied {result.faults_failed}; "
         f"checker: {result.checker}"
     )
