@@ -70,7 +70,7 @@ class SoakResult:
     violations: list[Violation]
     restarts: int
     elapsed: float
-    #: API calls of the workload that failed under faults (retried by the next pod, not errors).
+    #: Workload API calls that failed under faults (a delete is retried, a create is not).
     workload_errors: int = 0
     #: Checker.summary(): checks run, transients and their longest duration, the bounds.
     checker: dict[str, Any] = field(default_factory=dict)
