@@ -11,6 +11,7 @@ import pytest
 from controller_harness import RunningController
 
 from controller.app import Controller
+from controller.claimgen import claim_from_template
 from controller.config import ClaimGeneration, ControllerConfig
 from controller.naming import POD_CLAIM_NAME_ANNOTATION
 from kubeapi.errors import ServerError
@@ -248,3 +249,38 @@ def test_scoped_generation_takes_over_when_nobody_generated_within_the_grace_per
     objects.pod(namespace, "mine", templates={"gpu": "tpl"})
     statuses = eventually(lambda: pod_status_claims(objects, namespace, "mine"))
     assert list(statuses) == ["gpu"]
+
+
+def test_generation_from_a_stale_pod_keeps_the_claim_another_generator_recorded(
+    objects, api, namespace
+):
+    """Soak seed 7 (``make soak DURATION=30m SEED=7``): the leader was paused past its lease
+    and woke with a pod in its cache whose status did not yet show the claim
+    kube-controller-manager had generated and recorded meanwhile; it generated a second
+    claim and its status write replaced the first one, which was allocated and in use."""
+    cls = objects.device_class()
+    objects.template(namespace, "tpl", cls)
+    stale = objects.pod(namespace, "p", templates={"gpu": "tpl"})  # no status entry yet
+    # kube-controller-manager's work, which the paused controller's cache has not seen:
+    recorded = objects.claims.create(
+        claim_from_template(stale, "gpu", objects.templates.get("tpl", namespace)), namespace
+    )
+    name = recorded["metadata"]["name"]
+    objects.pods.patch(
+        "p",
+        {"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": name}]}},
+        namespace,
+        subresource="status",
+    )
+    config = ControllerConfig(claim_generation=ClaimGeneration.SCOPED, scoped_generation_grace=0)
+    controller = Controller(api, config)  # not running: only its template cache is filled,
+    templates = controller.caches.templates  # its claim cache knows nothing: a stale view
+    templates.start()
+    try:
+        assert templates.wait_for_sync(60)
+        controller.generator.sync(stale)
+    finally:
+        templates.stop()
+
+    assert [c["metadata"]["name"] for c in objects.pod_claims(namespace, "p")] == [name]
+    assert pod_status_claims(objects, namespace, "p") == {"gpu": name}
