@@ -138,6 +138,7 @@ def _drive(
         safety.stop()
         safety.extend(checker.check_quiet())
     finally:
+        injector.finish()  # interrupted: resume paused processes before waiting on threads
         safety.stop()
         workload.stop()
         recorder.stop()
