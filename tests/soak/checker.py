@@ -71,6 +71,7 @@ as transients, with the longest one per invariant.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -136,7 +137,11 @@ class _Stats:
 
 
 class Checker:
-    """Judges the invariants of issue 16 on a live cluster; not thread-safe (one caller).
+    """Judges the invariants of issue 16 on a live cluster.
+
+    Thread-safe: :meth:`check_safety` may run on a thread of its own while
+    :meth:`wait_liveness` or :meth:`check_quiet` run on another (episodes, counters and the
+    device cache are guarded by one lock; readings happen outside it).
 
     ``client`` is a kubeapi API client (``kubeapi.client.load_client``); ``driver`` the DRA
     driver whose devices, slices and files are judged; ``nodes`` the simulated nodes whose
@@ -161,6 +166,7 @@ class Checker:
         self.bounds = bounds
         self.scope = None if namespaces is None else set(namespaces)
         self._clock = clock
+        self._lock = threading.RLock()
         self._episodes: dict[tuple[str, str], _Episode] = {}
         self._known_devices: dict[DeviceKey, Device] = {}
         self._stats = _Stats()
@@ -187,7 +193,7 @@ class Checker:
         state = self._read()
         files = self._read_files()
         findings = [
-            *inv.device_findings(state, self.driver, self._known_devices),
+            *inv.device_findings(state, self.driver, self._devices()),
             *inv.claim_findings(state, self.driver, self.scope),
             *inv.reservation_findings(state, self.scope),
             *inv.prepared_findings(state, self.driver, files, self.scope),
@@ -265,17 +271,19 @@ class Checker:
 
     def summary(self) -> dict[str, Any]:
         """Checks run, failed readings, violations and transients by invariant, the bounds."""
-        return {
-            "checks": self._stats.checks,
-            "failed_reads": self._stats.failed_reads,
-            "blind_s": round(self._stats.blind_s, 1),
-            "violations": dict(self._stats.violations),
-            "transients": dict(self._stats.transients),
-            "longest_transient_s": {
-                k: round(v, 1) for k, v in self._stats.longest_transient_s.items()
-            },
-            "bounds": asdict(self.bounds),
-        }
+        with self._lock:
+            return {
+                "checks": self._stats.checks,
+                "failed_reads": self._stats.failed_reads,
+                "blind_s": round(self._stats.blind_s, 1),
+                "violations": dict(self._stats.violations),
+                "transients": dict(self._stats.transients),
+                "longest_transient_s": {
+                    k: round(v, 1) for k, v in self._stats.longest_transient_s.items()
+                },
+                "open_findings": len(self._episodes),
+                "bounds": asdict(self.bounds),
+            }
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -288,21 +296,28 @@ class Checker:
         try:
             state = read_cluster(self.client, self.driver)
         except Exception:
-            self._stats.failed_reads += 1
-            self._blind = True
+            with self._lock:
+                self._stats.failed_reads += 1
+                self._blind = True
             raise
-        now = self._clock()
-        if self._blind and self._last_good is not None:
-            gap = now - self._last_good
-            self._stats.blind_s += gap
-            for episode in self._episodes.values():
-                episode.first_seen += gap
-        self._blind = False
-        self._last_good = now
-        for pool in state.pools.values():
-            for name, device in pool.devices.items():
-                self._known_devices[(self.driver, pool.name, name)] = device
+        with self._lock:
+            now = self._clock()
+            if self._blind and self._last_good is not None:
+                gap = now - self._last_good
+                self._stats.blind_s += gap
+                for episode in self._episodes.values():
+                    episode.first_seen += gap
+            self._blind = False
+            self._last_good = now
+            for pool in state.pools.values():
+                for name, device in pool.devices.items():
+                    self._known_devices[(self.driver, pool.name, name)] = device
         return state
+
+    def _devices(self) -> dict[DeviceKey, Device]:
+        """Every device ever seen in a slice (a copy, safe to use outside the lock)."""
+        with self._lock:
+            return dict(self._known_devices)
 
     def _read_patiently(self, deadline: float) -> ClusterState | None:
         """A reading, retried each second until ``deadline``; None if none succeeded."""
@@ -330,23 +345,25 @@ class Checker:
 
     def _judge(self, findings: list[Finding]) -> list[Violation]:
         """Hold each finding to its bound; forget episodes whose finding cleared."""
-        self._stats.checks += 1
-        now = self._clock()
-        current = {f.key: f for f in findings}
-        for key in [k for k in self._episodes if k not in current]:
-            self._end_episode(key, now)
-        due: list[Violation] = []
-        for key, finding in current.items():
-            episode = self._episodes.setdefault(key, _Episode(first_seen=now))
-            lasted = now - episode.first_seen
-            if not episode.reported and lasted >= self._bound.get(finding.invariant, 0.0):
-                episode.reported = True
-                due.append(
-                    Violation(
-                        finding.invariant, finding.subject, finding.detail, time.time(), lasted
+        with self._lock:
+            self._stats.checks += 1
+            now = self._clock()
+            current = {f.key: f for f in findings}
+            for key in [k for k in self._episodes if k not in current]:
+                self._end_episode(key, now)
+            due: list[Violation] = []
+            for key, finding in current.items():
+                episode = self._episodes.setdefault(key, _Episode(first_seen=now))
+                lasted = now - episode.first_seen
+                bound = self._bound.get(finding.invariant, 0.0)
+                if not episode.reported and lasted >= bound:
+                    episode.reported = True
+                    due.append(
+                        Violation(
+                            finding.invariant, finding.subject, finding.detail, time.time(), lasted
+                        )
                     )
-                )
-        self._count(due)
+            self._count(due)
         return due
 
     def _end_episode(self, key: tuple[str, str], now: float) -> None:
@@ -360,8 +377,9 @@ class Checker:
         longest[invariant] = max(longest.get(invariant, 0.0), lasted)
 
     def _count(self, violations: list[Violation]) -> None:
-        for violation in violations:
-            self._stats.violations[violation.invariant] += 1
+        with self._lock:
+            for violation in violations:
+                self._stats.violations[violation.invariant] += 1
 
     def _unsettled(self, pod: Pod, state: ClusterState, files: Mapping[str, NodeFiles]) -> str:
         """Why ``pod`` has not settled yet ("" once it has).
