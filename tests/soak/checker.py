@@ -131,6 +131,8 @@ class _Stats:
     checks: int = 0
     failed_reads: int = 0
     blind_s: float = 0.0
+    check_seconds_total: float = 0.0  # wall time of the safety checks (reading included)
+    check_seconds_max: float = 0.0
     violations: Counter[str] = field(default_factory=Counter)
     transients: Counter[str] = field(default_factory=Counter)
     longest_transient_s: dict[str, float] = field(default_factory=dict)
@@ -190,6 +192,7 @@ class Checker:
         Returns the violations that became due in this check. Raises the kubeapi error
         when the apiserver cannot be read (under faults, the caller logs it and goes on).
         """
+        started = time.monotonic()
         state = self._read()
         files = self._read_files()
         findings = [
@@ -205,7 +208,12 @@ class Checker:
             ),
             *(Finding(inv.UNREADABLE, "slices", p) for p in state.unreadable),
         ]
-        return self._judge(findings)
+        due = self._judge(findings)
+        with self._lock:
+            took = time.monotonic() - started
+            self._stats.check_seconds_total += took
+            self._stats.check_seconds_max = max(self._stats.check_seconds_max, took)
+        return due
 
     def check_quiet(self, timeout: float | None = None) -> list[Violation]:
         """The once-quiet invariants, after the faults stopped and the pods settled.
@@ -221,7 +229,7 @@ class Checker:
             state = self._read_patiently(deadline)
             if state is None:
                 return self._unreachable()
-            findings = inv.quiet_findings(state, self._read_files())
+            findings = inv.quiet_findings(state, self._read_files(specs_too=True))
             if not findings or self._clock() >= deadline:
                 break
             time.sleep(POLL_SECONDS)
@@ -270,7 +278,8 @@ class Checker:
         return [violation]
 
     def summary(self) -> dict[str, Any]:
-        """Checks run, failed readings, violations and transients by invariant, the bounds."""
+        """Checks run, failed readings, seconds without a reading, violations and transients
+        by invariant, findings open now, how long a safety check takes, the bounds."""
         with self._lock:
             return {
                 "checks": self._stats.checks,
@@ -282,6 +291,10 @@ class Checker:
                     k: round(v, 1) for k, v in self._stats.longest_transient_s.items()
                 },
                 "open_findings": len(self._episodes),
+                "check_seconds": {
+                    "mean": round(self._stats.check_seconds_total / max(self._stats.checks, 1), 3),
+                    "max": round(self._stats.check_seconds_max, 3),
+                },
                 "bounds": asdict(self.bounds),
             }
 
@@ -329,10 +342,12 @@ class Checker:
                     return None
                 time.sleep(POLL_SECONDS)
 
-    def _read_files(self) -> dict[str, NodeFiles]:
+    def _read_files(self, *, specs_too: bool = False) -> dict[str, NodeFiles]:
+        """Each node's checkpoint, and its CDI specs when ``specs_too`` (only the quiet
+        checks look at specs; reading them every second would cost a file per claim)."""
         files: dict[str, NodeFiles] = {}
         for node in self.nodes:
-            specs = read_cdi_specs(node.cdi_dir, self.driver)
+            specs = read_cdi_specs(node.cdi_dir, self.driver) if specs_too else {}
             try:
                 checkpoint = read_checkpoint(node.checkpoint_path)
             except (UnreadableFileError, OSError) as err:
