@@ -23,7 +23,8 @@ What each invariant checks (subjects name the objects; details say what is wrong
 * ``finalizer-without-allocation``: a claim being deleted, or reserved, does not keep the
   finalizer without an allocation.
 * ``orphaned-generated-claim``: a claim generated for a pod (controller owner reference,
-  or the pod-claim-name annotation) does not outlive the pod (by UID).
+  or the pod-claim-name annotation) does not outlive the pod (by UID): the pod is gone,
+  terminal, or was deleted before it was bound (kube-controller-manager's ``isPodDone``).
 * ``slice-missing``: every watched node has a complete pool (newest generation, all its
   ``resourceSliceCount`` slices) of the driver.
 * ``unreadable-state``: the checker could read each node's checkpoint and the slices'

@@ -255,13 +255,22 @@ def test_a_generated_claim_that_outlives_its_pod_is_reported_after_the_recovery_
 ) -> None:
     pod = world.pod("p", {}, None, running=False)
     world.claim("p-gpu", finalizer=False, owner=pod)
+    done = world.pod("done", {}, None, running=False)
+    world.claim("done-gpu", finalizer=False, owner=done)
     clock = FakeClock()
     checker = world.checker(clock, recovery_s=30.0)
-    assert checker.check_safety() == []  # its pod exists
+    assert checker.check_safety() == []  # their pods exist and may still run
     world.pods.delete("p", world.namespace, grace_period_seconds=0)
-    assert checker.check_safety() == []  # gone for 0 s
+    world.pods.update_status(
+        {**world.pods.get("done", world.namespace), "status": {"phase": "Succeeded"}}
+    )
+    assert checker.check_safety() == []  # for 0 s
     clock.advance(30.0)
-    assert invariants(checker.check_safety()) == ["orphaned-generated-claim"]
+    found = checker.check_safety()
+    assert invariants(found) == ["orphaned-generated-claim"] * 2
+    details = {v.subject.split()[0]: v.detail for v in found}
+    assert "no longer exists" in details[f"{world.namespace}/p-gpu"]
+    assert "Succeeded" in details[f"{world.namespace}/done-gpu"]
 
 
 def test_a_node_without_slices_is_reported_after_the_self_heal_bound(world: World) -> None:
