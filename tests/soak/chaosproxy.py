@@ -45,8 +45,9 @@ from dataclasses import dataclass
 from typing import Any
 
 MODES = ("pass", "drop_new", "reset_all", "delay", "blackhole")
-#: How often blocked socket calls wake up to look at resets and mode changes.
-POLL_SECONDS = 0.1
+#: How often blocked socket calls wake up to look at resets and mode changes (a fallback:
+#: a reset shuts the sockets' reading side, which wakes a blocked read at once).
+POLL_SECONDS = 1.0
 CHUNK = 64 * 1024
 UPSTREAM_CONNECT_TIMEOUT = 5.0
 #: A delay longer than this is a mistake (a watch would just look dead).
@@ -121,6 +122,9 @@ class ChaosProxy:
             for conn in self._connections:
                 self._mark_reset(conn)
             self._lock.notify_all()
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
         for thread in list(self._threads):
             thread.join(timeout=10)
         if self._listener is not None:
@@ -222,7 +226,7 @@ class ChaosProxy:
 
     def _connect(self, conn: _Connection) -> None:
         """Wait out a blackhole or delay, then connect upstream and start both pumps."""
-        if not self._hold(conn, connecting=True):
+        if not self._hold(conn):
             self._finish(conn, pumps=2)
             return
         try:
@@ -253,26 +257,28 @@ class ChaosProxy:
             except OSError:
                 break
             if not data:
-                with contextlib.suppress(OSError):
-                    dst.shutdown(socket.SHUT_WR)  # pass the EOF on; the other way goes on
+                if not conn.stopped:  # a real EOF, not our own shutdown for a reset
+                    with contextlib.suppress(OSError):
+                        dst.shutdown(socket.SHUT_WR)  # pass it on
                 break
-            if not self._hold(conn, connecting=False) or not self._send(conn, dst, data):
+            if not self._hold(conn) or not self._send(conn, dst, data):
                 break
             with self._lock:
                 self._counts[direction] += len(data)
         self._finish(conn, pumps=1)
 
-    def _hold(self, conn: _Connection, *, connecting: bool) -> bool:
-        """Wait while the mode blackholes, then out the delay; False once ``conn`` is reset."""
+    def _hold(self, conn: _Connection) -> bool:
+        """Wait while the mode blackholes, then out the delay; False once ``conn`` is reset.
+
+        Mode changes and resets notify the lock's waiters, so neither wait polls.
+        """
         with self._lock:
             while self._mode == "blackhole" and not conn.stopped:
                 self._lock.wait(POLL_SECONDS)
-            delay = self._delay
-        if delay:
-            deadline = time.monotonic() + delay
-            while not conn.stopped and time.monotonic() < deadline:
-                time.sleep(min(POLL_SECONDS, deadline - time.monotonic()))
-        return not conn.stopped
+            deadline = time.monotonic() + self._delay
+            while not conn.stopped and (left := deadline - time.monotonic()) > 0:
+                self._lock.wait(left)
+            return not conn.stopped
 
     def _send(self, conn: _Connection, dst: socket.socket, data: bytes) -> bool:
         view = memoryview(data)
@@ -290,11 +296,24 @@ class ChaosProxy:
         """Under the lock: make the pumps stop and their close send RST on both sides."""
         if conn.stopped:
             return
-        conn.stopped = True
         self._counts["reset"] += 1
-        _rst_on_close(conn.client)
-        if conn.upstream is not None:
-            _rst_on_close(conn.upstream)
+        for sock in (conn.client, conn.upstream):
+            if sock is not None:
+                _rst_on_close(sock)
+        self._stop_pumps(conn)
+
+    def _stop_pumps(self, conn: _Connection) -> None:
+        """Under the lock: mark ``conn`` stopped and wake its pumps and waits at once.
+
+        Shutting the reading side down wakes a pump blocked in ``recv`` (Linux sends nothing
+        for it); the pump sees ``stopped`` and does not pass an EOF on.
+        """
+        conn.stopped = True
+        for sock in (conn.client, conn.upstream):
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RD)
+        self._lock.notify_all()
 
     def _finish(self, conn: _Connection, *, pumps: int) -> None:
         """One pump (or the connector, for both) is done; the last one closes the sockets."""
@@ -303,7 +322,7 @@ class ChaosProxy:
             if conn.open_pumps > 0:
                 # The other direction may be blocked on a peer that will never speak again;
                 # a connection with one side gone is over (as a kernel proxy would see it).
-                conn.stopped = True
+                self._stop_pumps(conn)
                 return
             self._connections.discard(conn)
         for sock in (conn.client, conn.upstream):

@@ -23,7 +23,8 @@ What each invariant checks (subjects name the objects; details say what is wrong
 * ``finalizer-without-allocation``: a claim being deleted, or reserved, does not keep the
   finalizer without an allocation.
 * ``orphaned-generated-claim``: a claim generated for a pod (controller owner reference,
-  or the pod-claim-name annotation) does not outlive the pod (by UID).
+  or the pod-claim-name annotation) does not outlive the pod (by UID): the pod is gone,
+  terminal, or was deleted before it was bound (kube-controller-manager's ``isPodDone``).
 * ``slice-missing``: every watched node has a complete pool (newest generation, all its
   ``resourceSliceCount`` slices) of the driver.
 * ``unreadable-state``: the checker could read each node's checkpoint and the slices'
@@ -71,6 +72,7 @@ as transients, with the longest one per invariant.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -130,13 +132,19 @@ class _Stats:
     checks: int = 0
     failed_reads: int = 0
     blind_s: float = 0.0
+    check_seconds_total: float = 0.0  # wall time of the safety checks (reading included)
+    check_seconds_max: float = 0.0
     violations: Counter[str] = field(default_factory=Counter)
     transients: Counter[str] = field(default_factory=Counter)
     longest_transient_s: dict[str, float] = field(default_factory=dict)
 
 
 class Checker:
-    """Judges the invariants of issue 16 on a live cluster; not thread-safe (one caller).
+    """Judges the invariants of issue 16 on a live cluster.
+
+    Thread-safe: :meth:`check_safety` may run on a thread of its own while
+    :meth:`wait_liveness` or :meth:`check_quiet` run on another (episodes, counters and the
+    device cache are guarded by one lock; readings happen outside it).
 
     ``client`` is a kubeapi API client (``kubeapi.client.load_client``); ``driver`` the DRA
     driver whose devices, slices and files are judged; ``nodes`` the simulated nodes whose
@@ -161,6 +169,7 @@ class Checker:
         self.bounds = bounds
         self.scope = None if namespaces is None else set(namespaces)
         self._clock = clock
+        self._lock = threading.RLock()
         self._episodes: dict[tuple[str, str], _Episode] = {}
         self._known_devices: dict[DeviceKey, Device] = {}
         self._stats = _Stats()
@@ -184,10 +193,11 @@ class Checker:
         Returns the violations that became due in this check. Raises the kubeapi error
         when the apiserver cannot be read (under faults, the caller logs it and goes on).
         """
+        started = time.monotonic()
         state = self._read()
         files = self._read_files()
         findings = [
-            *inv.device_findings(state, self.driver, self._known_devices),
+            *inv.device_findings(state, self.driver, self._devices()),
             *inv.claim_findings(state, self.driver, self.scope),
             *inv.reservation_findings(state, self.scope),
             *inv.prepared_findings(state, self.driver, files, self.scope),
@@ -199,7 +209,12 @@ class Checker:
             ),
             *(Finding(inv.UNREADABLE, "slices", p) for p in state.unreadable),
         ]
-        return self._judge(findings)
+        due = self._judge(findings)
+        with self._lock:
+            took = time.monotonic() - started
+            self._stats.check_seconds_total += took
+            self._stats.check_seconds_max = max(self._stats.check_seconds_max, took)
+        return due
 
     def check_quiet(self, timeout: float | None = None) -> list[Violation]:
         """The once-quiet invariants, after the faults stopped and the pods settled.
@@ -215,7 +230,7 @@ class Checker:
             state = self._read_patiently(deadline)
             if state is None:
                 return self._unreachable()
-            findings = inv.quiet_findings(state, self._read_files())
+            findings = inv.quiet_findings(state, self._read_files(specs_too=True))
             if not findings or self._clock() >= deadline:
                 break
             time.sleep(POLL_SECONDS)
@@ -264,18 +279,25 @@ class Checker:
         return [violation]
 
     def summary(self) -> dict[str, Any]:
-        """Checks run, failed readings, violations and transients by invariant, the bounds."""
-        return {
-            "checks": self._stats.checks,
-            "failed_reads": self._stats.failed_reads,
-            "blind_s": round(self._stats.blind_s, 1),
-            "violations": dict(self._stats.violations),
-            "transients": dict(self._stats.transients),
-            "longest_transient_s": {
-                k: round(v, 1) for k, v in self._stats.longest_transient_s.items()
-            },
-            "bounds": asdict(self.bounds),
-        }
+        """Checks run, failed readings, seconds without a reading, violations and transients
+        by invariant, findings open now, how long a safety check takes, the bounds."""
+        with self._lock:
+            return {
+                "checks": self._stats.checks,
+                "failed_reads": self._stats.failed_reads,
+                "blind_s": round(self._stats.blind_s, 1),
+                "violations": dict(self._stats.violations),
+                "transients": dict(self._stats.transients),
+                "longest_transient_s": {
+                    k: round(v, 1) for k, v in self._stats.longest_transient_s.items()
+                },
+                "open_findings": len(self._episodes),
+                "check_seconds": {
+                    "mean": round(self._stats.check_seconds_total / max(self._stats.checks, 1), 3),
+                    "max": round(self._stats.check_seconds_max, 3),
+                },
+                "bounds": asdict(self.bounds),
+            }
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -288,21 +310,28 @@ class Checker:
         try:
             state = read_cluster(self.client, self.driver)
         except Exception:
-            self._stats.failed_reads += 1
-            self._blind = True
+            with self._lock:
+                self._stats.failed_reads += 1
+                self._blind = True
             raise
-        now = self._clock()
-        if self._blind and self._last_good is not None:
-            gap = now - self._last_good
-            self._stats.blind_s += gap
-            for episode in self._episodes.values():
-                episode.first_seen += gap
-        self._blind = False
-        self._last_good = now
-        for pool in state.pools.values():
-            for name, device in pool.devices.items():
-                self._known_devices[(self.driver, pool.name, name)] = device
+        with self._lock:
+            now = self._clock()
+            if self._blind and self._last_good is not None:
+                gap = now - self._last_good
+                self._stats.blind_s += gap
+                for episode in self._episodes.values():
+                    episode.first_seen += gap
+            self._blind = False
+            self._last_good = now
+            for pool in state.pools.values():
+                for name, device in pool.devices.items():
+                    self._known_devices[(self.driver, pool.name, name)] = device
         return state
+
+    def _devices(self) -> dict[DeviceKey, Device]:
+        """Every device ever seen in a slice (a copy, safe to use outside the lock)."""
+        with self._lock:
+            return dict(self._known_devices)
 
     def _read_patiently(self, deadline: float) -> ClusterState | None:
         """A reading, retried each second until ``deadline``; None if none succeeded."""
@@ -314,10 +343,12 @@ class Checker:
                     return None
                 time.sleep(POLL_SECONDS)
 
-    def _read_files(self) -> dict[str, NodeFiles]:
+    def _read_files(self, *, specs_too: bool = False) -> dict[str, NodeFiles]:
+        """Each node's checkpoint, and its CDI specs when ``specs_too`` (only the quiet
+        checks look at specs; reading them every second would cost a file per claim)."""
         files: dict[str, NodeFiles] = {}
         for node in self.nodes:
-            specs = read_cdi_specs(node.cdi_dir, self.driver)
+            specs = read_cdi_specs(node.cdi_dir, self.driver) if specs_too else {}
             try:
                 checkpoint = read_checkpoint(node.checkpoint_path)
             except (UnreadableFileError, OSError) as err:
@@ -330,23 +361,25 @@ class Checker:
 
     def _judge(self, findings: list[Finding]) -> list[Violation]:
         """Hold each finding to its bound; forget episodes whose finding cleared."""
-        self._stats.checks += 1
-        now = self._clock()
-        current = {f.key: f for f in findings}
-        for key in [k for k in self._episodes if k not in current]:
-            self._end_episode(key, now)
-        due: list[Violation] = []
-        for key, finding in current.items():
-            episode = self._episodes.setdefault(key, _Episode(first_seen=now))
-            lasted = now - episode.first_seen
-            if not episode.reported and lasted >= self._bound.get(finding.invariant, 0.0):
-                episode.reported = True
-                due.append(
-                    Violation(
-                        finding.invariant, finding.subject, finding.detail, time.time(), lasted
+        with self._lock:
+            self._stats.checks += 1
+            now = self._clock()
+            current = {f.key: f for f in findings}
+            for key in [k for k in self._episodes if k not in current]:
+                self._end_episode(key, now)
+            due: list[Violation] = []
+            for key, finding in current.items():
+                episode = self._episodes.setdefault(key, _Episode(first_seen=now))
+                lasted = now - episode.first_seen
+                bound = self._bound.get(finding.invariant, 0.0)
+                if not episode.reported and lasted >= bound:
+                    episode.reported = True
+                    due.append(
+                        Violation(
+                            finding.invariant, finding.subject, finding.detail, time.time(), lasted
+                        )
                     )
-                )
-        self._count(due)
+            self._count(due)
         return due
 
     def _end_episode(self, key: tuple[str, str], now: float) -> None:
@@ -360,8 +393,9 @@ class Checker:
         longest[invariant] = max(longest.get(invariant, 0.0), lasted)
 
     def _count(self, violations: list[Violation]) -> None:
-        for violation in violations:
-            self._stats.violations[violation.invariant] += 1
+        with self._lock:
+            for violation in violations:
+                self._stats.violations[violation.invariant] += 1
 
     def _unsettled(self, pod: Pod, state: ClusterState, files: Mapping[str, NodeFiles]) -> str:
         """Why ``pod`` has not settled yet ("" once it has).

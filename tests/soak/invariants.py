@@ -182,15 +182,25 @@ def claim_findings(state: ClusterState, driver: str, in_scope: set[str] | None) 
                     f"has {DELETE_PROTECTION} but no allocation ({why})",
                 )
             )
-        if claim.generated and claim.owner_pod_uid not in pods:
-            findings.append(
-                Finding(
-                    ORPHANED_GENERATED_CLAIM,
-                    subject,
-                    f"generated for pod uid {claim.owner_pod_uid or '?'}, which no longer exists",
-                )
-            )
+        if claim.generated:
+            gone = _owner_gone(claim, pods)
+            if gone:
+                findings.append(Finding(ORPHANED_GENERATED_CLAIM, subject, gone))
     return findings
+
+
+def _owner_gone(claim: Claim, pods: Mapping[str, Pod]) -> str:
+    """Why a generated claim's pod no longer needs it ("" while it may): the pod is gone,
+    or done as kube-controller-manager judges it (terminal, or deleted before it was
+    bound), after which it deletes the claim."""
+    pod = pods.get(claim.owner_pod_uid or "")
+    if pod is None:
+        return f"generated for pod uid {claim.owner_pod_uid or '?'}, which no longer exists"
+    if pod.terminal:
+        return f"generated for pod {pod.ref}, which is {pod.phase}"
+    if pod.deleting and not pod.node_name:
+        return f"generated for pod {pod.ref}, which was deleted before it was bound"
+    return ""
 
 
 def reservation_findings(state: ClusterState, in_scope: set[str] | None) -> list[Finding]:

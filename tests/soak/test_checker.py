@@ -4,6 +4,7 @@ their bounds (a fake clock moves time; nothing here depends on how fast the mach
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -254,13 +255,22 @@ def test_a_generated_claim_that_outlives_its_pod_is_reported_after_the_recovery_
 ) -> None:
     pod = world.pod("p", {}, None, running=False)
     world.claim("p-gpu", finalizer=False, owner=pod)
+    done = world.pod("done", {}, None, running=False)
+    world.claim("done-gpu", finalizer=False, owner=done)
     clock = FakeClock()
     checker = world.checker(clock, recovery_s=30.0)
-    assert checker.check_safety() == []  # its pod exists
+    assert checker.check_safety() == []  # their pods exist and may still run
     world.pods.delete("p", world.namespace, grace_period_seconds=0)
-    assert checker.check_safety() == []  # gone for 0 s
+    world.pods.update_status(
+        {**world.pods.get("done", world.namespace), "status": {"phase": "Succeeded"}}
+    )
+    assert checker.check_safety() == []  # for 0 s
     clock.advance(30.0)
-    assert invariants(checker.check_safety()) == ["orphaned-generated-claim"]
+    found = checker.check_safety()
+    assert invariants(found) == ["orphaned-generated-claim"] * 2
+    details = {v.subject.split()[0]: v.detail for v in found}
+    assert "no longer exists" in details[f"{world.namespace}/p-gpu"]
+    assert "Succeeded" in details[f"{world.namespace}/done-gpu"]
 
 
 def test_a_node_without_slices_is_reported_after_the_self_heal_bound(world: World) -> None:
@@ -345,3 +355,32 @@ def test_time_without_the_apiserver_does_not_count_towards_a_bound(
             client.close()
     assert invariants(found) == ["slice-missing"] and found[0].subject == node
     assert checker.summary()["blind_s"] == 101.0
+
+
+def test_safety_checks_on_a_thread_and_the_liveness_wait_run_side_by_side(world: World) -> None:
+    """As the soak uses it: check_safety every so often on a thread of its own while the
+    main thread waits for liveness; findings (a node without slices) keep episodes open."""
+    world.node()
+    world.pod("stuck", {}, None, running=False)
+    checker = world.checker(slice_heal_s=3600.0)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def safety_loop() -> None:
+        try:
+            while not stop.is_set():
+                assert checker.check_safety() == []
+        except BaseException as err:  # reported by the assertion below
+            errors.append(err)
+
+    thread = threading.Thread(target=safety_loop)
+    thread.start()
+    try:
+        found = [checker.wait_liveness([world.namespace], timeout=0) for _ in range(10)]
+    finally:
+        stop.set()
+        thread.join(60)
+    assert errors == []
+    assert all(invariants(f) == ["liveness"] for f in found)
+    summary = checker.summary()
+    assert summary["violations"] == {"liveness": 10} and summary["open_findings"] == 1
