@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv binaries compat-binaries test-compat node-assets test-node tools manifests codegen verify lint format typecheck imports test unit integration e2e bench demo clean
+.PHONY: all venv binaries compat-binaries test-compat node-assets test-node soak tools manifests codegen verify lint format typecheck imports test unit integration e2e bench demo clean
 
 all: test
 
@@ -65,7 +65,7 @@ test: verify binaries node-assets
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 unit: venv
-	$(VENV)/bin/pytest -m "not integration and not e2e and not node and not differential" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not integration and not e2e and not node and not differential and not soak" $(PYTEST_ARGS)
 
 integration: venv binaries
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
@@ -98,6 +98,16 @@ test-compat: venv compat-binaries
 
 bench: venv binaries
 	hack/bench.sh
+
+# The chaos soak (tests/soak): pods churn while seeded faults kill, pause and cut off every
+# component; ends with one summary line and exits non-zero on any violation.
+# `PYTHONPATH=tests .venv/bin/python -m soak --help` explains the options.
+DURATION ?= 30m
+SEED ?= 1
+SOAK_ARGS ?=
+soak: venv binaries
+	@hack/build-binaries.sh kubelet-harness >/dev/null
+	PYTHONPATH=tests $(PY) -m soak --duration $(DURATION) --seed $(SEED) $(SOAK_ARGS)
 
 # DEMO_ARGS=--hold stops before the clean-up so you can look around.
 demo: venv binaries

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from allocator.features import Features
@@ -57,6 +58,11 @@ def _allocator_features(api: Any, config: ControllerConfig) -> Features | None:
     if config.allocator_features is not None or not config.detect_cluster:
         return config.allocator_features
     return features_for_cluster(api)
+
+
+#: When the fence is closed a key waits this long; by then the replica stopped leading
+#: (and exits) or renewed its Lease.
+FENCED_RETRY_SECONDS = 1.0
 
 
 class Controller:
@@ -128,6 +134,8 @@ class Controller:
                 list_claims=self.caches.claims.list,
             )
         self.started = threading.Event()
+        #: Whether this replica may act now (leader election sets it; default: always).
+        self.fence: Callable[[], bool] = lambda: True
 
     # -- running -------------------------------------------------------------------------------
 
@@ -158,6 +166,9 @@ class Controller:
         A write refused because the namespace is being deleted ends the key quietly: its
         objects are all going away, and a retry would only warn again.
         """
+        if not self.fence():
+            logger.warning("Not acting: the leader Lease may be lost", extra={"key": key})
+            return FENCED_RETRY_SECONDS
         try:
             return self._sync_key(key)
         except ApiError as err:

@@ -13,9 +13,12 @@ a pod claim from ever getting two claims:
 4. otherwise create one from the template (labels and annotations copied, never changed in
    the cached template).
 
-The status is written once per pod by server-side apply with the *complete* list of entries
-(applying only new ones would make the apply drop the others, kubernetes #138407), with the
-pod's UID as precondition.
+The checks start from the live pod, not the cached one, whenever a pod claim looks pending:
+the informer may lag behind another generator (kube-controller-manager beside a scoped
+drakit). The status is written once per pod by server-side apply with the *complete* list of
+entries (applying only new ones would make the apply drop the others, kubernetes #138407),
+with the pod's UID and resourceVersion as preconditions: a write never replaces entries it
+has not seen.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from controller.naming import (
     FIELD_MANAGER,
     POD_CLAIM_NAME_ANNOTATION,
     generate_name,
+    has_pending_generated_claims,
     is_for_pod,
     meta,
     pod_claim_status_entries,
@@ -80,6 +84,11 @@ class ClaimGenerator:
         """
         if meta(pod).get("deletionTimestamp"):
             return
+        if has_pending_generated_claims(pod):
+            live = self._live_pod(pod)
+            if live is None or meta(live).get("deletionTimestamp"):
+                return
+            pod = live
         new_entries: dict[str, str] = {}
         failure: Exception | None = None
         for pod_claim in (pod.get("spec") or {}).get("resourceClaims") or ():
@@ -96,6 +105,20 @@ class ClaimGenerator:
             raise failure
         if new_entries:
             self._write_status(pod, new_entries)
+
+    def _live_pod(self, cached: KubeObject) -> KubeObject | None:
+        """The pod as the API server has it now (None when it is gone or was recreated).
+
+        The informer may lag (a watch cut off, a process paused past its lease): another
+        generator, kube-controller-manager beside a scoped drakit, may have recorded a claim
+        the cached pod does not show yet. Deciding from the cache would create a second
+        claim and replace the recorded one in the status (soak seed 7).
+        """
+        try:
+            live = self._pods.get(str(meta(cached)["name"]), str(meta(cached)["namespace"]))
+        except NotFound:
+            return None
+        return live if meta(live).get("uid") == meta(cached).get("uid") else None
 
     # -- one pod claim ---------------------------------------------------------------------------
 
@@ -193,6 +216,9 @@ class ClaimGenerator:
                 "name": meta(pod)["name"],
                 "namespace": meta(pod)["namespace"],
                 "uid": meta(pod)["uid"],  # precondition: never write to a recreated pod
+                # and not over entries written since this version (the live pod when a
+                # claim was missing): a conflict is retried with a fresh read.
+                "resourceVersion": meta(pod)["resourceVersion"],
             },
             "status": {
                 "resourceClaimStatuses": [

@@ -43,6 +43,9 @@ def run_leader_elected(
         if on_leading is not None:
             on_leading(True)
         controller = build()
+        # Act only while the Lease is surely ours: a replica paused past its renew deadline
+        # wakes with every worker at once, before the elector notices it lost the Lease.
+        controller.fence = elector.holds_lease
         controller.run(_either(leading_stopped, stop))
 
     def stopped_leading() -> None:

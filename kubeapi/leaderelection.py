@@ -103,6 +103,7 @@ class LeaderElector:
         self._last_read: float | None = None  # when we last read the Lease (monotonic)
         self._leader = ""
         self._is_leader = False
+        self._renewed_at: float | None = None  # last successful acquire or renew (monotonic)
         self._thread: threading.Thread | None = None
         self._worker: threading.Thread | None = None
 
@@ -119,6 +120,7 @@ class LeaderElector:
         """Campaign until we lead, lead until we can't renew or ``stop()``, then return."""
         if not self._acquire():
             return
+        self._mark_renewed()
         self._leading_stopped.clear()
         self._worker = threading.Thread(
             target=self._run_leader_callback, name="leader", daemon=True
@@ -143,6 +145,22 @@ class LeaderElector:
     def is_leader(self) -> bool:
         with self._lock:
             return self._is_leader
+
+    def holds_lease(self) -> bool:
+        """True while leading and the last successful renew is younger than the renew
+        deadline, on our monotonic clock.
+
+        ``is_leader()`` stays True until the renew loop notices a missed deadline; a process
+        paused past it (SIGSTOP, a stalled VM) wakes with all its threads at once, and a
+        standby may already lead. Work that must not run twice checks this first.
+        """
+        with self._lock:
+            renewed, leading = self._renewed_at, self._is_leader
+        return (
+            leading
+            and renewed is not None
+            and (self._clock() - renewed < self.config.renew_deadline)
+        )
 
     @property
     def leader(self) -> str:
@@ -181,11 +199,16 @@ class LeaderElector:
             self._leases.request_timeout = (min(per_request, self.config.retry_period), per_request)
             if self._try_acquire_or_renew():
                 last_renew = self._clock()
+                self._mark_renewed()
             elif self._clock() - last_renew >= self.config.renew_deadline:
                 logger.warning(
                     "Could not renew the lease in time: leadership lost", extra=self._log()
                 )
                 return
+
+    def _mark_renewed(self) -> None:
+        with self._lock:
+            self._renewed_at = self._clock()
 
     def _try_acquire_or_renew(self) -> bool:
         """One attempt; True if we hold the Lease afterwards."""
@@ -298,6 +321,7 @@ class LeaderElector:
     def _step_down(self) -> None:
         with self._lock:
             self._is_leader = False
+            self._renewed_at = None
         self._leading_stopped.set()
         if self._stop.is_set() and self.config.release_on_stop:
             self._release()

@@ -38,6 +38,7 @@ _FOLDER_MARKERS = {
     "e2e": "e2e",
     "node": "node",
     "differential": "differential",
+    "soak": "soak",
 }
 
 

@@ -15,9 +15,7 @@ interrupted demo or test run leaves no process behind.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,7 +30,7 @@ from typing import Any
 import yaml
 
 from drakit.localcluster.process import ManagedProcess, StartError, free_port
-from kubeapi.errors import AlreadyExists
+from kubeapi.errors import AlreadyExists, Conflict
 from kubeapi.objects import KubeObject
 from kubeapi.resources import (
     DEVICE_CLASSES,
@@ -53,6 +51,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Example workloads (``deploy/examples/*.yaml``) shown in the README; the demo and the
 #: e2e tests create exactly these.
 EXAMPLES_DIR = REPO_ROOT / "deploy" / "examples"
+#: Attempts at making a new Node Ready while other controllers write it too.
+CONFLICT_RETRIES = 5
 _EXAMPLE_KINDS: dict[str, ResourceType] = {
     t.kind: t for t in (PODS, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES)
 }
@@ -69,15 +69,6 @@ class Component(ManagedProcess):
     @property
     def returncode(self) -> int | None:
         return self._proc.returncode if self._proc is not None else None
-
-    def kill(self) -> None:
-        """SIGKILL the process group at once and reap it (sockets stay on disk)."""
-        proc = self._proc
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
     def terminate(self, timeout: float = 15.0) -> int | None:
         """SIGTERM, wait up to ``timeout`` s (then SIGKILL); return the exit code."""
@@ -147,13 +138,20 @@ def create_ready_node(api: Any, name: str) -> KubeObject:
     TaintNodesByCondition admission adds ``node.kubernetes.io/not-ready`` to
     every new Node and, without kube-controller-manager's node-lifecycle
     controller, nothing would remove it. Idempotent: an existing Node is
-    made Ready again.
+    made Ready again. Other controllers (kube-controller-manager's) may write
+    the new Node at the same time: a conflict is retried with a fresh read.
     """
     nodes = Resource(api, NODES)
     body = {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
     with contextlib.suppress(AlreadyExists):
         nodes.create(body)
-    node = nodes.get(name)
+    for _ in range(CONFLICT_RETRIES):
+        with contextlib.suppress(Conflict):
+            return _make_ready(nodes, nodes.get(name))
+    return _make_ready(nodes, nodes.get(name))
+
+
+def _make_ready(nodes: Resource, node: KubeObject) -> KubeObject:
     node["spec"]["taints"] = []
     node = nodes.update(node)
     room = {"cpu": "8", "memory": "32Gi", "pods": "110"}

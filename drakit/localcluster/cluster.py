@@ -111,6 +111,8 @@ class LocalCluster(StartedByWith):
         self.certs: CertPaths | None = None
         self._ssl: ssl.SSLContext | None = None
         self.processes: list[ManagedProcess] = []
+        #: How to tell that each component (by process name) is ready; restart() reuses it.
+        self._readiness: dict[str, Callable[[], bool]] = {}
         self._record = RunRecord(owner_pid=os.getpid(), token=uuid.uuid4().hex[:8])
         if self._owns_work_dir:
             self._record.owned_dirs.append(str(self.work_dir))
@@ -140,9 +142,51 @@ class LocalCluster(StartedByWith):
         self._write_kubeconfig()
         self._wait_for_default_namespace()
         if self.config.with_scheduler:
-            self._start_scheduler(bins["kube-scheduler"])
+            self._start_scheduler(bins["kube-scheduler"], self.kubeconfig)
         if self.config.with_controller_manager:
-            self._start_controller_manager(bins["kube-controller-manager"])
+            self._start_controller_manager(bins["kube-controller-manager"], self.kubeconfig)
+
+    def start_scheduler(self, kubeconfig: str | None = None) -> None:
+        """Start kube-scheduler now (the cluster was started without it).
+
+        ``kubeconfig`` lets it reach the apiserver another way, for example
+        through a proxy (:meth:`write_kubeconfig`); default: the admin kubeconfig.
+        """
+        self._start_scheduler(self._binary("kube-scheduler"), kubeconfig or self.kubeconfig)
+
+    def start_controller_manager(self, kubeconfig: str | None = None) -> None:
+        """Start kube-controller-manager now; ``kubeconfig`` as for :meth:`start_scheduler`."""
+        binary = self._binary("kube-controller-manager")
+        self._start_controller_manager(binary, kubeconfig or self.kubeconfig)
+
+    def component(self, name: str) -> ManagedProcess:
+        """The running process called ``name`` (etcd, kube-apiserver, kube-scheduler, ...).
+
+        Raises KeyError naming the components there are when none has that name.
+        """
+        for proc in self.processes:
+            if proc.name == name:
+                return proc
+        names = ", ".join(p.name for p in self.processes)
+        raise KeyError(f"no component {name!r} in this cluster (there are: {names})")
+
+    def restart(self, name: str, *, kill: bool = True) -> None:
+        """Stop one component (SIGKILL when ``kill``, else SIGTERM) and start it again
+        with the same command line: same ports, certificates and etcd data folder.
+
+        Returns once it is ready again; raises StartError (with its log tail) when it
+        does not become ready within the start timeout.
+        """
+        proc = self.component(name)
+        if kill:
+            proc.kill()
+        else:
+            proc.stop()
+        proc.start()
+        assert proc.pid is not None
+        self._record.processes.append((proc.pid, str(Path(proc.argv[0]).resolve())))
+        self._record.save()
+        proc.wait_ready(self._readiness[name], self.config.start_timeout)
 
     def stop(self) -> None:
         """Stop every process and remove what this cluster owns. Idempotent."""
@@ -154,6 +198,12 @@ class LocalCluster(StartedByWith):
         self._record.remove()
 
     # -- components --------------------------------------------------------
+
+    def _binary(self, name: str) -> Path:
+        version = self.kube_version
+        if self.config.build_missing and assets.find_binary(name, version) is None:
+            assets.build_binaries(("kube",), version)
+        return assets.require_binary(name, kube_version=version)
 
     def _binaries(self) -> dict[str, Path]:
         names = ["etcd", "kube-apiserver"]
@@ -205,7 +255,8 @@ class LocalCluster(StartedByWith):
                 "--log-level=warn",
             ],
         )
-        proc.wait_ready(lambda: http_ok(f"{self.etcd_url}/health"), self.config.start_timeout)
+        self._readiness["etcd"] = lambda: http_ok(f"{self.etcd_url}/health")
+        proc.wait_ready(self._readiness["etcd"], self.config.start_timeout)
 
     def _start_apiserver(self, binary: Path) -> None:
         assert self.certs is not None
@@ -239,6 +290,7 @@ class LocalCluster(StartedByWith):
                 *self.config.extra_apiserver_args,
             ],
         )
+        self._readiness["kube-apiserver"] = self._readyz
         proc.wait_ready(self._readyz, self.config.start_timeout)
 
     def _service_account_args(self) -> list[str]:
@@ -259,37 +311,35 @@ class LocalCluster(StartedByWith):
             items = [c for c in items if c != "-node-lifecycle-controller"]
         return ",".join(items)
 
-    def _component_args(self) -> list[str]:
+    def _component_args(self, kubeconfig: str) -> list[str]:
         return [
-            f"--kubeconfig={self.kubeconfig}",
+            f"--kubeconfig={kubeconfig}",
             "--leader-elect=false",
             f"--feature-gates={self.feature_gates}",
         ]
 
-    def _start_scheduler(self, binary: Path) -> None:
+    def _start_scheduler(self, binary: Path, kubeconfig: str) -> None:
         port = free_port()
         proc = self._spawn(
             "kube-scheduler",
             [
                 str(binary),
-                *self._component_args(),
+                *self._component_args(kubeconfig),
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
             ],
         )
-        proc.wait_ready(
-            lambda: http_ok(f"https://127.0.0.1:{port}/healthz", insecure=True),
-            self.config.start_timeout,
-        )
+        self._readiness[proc.name] = _healthz(port)
+        proc.wait_ready(self._readiness[proc.name], self.config.start_timeout)
 
-    def _start_controller_manager(self, binary: Path) -> None:
+    def _start_controller_manager(self, binary: Path, kubeconfig: str) -> None:
         assert self.certs is not None
         port = free_port()
         proc = self._spawn(
             "kube-controller-manager",
             [
                 str(binary),
-                *self._component_args(),
+                *self._component_args(kubeconfig),
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
                 f"--controllers={self._controllers()}",
@@ -298,10 +348,8 @@ class LocalCluster(StartedByWith):
                 "--use-service-account-credentials=false",
             ],
         )
-        proc.wait_ready(
-            lambda: http_ok(f"https://127.0.0.1:{port}/healthz", insecure=True),
-            self.config.start_timeout,
-        )
+        self._readiness[proc.name] = _healthz(port)
+        proc.wait_ready(self._readiness[proc.name], self.config.start_timeout)
 
     # -- API access ----------------------------------------------------------
 
@@ -315,14 +363,19 @@ class LocalCluster(StartedByWith):
             self._ssl = ctx
         return self._ssl
 
-    def request(self, path: str, method: str = "GET", body: Any = None) -> tuple[int, bytes]:
-        """One authenticated (admin) request to the apiserver; returns (status, body)."""
+    def request(
+        self, path: str, method: str = "GET", body: Any = None, timeout: float = 30.0
+    ) -> tuple[int, bytes]:
+        """One authenticated (admin) request to the apiserver; returns (status, body).
+
+        Raises OSError when the apiserver does not answer within ``timeout`` seconds.
+        """
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.server + path, data=data, method=method)
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, context=self._ssl_context(), timeout=30) as resp:
+            with urllib.request.urlopen(req, context=self._ssl_context(), timeout=timeout) as resp:
                 return int(resp.status), bytes(resp.read())
         except urllib.error.HTTPError as err:
             return int(err.code), bytes(err.read())
@@ -341,6 +394,11 @@ class LocalCluster(StartedByWith):
         raise StartError("kube-apiserver is ready but the default namespace never appeared")
 
     def _write_kubeconfig(self) -> None:
+        self.write_kubeconfig(Path(self.kubeconfig), self.server)
+
+    def write_kubeconfig(self, path: Path, server: str) -> None:
+        """Write an admin kubeconfig for ``server`` (for example a proxy in front of the
+        apiserver: its address must be 127.0.0.1, the serving certificate's name)."""
         assert self.certs is not None
 
         def b64(path: Path) -> str:
@@ -353,7 +411,7 @@ class LocalCluster(StartedByWith):
                 {
                     "name": "drakit-local",
                     "cluster": {
-                        "server": self.server,
+                        "server": server,
                         "certificate-authority-data": b64(self.certs.ca_cert),
                     },
                 }
@@ -372,7 +430,6 @@ class LocalCluster(StartedByWith):
             ],
             "current-context": "drakit-local",
         }
-        path = Path(self.kubeconfig)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(yaml.safe_dump(config))
         tmp.chmod(0o600)
@@ -390,3 +447,8 @@ class LocalCluster(StartedByWith):
         if status != 200:
             raise RuntimeError(f"GET /metrics: HTTP {status}")
         return body.decode()
+
+
+def _healthz(port: int) -> Callable[[], bool]:
+    """Readiness of a component serving /healthz with a self-signed certificate."""
+    return lambda: http_ok(f"https://127.0.0.1:{port}/healthz", insecure=True)

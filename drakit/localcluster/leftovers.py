@@ -5,7 +5,8 @@ Each launcher writes ``<registry>/<launcher pid>-<token>.json`` naming its child
 processes (pid and executable) and the folders it owns. At start-up every
 record whose launcher is gone is swept: its children are killed only when
 ``/proc/<pid>/exe`` still points at the recorded executable, so a recycled
-pid is never hit.
+pid is never hit; what is mounted inside its folders (the chaos soak's tmpfs)
+is unmounted before they are removed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from pathlib import Path
 #: process but another token was left by an earlier process whose pid was
 #: recycled, and is swept like any other dead launcher's.
 _LIVE_TOKENS: set[str] = set()
+MOUNTINFO = Path("/proc/self/mountinfo")
 
 
 def registry_dir() -> Path:
@@ -88,6 +91,34 @@ def _owner_still_runs(owner: int, record_path: Path) -> bool:
     return process_alive(owner)
 
 
+def mount_points_under(folder: Path, mountinfo: Path = MOUNTINFO) -> list[Path]:
+    """Mount points inside ``folder`` (deepest first), from ``/proc/self/mountinfo``."""
+    prefix = str(folder.resolve()).rstrip("/") + "/"
+    found = []
+    with contextlib.suppress(OSError):
+        for line in mountinfo.read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 4:
+                # Field 5 is the mount point, with spaces and the like as octal escapes.
+                point = fields[4].encode().decode("unicode_escape")
+                if point.startswith(prefix):
+                    found.append(Path(point))
+    return sorted(found, key=lambda p: len(p.parts), reverse=True)
+
+
+def unmount_under(folder: Path) -> list[str]:
+    """Unmount (lazily) what is mounted inside ``folder`` (a test's tmpfs), so that the
+    folder can be removed; needs root, does nothing otherwise. Returns what was done."""
+    if os.geteuid() != 0:
+        return []
+    done = []
+    for point in mount_points_under(folder):
+        result = subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
+        if result.returncode == 0:
+            done.append(f"unmounted leftover {point}")
+    return done
+
+
 def sweep() -> list[str]:
     """Kill and delete what dead launchers left behind; returns what was done."""
     done: list[str] = []
@@ -110,6 +141,7 @@ def sweep() -> list[str]:
                 done.append(f"killed leftover {Path(exe).name} (pid {pid})")
         for d in data.get("ownedDirs", []):
             if Path(d).exists():
+                done.extend(unmount_under(Path(d)))
                 shutil.rmtree(d, ignore_errors=True)
                 done.append(f"removed leftover folder {d}")
         record_path.unlink(missing_ok=True)

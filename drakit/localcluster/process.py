@@ -145,6 +145,19 @@ class ManagedProcess:
             f"{self.name} exited with code {code}; last log lines ({self.log_path}):\n{tail}"
         )
 
+    def kill(self) -> None:
+        """SIGKILL the process group at once and reap it (as a crash: no clean-up)."""
+        proc = self._proc
+        if proc is None:
+            return
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Send ``sig`` to the process group (SIGSTOP/SIGCONT pause and resume it)."""
+        if self._proc is not None and self._proc.poll() is None:
+            _signal_group(self._proc.pid, sig)
+
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM the process group, then SIGKILL what is left. Idempotent."""
         proc = self._proc
@@ -152,6 +165,7 @@ class ManagedProcess:
             return
         if proc.poll() is None:
             _signal_group(proc.pid, signal.SIGTERM)
+            _signal_group(proc.pid, signal.SIGCONT)  # a paused (SIGSTOP) process must see it
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=timeout)
         # Children of the child may outlive it; the group kill reaches them too.

@@ -184,6 +184,42 @@ def test_sweep_kills_processes_and_folders_left_by_a_dead_launcher(
     assert any("killed leftover sleep" in line for line in done)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_sweep_unmounts_what_is_mounted_inside_a_dead_launchers_folder_and_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DRAKIT_CACHE_DIR", str(tmp_path / "cache"))
+    dead_owner = subprocess.Popen(["true"])
+    dead_owner.wait()
+    leftover_dir = tmp_path / "soak-leftover"
+    point = leftover_dir / "node" / "plugin-data"
+    point.mkdir(parents=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "drakit-test", str(point)], check=True
+    )
+    try:
+        (point / "checkpoint.json").write_text("{}")
+        RunRecord(owner_pid=dead_owner.pid, token="m", owned_dirs=[str(leftover_dir)]).save()
+        done = sweep()
+        assert not leftover_dir.exists()
+        assert f"unmounted leftover {point}" in done
+    finally:
+        if point in leftovers_module.mount_points_under(tmp_path):
+            subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def test_mount_points_are_read_deepest_first_with_escaped_spaces(tmp_path: Path) -> None:
+    info = tmp_path / "mountinfo"
+    info.write_text(
+        "22 1 0:20 / /tmp/x rw - tmpfs tmpfs rw\n"
+        "23 22 0:21 / /tmp/x/a rw - tmpfs t rw\n"
+        "24 23 0:22 / /tmp/x/a/b\\040c rw - tmpfs t rw\n"
+        "25 1 0:23 / /tmp/xy rw - tmpfs t rw\n"
+    )
+    found = leftovers_module.mount_points_under(Path("/tmp/x"), info)
+    assert found == [Path("/tmp/x/a/b c"), Path("/tmp/x/a")]
+
+
 def test_sweep_spares_a_recycled_pid_running_another_program(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -284,3 +320,49 @@ def test_sweep_removes_a_record_of_this_pid_left_by_an_earlier_process(
     sweep()
     assert not leftover_dir.exists()
     assert not stale.path.exists()
+
+
+def test_restarting_etcd_and_the_apiserver_keeps_ports_and_stored_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _pin_real_binaries(monkeypatch)
+    monkeypatch.setenv("DRAKIT_CACHE_DIR", str(tmp_path / "cache"))
+    with LocalCluster(ClusterConfig(build_missing=False)) as cluster:
+        body = {"metadata": {"name": "kept"}}
+        assert cluster.request("/api/v1/namespaces", "POST", body)[0] == 201
+        server, old_pids = cluster.server, {p.name: p.pid for p in cluster.processes}
+        cluster.restart("etcd")
+        cluster.restart("kube-apiserver")
+        new_pids = {p.name: p.pid for p in cluster.processes}
+        assert all(new_pids[name] != old_pids[name] for name in old_pids)
+        assert cluster.server == server
+        assert _wait_gone([pid for pid in old_pids.values() if pid is not None]) == []
+        assert cluster.request("/api/v1/namespaces/kept")[0] == 200
+
+
+def test_restarting_an_unknown_component_names_the_ones_there_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _pin_real_binaries(monkeypatch)
+    monkeypatch.setenv("DRAKIT_CACHE_DIR", str(tmp_path / "cache"))
+    with (
+        LocalCluster(ClusterConfig(build_missing=False)) as cluster,
+        pytest.raises(KeyError, match=r"kube-scheduler.*there are: etcd, kube-apiserver"),
+    ):
+        cluster.restart("kube-scheduler")
+
+
+def test_a_scheduler_started_later_uses_the_kubeconfig_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _pin_real_binaries(monkeypatch)
+    scheduler = assets.find_binary("kube-scheduler")
+    assert scheduler is not None, "kube-scheduler not built; run hack/build-binaries.sh kube"
+    monkeypatch.setenv("TEST_ASSET_KUBE_SCHEDULER", str(scheduler))
+    monkeypatch.setenv("DRAKIT_CACHE_DIR", str(tmp_path / "cache"))
+    with LocalCluster(ClusterConfig(build_missing=False)) as cluster:
+        own = tmp_path / "scheduler.kubeconfig"
+        cluster.write_kubeconfig(own, cluster.server)
+        cluster.start_scheduler(str(own))
+        assert f"--kubeconfig={own}" in cluster.component("kube-scheduler").argv
+        assert cluster.component("kube-scheduler").running()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -122,3 +123,34 @@ def test_a_leader_that_cannot_renew_steps_down(
     eventually(a.leading_ended.is_set)
     eventually(a.stopped.is_set)
     assert not a.elector.is_leader()
+
+
+def test_a_leader_paused_past_its_renew_deadline_does_not_hold_the_lease_on_waking(
+    api: Any, namespace: str
+) -> None:
+    """A SIGSTOPped leader (soak seed 7) wakes before its renew loop notices the deadline
+    passed: ``is_leader()`` still says yes, ``holds_lease()`` must not."""
+    paused_for = [0.0]
+    started = threading.Event()
+
+    def lead(stop: threading.Event) -> None:
+        started.set()
+        stop.wait()
+
+    # Renewals every 10 s: the check below runs well between two of them.
+    config = LeaderElectionConfig(
+        f"lease-{uuid.uuid4().hex[:6]}", namespace, "sleeper",
+        lease_duration=40.0, renew_deadline=30.0, retry_period=10.0,
+    )  # fmt: skip
+    elector = LeaderElector(
+        api, config, on_started_leading=lead, clock=lambda: time.monotonic() + paused_for[0]
+    )
+    elector.start()
+    try:
+        assert started.wait(30)
+        assert elector.holds_lease()
+        paused_for[0] = 31.0  # the monotonic clock ran on while the process was stopped
+        assert elector.is_leader()
+        assert not elector.holds_lease()
+    finally:
+        elector.stop()
