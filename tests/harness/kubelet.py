@@ -135,6 +135,12 @@ class KubeletHarness(StartedByWith):
                 proc.wait()
         for reader in self._readers:
             reader.join(timeout=STOP_GRACE_SECONDS)
+        # The readers have seen EOF: close the pipes so the process object leaves no open
+        # files behind. A reader still alive (a grandchild keeps the pipe open) owns its
+        # stream; closing it under the reader would raise in that thread.
+        for reader, stream in zip(self._readers, (proc.stdout, proc.stderr), strict=True):
+            if stream is not None and not reader.is_alive():
+                stream.close()
         self._proc = None
         return proc.returncode
 
