@@ -125,8 +125,9 @@ def add_parser(sub: Subcommands) -> None:
         metavar="NAME",
         action=env,
         env="POD_NAME",
-        help="this replica's name in the Lease and in Events "
-        "(default: host name plus a random suffix)",
+        help="this replica's name; the Lease holder and Events carry it with a random "
+        "suffix (NAME_1a2b3c4d), so a restarted replica never mistakes its predecessor's "
+        "lease for its own (default: host name plus a random suffix)",
     )
     p.add_argument(
         "--workers",
