@@ -241,9 +241,14 @@ def test_components_die_with_a_launcher_killed_by_sigkill(
 ) -> None:
     _pin_real_binaries(monkeypatch)
     env = {**os.environ, "DRAKIT_CACHE_DIR": str(tmp_path / "cache")}
+    # The folder lives under tmp_path: a SIGKILLed launcher cannot remove it, and the sweep
+    # that would is pointed at this test's own registry.
+    work_dir = str(tmp_path / "lc")
     script = (
+        "from pathlib import Path\n"
         "from drakit.localcluster import LocalCluster, ClusterConfig\n"
-        "c = LocalCluster(ClusterConfig(build_missing=False)); c.start()\n"
+        f"config = ClusterConfig(build_missing=False, work_dir=Path({work_dir!r}))\n"
+        "c = LocalCluster(config); c.start()\n"
         "print(' '.join(str(p.pid) for p in c.processes), flush=True)\n"
         "import time; time.sleep(300)\n"
     )
@@ -255,6 +260,7 @@ def test_components_die_with_a_launcher_killed_by_sigkill(
     assert len(pids) == 2
     launcher.kill()
     launcher.wait()
+    launcher.stdout.close()
     assert _wait_gone(pids) == []
 
 
