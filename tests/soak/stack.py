@@ -19,9 +19,8 @@ import contextlib
 import json
 import os
 import shutil
-import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -141,10 +140,12 @@ class SoakStack:
         self.cluster.start_controller_manager(self._proxied("kube-controller-manager").kubeconfig)
         for i in range(CONTROLLER_REPLICAS):
             self._start_controller(f"controller-{i}")
-        _wait_for(
+        demo.wait_until(
             lambda: self.leader() is not None,
-            "a drakit controller replica to lead",
-            watch=self.controllers.values(),
+            timeout=WAIT,
+            what="a drakit controller replica to lead",
+            interval=0.2,
+            watch=list(self.controllers.values()),
         )
         for name in node_names(self.node_count):
             self._start_node(name)
@@ -242,15 +243,23 @@ class SoakStack:
         datafs = FaultFs(folders.plugins / DRIVER, DATAFS_BYTES).mount() if can_mount() else None
         events = self.root / "logs" / f"{name}-events.jsonl"
         harness = self._spawn(self._harness(name, folders, events))
-        _wait_for(
+        demo.wait_until(
             lambda: _event_seen(events, "ready"),
-            f"kubelet harness of {name} ready",
+            timeout=WAIT,
+            what=f"kubelet harness of {name} ready",
+            interval=0.2,
             watch=[harness],
         )
         uid = f"{name}-plugin-1"
         plugin = self._spawn(self.plugin_process(name, folders, uid))
         self.nodes[name] = SoakNode(name, folders, harness, plugin, uid, events, datafs=datafs)
-        _wait_for(lambda: self.node_has_slices(name), f"ResourceSlices of {name}", watch=[plugin])
+        demo.wait_until(
+            lambda: self.node_has_slices(name),
+            timeout=WAIT,
+            what=f"ResourceSlices of {name}",
+            interval=0.2,
+            watch=[plugin],
+        )
 
     # -- what faults use ------------------------------------------------------------------
 
@@ -332,23 +341,3 @@ def _event_seen(path: Path, event: str) -> bool:
     with contextlib.suppress(OSError):
         return f'"event":"{event}"' in path.read_text().replace(" ", "")
     return False
-
-
-def _wait_for(
-    check: Callable[[], bool],
-    what: str,
-    timeout: float = WAIT,
-    watch: Iterable[ManagedProcess] = (),
-) -> None:
-    """Poll ``check``; StartError after ``timeout`` or when a ``watch`` process exits."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        for proc in watch:
-            if not proc.running():
-                raise StartError(
-                    f"soak: {proc.name} exited while waiting for {what}; last log lines "
-                    f"({proc.log_path}):\n{proc.log_tail(20)}"
-                )
-        if time.monotonic() > deadline:
-            raise StartError(f"soak: timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.2)
