@@ -42,6 +42,7 @@ __all__ = [
     "check_device_class",
     "check_resource_claim",
     "check_resource_slice",
+    "dns_subdomain_problem",
     "is_semver",
     "validate_device",
     "validate_device_class",
@@ -148,6 +149,11 @@ def _dns_subdomain_problem(value: str, limit: int = 253) -> str | None:
     if not _DNS_SUBDOMAIN.match(value):
         return "must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-', '.')"
     return None
+
+
+def dns_subdomain_problem(value: str) -> str | None:
+    """Why ``value`` is not an RFC 1123 subdomain (a Kubernetes object name), or None."""
+    return _dns_subdomain_problem(value)
 
 
 def _dns_label_problem(value: str) -> str | None:

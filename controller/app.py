@@ -26,12 +26,11 @@ from controller.claimgen import ClaimGenerator
 from controller.claimwrites import ClaimWriter
 from controller.config import ClaimGeneration, ControllerConfig
 from controller.devicebook import DeviceBook
+from controller.handover import MAX_RECHECK_SECONDS, GenerationGate
 from controller.lifecycle import ClaimLifecycle
 from controller.metrics import ControllerMetrics
 from controller.naming import (
-    age_seconds,
     claim_keys_of_pod,
-    has_pending_generated_claims,
     meta,
     pod_is_done,
 )
@@ -42,6 +41,7 @@ from kubeapi.clusterversion import features_for_cluster
 from kubeapi.errors import ApiError, namespace_terminating
 from kubeapi.events import EventRecorder
 from kubeapi.informer import EventHandlers
+from kubeapi.leaseobserver import LeaseObserver, parse_lease_key
 from kubeapi.objects import KubeObject, object_key, split_key
 from kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource
 from kubeapi.workqueue import WorkQueue
@@ -58,6 +58,14 @@ def _allocator_features(api: Any, config: ControllerConfig) -> Features | None:
     if config.allocator_features is not None or not config.detect_cluster:
         return config.allocator_features
     return features_for_cluster(api)
+
+
+def _controller_manager_lease(api: Any, config: ControllerConfig) -> LeaseObserver | None:
+    """The observer of kube-controller-manager's leader Lease (scoped mode), or None."""
+    if config.claim_generation is not ClaimGeneration.SCOPED or not config.controller_manager_lease:
+        return None
+    namespace, name = parse_lease_key(config.controller_manager_lease)
+    return LeaseObserver(api, namespace, name)
 
 
 #: When the fence is closed a key waits this long; by then the replica stopped leading
@@ -103,6 +111,7 @@ class Controller:
             events=events,
             metrics=self.metrics,
         )
+        self.gate = GenerationGate(config, _controller_manager_lease(api, config))
         self.lifecycle = ClaimLifecycle(
             caches=self.caches,
             pods=pods,
@@ -200,26 +209,13 @@ class Controller:
             return None
         if not self.config.generates_for(scheduler):
             return None
-        wait = self._generation_grace_left(pod)
-        if wait is not None:
-            return wait
-        self.generator.sync(pod)
+        decision = self.gate.wait_before_generating(pod)
+        if isinstance(decision, float):
+            return decision
+        if not self.generator.sync(pod, may_record=decision):
+            return MAX_RECHECK_SECONDS  # kube-controller-manager took over: see it record them
         self.lifecycle.reserve_for_bound_pod(pod)
         return None
-
-    def _generation_grace_left(self, pod: KubeObject) -> float | None:
-        """Seconds to leave ``pod``'s missing claims to kube-controller-manager (``scoped``).
-
-        None when drakit should generate now: another mode, nothing missing, or the grace
-        period is over (kube-controller-manager is not doing it).
-        """
-        if self.config.claim_generation is not ClaimGeneration.SCOPED:
-            return None
-        if not has_pending_generated_claims(pod):
-            return None
-        age = age_seconds(pod)
-        left = self.config.scoped_generation_grace - (age if age is not None else 0.0)
-        return left if left > 0 else None
 
     # -- event handlers ------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from controller.caches import Caches, CreatedClaims
@@ -75,19 +76,22 @@ class ClaimGenerator:
         self._events = events
         self._metrics = metrics
 
-    def sync(self, pod: KubeObject) -> None:
+    def sync(self, pod: KubeObject, may_record: Callable[[], bool] = lambda: True) -> bool:
         """Create missing claims of ``pod`` and record them in its status.
 
+        ``may_record`` is asked after the claims exist and before the status is written: when
+        it says False (another generator started meanwhile and will adopt them), nothing is
+        recorded and False is returned. True otherwise, also when nothing was to be done.
         Raises the first failure after handling the other pod claims (TemplateMissingError, an
         ApiError); claims created before the failure are found again on the next call.
         Nothing is done for a pod that is being deleted.
         """
         if meta(pod).get("deletionTimestamp"):
-            return
+            return True
         if has_pending_generated_claims(pod):
             live = self._live_pod(pod)
             if live is None or meta(live).get("deletionTimestamp"):
-                return
+                return True
             pod = live
         new_entries: dict[str, str] = {}
         failure: Exception | None = None
@@ -103,8 +107,16 @@ class ClaimGenerator:
         if failure is not None:
             # Upstream writes nothing on failure either; the created claims are recovered.
             raise failure
-        if new_entries:
-            self._write_status(pod, new_entries)
+        if not new_entries:
+            return True
+        if not may_record():
+            logger.info(
+                "Another generator started while claims were created; leaving them to it",
+                extra={"pod": _pod_key(pod), "claims": sorted(new_entries.values())},
+            )
+            return False
+        self._write_status(pod, new_entries)
+        return True
 
     def _live_pod(self, cached: KubeObject) -> KubeObject | None:
         """The pod as the API server has it now (None when it is gone or was recreated).

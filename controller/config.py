@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass
 
 from allocator.features import Features
+from kubeapi.leaseobserver import parse_lease_key
 
 __all__ = ["DEFAULT_SCHEDULER_NAME", "ClaimGeneration", "ControllerConfig"]
 
@@ -19,10 +20,11 @@ class ClaimGeneration(enum.StrEnum):
     kube-controller-manager runs without that controller. ``scoped``: only pods whose
     ``spec.schedulerName`` is drakit's, so drakit can run beside kube-controller-manager. That
     controller generates claims for *every* pod, drakit's included, so in ``scoped`` mode drakit
-    leaves a new pod to it for ``scoped_generation_grace`` seconds and only generates what is
-    still missing after that (two generators racing on one pod claim each create a claim and
-    overwrite the other's status entry: the pod can end up bound with a claim nobody
-    allocated, which a real node showed).
+    leaves a new pod to it for ``scoped_generation_grace`` seconds and after that generates
+    only while kube-controller-manager is not leading (its leader Lease,
+    ``controller_manager_lease``; controller.handover says why and how). Two generators racing
+    on one pod claim each create a claim and overwrite the other's status entry: the pod can
+    end up bound with a claim nobody allocated, which a real node showed.
     ``off``: no claims are generated (kube-controller-manager does it for every pod).
     """
 
@@ -45,6 +47,10 @@ class ControllerConfig:
     #: Seconds a new pod's template claims are left to kube-controller-manager in ``scoped``
     #: mode before drakit generates them itself.
     scoped_generation_grace: float = 5.0
+    #: ``NAMESPACE/NAME`` of kube-controller-manager's leader Lease: in ``scoped`` mode drakit
+    #: generates claims only while it is not held (controller.handover). Empty: not checked,
+    #: the grace period alone decides (a kube-controller-manager without leader election).
+    controller_manager_lease: str = "kube-system/kube-controller-manager"
     #: Identity in Events and the leader Lease.
     identity: str = "drakit-controller"
     #: Allocation features; None: those of the cluster met at start (its enabled gates
@@ -58,6 +64,8 @@ class ControllerConfig:
             raise ValueError("scheduler name must not be empty")
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1, got {self.workers}")
+        if self.controller_manager_lease:
+            parse_lease_key(self.controller_manager_lease)
 
     def generates_for(self, scheduler_name: str | None) -> bool:
         """True when claim generation and lifecycle apply to a pod with this schedulerName."""

@@ -45,8 +45,11 @@ their claims with drakit's structured-parameters allocator and binds them.
            resourceclaim-controller (drakit replaces it)
   scoped   only pods that name --scheduler-name; use beside kube-controller-manager
            (the default). That controller generates claims for every pod, so drakit
-           leaves a new pod's claims to it for --scoped-generation-grace seconds and
-           generates only what is still missing then: the two never race on a pod
+           leaves a new pod's claims to it for --scoped-generation-grace seconds, and
+           after that generates them only while kube-controller-manager is not leading
+           (its leader Lease, --controller-manager-lease, is unheld or has not changed
+           for its lease duration). A kube-controller-manager that runs with leader
+           election but without its resourceclaim-controller therefore needs "all"
   off      none; kube-controller-manager generates claims for every pod
 
 Run two or more replicas with --leader-elect: exactly one acts at a time, a standby takes
@@ -147,6 +150,18 @@ def add_parser(sub: Subcommands) -> None:
         "kube-controller-manager before drakit generates them (default: %(default)s)",
     )
     p.add_argument(
+        "--controller-manager-lease",
+        metavar="NAMESPACE/NAME",
+        action=env,
+        env="CONTROLLER_MANAGER_LEASE",
+        default="kube-system/kube-controller-manager",
+        help="with --claim-generation scoped: kube-controller-manager's leader Lease; drakit "
+        "generates claims only while it is not held. Empty: not checked (only for a "
+        "kube-controller-manager without leader election; the grace period alone then keeps "
+        "the two apart, and a slow kube-controller-manager can race drakit) "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
         "--metrics-address",
         metavar="HOST:PORT",
         action=env,
@@ -211,6 +226,9 @@ def build_config(args: argparse.Namespace) -> RunConfig:
             scoped_generation_grace=check_number(
                 "--scoped-generation-grace", args.scoped_generation_grace, float, 0.0
             ),
+            controller_manager_lease=check_lease_key(
+                "--controller-manager-lease", args.controller_manager_lease
+            ),
             identity=identity,
         ),
         kubeconfig=args.kubeconfig,
@@ -226,6 +244,19 @@ def build_config(args: argparse.Namespace) -> RunConfig:
         qps=qps,
         burst=burst,
     )
+
+
+def check_lease_key(flag: str, value: str | None) -> str:
+    """``NAMESPACE/NAME`` or empty; ConfigError naming the flag otherwise."""
+    from kubeapi.leaseobserver import parse_lease_key  # noqa: PLC0415 - kubeapi only when run
+
+    if not value:
+        return ""
+    try:
+        parse_lease_key(value)
+    except ValueError as err:
+        raise ConfigError(f"{flag}: {err}") from None
+    return value
 
 
 def _bool(value: object) -> bool:

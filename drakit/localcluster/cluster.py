@@ -311,10 +311,14 @@ class LocalCluster(StartedByWith):
             items = [c for c in items if c != "-node-lifecycle-controller"]
         return ",".join(items)
 
-    def _component_args(self, kubeconfig: str) -> list[str]:
+    def _component_args(self, kubeconfig: str, *, leader_elect: bool = False) -> list[str]:
+        """Flags both controllers take. kube-controller-manager elects a leader as in a real
+        cluster: a scoped drakit reads its Lease to tell whether it is generating claims
+        (controller.handover). kube-scheduler does not: a restart would wait for its
+        predecessor's Lease to expire, and nothing reads it."""
         return [
             f"--kubeconfig={kubeconfig}",
-            "--leader-elect=false",
+            f"--leader-elect={str(leader_elect).lower()}",
             f"--feature-gates={self.feature_gates}",
         ]
 
@@ -339,7 +343,7 @@ class LocalCluster(StartedByWith):
             "kube-controller-manager",
             [
                 str(binary),
-                *self._component_args(kubeconfig),
+                *self._component_args(kubeconfig, leader_elect=True),
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
                 f"--controllers={self._controllers()}",

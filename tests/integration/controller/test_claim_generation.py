@@ -300,3 +300,29 @@ def test_a_fenced_controller_generates_nothing_until_its_fence_opens(
     running.controller.fence = lambda: True
     statuses = eventually(lambda: pod_status_claims(objects, namespace, "p"))
     assert list(statuses) == ["gpu"]
+
+
+def test_claims_created_when_another_generator_takes_over_are_left_for_it_to_record(
+    objects, api, namespace
+):
+    """kube-controller-manager started leading between drakit's create and its status write:
+    drakit records nothing, and the claim it made is the one found and recorded next."""
+    cls = objects.device_class()
+    objects.template(namespace, "tpl", cls)
+    pod = objects.pod(namespace, "p", templates={"gpu": "tpl"})
+    config = ControllerConfig(claim_generation=ClaimGeneration.SCOPED, scoped_generation_grace=0)
+    controller = Controller(api, config)
+    templates = controller.caches.templates
+    templates.start()
+    try:
+        assert templates.wait_for_sync(60)
+        assert controller.generator.sync(pod, may_record=lambda: False) is False
+        (made,) = objects.pod_claims(namespace, "p")
+        assert pod_status_claims(objects, namespace, "p") == {}
+        assert controller.generator.sync(objects.pods.get("p", namespace)) is True
+    finally:
+        templates.stop()
+    assert [c["metadata"]["name"] for c in objects.pod_claims(namespace, "p")] == [
+        made["metadata"]["name"]
+    ]
+    assert pod_status_claims(objects, namespace, "p") == {"gpu": made["metadata"]["name"]}
