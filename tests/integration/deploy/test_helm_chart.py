@@ -35,6 +35,8 @@ def test_default_render_holds_every_component(helm: Helm) -> None:
             "ClusterRoleBinding",
             "ClusterRoleBinding",
             "Role",
+            "Role",
+            "RoleBinding",
             "RoleBinding",
             "DaemonSet",
             "Deployment",
@@ -43,10 +45,46 @@ def test_default_render_holds_every_component(helm: Helm) -> None:
             "ValidatingAdmissionPolicyBinding",
         ]
     )
-    assert {o["metadata"].get("namespace") for o in objects if o["kind"] != "DeviceClass"} <= {
-        "drakit-system",
-        None,
+    namespaces = {
+        (o["kind"], o["metadata"].get("namespace")) for o in objects if o["kind"] != "DeviceClass"
     }
+    assert {namespace for _, namespace in namespaces} <= {"drakit-system", "kube-system", None}
+    # Only the read of kube-controller-manager's Lease lives outside the release namespace.
+    assert {kind for kind, namespace in namespaces if namespace == "kube-system"} == {
+        "Role",
+        "RoleBinding",
+    }
+
+
+def test_scoped_generation_may_read_exactly_the_controller_managers_lease(helm: Helm) -> None:
+    objects = helm.render()
+    (role,) = [r for r in by_kind(objects, "Role") if r["metadata"]["namespace"] == "kube-system"]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["kube-controller-manager"],
+            "verbs": ["get"],
+        }
+    ]
+    (binding,) = [
+        b for b in by_kind(objects, "RoleBinding") if b["metadata"]["namespace"] == "kube-system"
+    ]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "drakit-controller", "namespace": "drakit-system"}
+    ]
+    args = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--controller-manager-lease=kube-system/kube-controller-manager" in args
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"controller.claimGeneration": "all"}, {"controller.controllerManagerLease": ""}],
+)
+def test_no_lease_read_is_granted_where_it_is_not_used(helm: Helm, values: dict[str, str]) -> None:
+    objects = helm.render(values=values)
+    assert all(o["metadata"].get("namespace") != "kube-system" for o in objects)
 
 
 def test_node_plugin_daemonset_follows_the_kubelet_plugin_contract(helm: Helm) -> None:
@@ -192,6 +230,11 @@ def test_device_status_grants_only_this_drivers_granular_verbs(helm: Helm) -> No
         ),
         ("driverName", "Not_A_DNS_Name", "at '/driverName': 'Not_A_DNS_Name' does not match"),
         ("controller.replicas", "0", "at '/controller/replicas': minimum: got 0, want 1"),
+        (
+            "controller.controllerManagerLease",
+            "kube-controller-manager",
+            "at '/controller/controllerManagerLease': 'kube-controller-manager' does not match",
+        ),
         ("kubeletDir", "relative/kubelet", "at '/kubeletDir': 'relative/kubelet' does not match"),
         ("nodePlugin.typo", "1", "at '/nodePlugin': additional properties 'typo' not allowed"),
     ],
