@@ -110,6 +110,7 @@ class Controller:
             created=self.created,
             events=events,
             metrics=self.metrics,
+            protect=lambda pod: config.schedules((pod.get("spec") or {}).get("schedulerName")),
         )
         self.gate = GenerationGate(config, _controller_manager_lease(api, config))
         self.lifecycle = ClaimLifecycle(

@@ -71,11 +71,14 @@ def run(config: RunConfig) -> int:
     """Serve until SIGTERM/SIGINT (0) or until leadership is lost or start-up fails (1)."""
     identity = config.controller.identity
     try:
-        api = load_client(config.kubeconfig, qps=config.qps, burst=config.burst,
-                          user_agent="drakit-controller")  # fmt: skip
+        api, events_api, election_api = (
+            load_client(config.kubeconfig, qps=config.qps, burst=config.burst,
+                        user_agent=f"drakit-controller{suffix}")
+            for suffix in ("", "/events", "/leader-election")
+        )  # fmt: skip
     except KubeConfigError as err:
         return _fail(str(err))
-    widen_connection_pool(api, config.controller.workers + 8)  # workers, informers, events, lease
+    widen_connection_pool(api, config.controller.workers + 8)  # workers and informers
     metrics = ControllerMetrics(top_namespaces=config.metrics_claim_namespaces)
     endpoint = None
     if config.metrics_address is not None:
@@ -86,8 +89,11 @@ def run(config: RunConfig) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    # Events and the leader Lease each have a client (and token bucket) of their own, as
+    # kube-scheduler's do: a burst of Events must not delay an allocation, and a busy bucket
+    # must not hold a Lease renewal past the renew deadline.
     events = EventRecorder(
-        api, reporting_controller="drakit.dev/controller", reporting_instance=identity
+        events_api, reporting_controller="drakit.dev/controller", reporting_instance=identity
     )
 
     def build() -> Controller:
@@ -104,7 +110,9 @@ def run(config: RunConfig) -> int:
         if config.leader_election is None:
             build().run(stop)
             return 0
-        if run_leader_elected(api, _election(config.leader_election, identity), build, stop):
+        if run_leader_elected(
+            election_api, _election(config.leader_election, identity), build, stop
+        ):
             return 0
         log.error("Leadership lost; exiting so that a fresh process campaigns again")
         return EXIT_FAILED

@@ -185,7 +185,9 @@ def add_parser(sub: Subcommands) -> None:
         action=env,
         env="KUBE_API_QPS",
         default="70",
-        help="client-side request limit, 0 for none (default: %(default)s)",
+        help="client-side request limit, 0 for none; Events and the leader Lease each have "
+        "a client with the same limits of their own, as kube-scheduler's do "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--kube-api-burst",

@@ -13,7 +13,7 @@ from controller_harness import RunningController
 from controller.app import Controller
 from controller.claimgen import claim_from_template
 from controller.config import ClaimGeneration, ControllerConfig
-from controller.naming import POD_CLAIM_NAME_ANNOTATION
+from controller.naming import FINALIZER, POD_CLAIM_NAME_ANNOTATION
 from kubeapi.errors import ServerError
 from kubeapi.events import EventRecorder
 from kubeapi.resources import EVENTS, PODS, Resource
@@ -326,3 +326,27 @@ def test_claims_created_when_another_generator_takes_over_are_left_for_it_to_rec
         made["metadata"]["name"]
     ]
     assert pod_status_claims(objects, namespace, "p") == {"gpu": made["metadata"]["name"]}
+
+
+def test_claims_of_drakit_pods_are_created_protected_and_released_when_deleted_unallocated(
+    objects, namespace, start_controller, eventually
+):
+    """drakit allocates its own pods' claims next and needs the finalizer first, so it creates
+    them with it (one write less per pod); other schedulers' pods get claims without it. A
+    protected claim whose pod goes away before any allocation still disappears."""
+    cls = objects.device_class()
+    objects.template(namespace, "tpl", cls)
+    start_controller(claim_generation=ClaimGeneration.ALL)  # no node: nothing is allocated
+    objects.pod(namespace, "mine", templates={"gpu": "tpl"})
+    objects.pod(namespace, "other", templates={"gpu": "tpl"}, scheduler="default-scheduler")
+    eventually(lambda: pod_status_claims(objects, namespace, "mine"))
+    eventually(lambda: pod_status_claims(objects, namespace, "other"))
+    (mine,) = objects.pod_claims(namespace, "mine")
+    (other,) = objects.pod_claims(namespace, "other")
+    assert mine["metadata"].get("finalizers") == [FINALIZER]
+    assert not other["metadata"].get("finalizers")
+    assert not (mine.get("status") or {}).get("allocation")
+
+    objects.pods.delete("mine", namespace, grace_period_seconds=0)
+    name = mine["metadata"]["name"]
+    eventually(lambda: not objects.pod_claims_by_name(namespace, name), timeout=60)
