@@ -56,10 +56,6 @@ def kcm_proxy(cluster: LocalCluster) -> Iterator[ChaosProxy]:
     proxy.stop()
 
 
-def generated_claims(objects: Any, namespace: str, pod: str) -> list[dict[str, Any]]:
-    return list(objects.pod_claims(namespace, pod))
-
-
 def creators(claim: dict[str, Any]) -> set[str]:
     """Field managers of the claim's main resource (not its status): who created it."""
     return {
@@ -74,48 +70,51 @@ def recorded(objects: Any, namespace: str, pod: str) -> dict[str, str]:
     return {e["name"]: e["resourceClaimName"] for e in status.get("resourceClaimStatuses") or ()}
 
 
-def test_a_slow_controller_manager_keeps_its_pods_and_drakit_generates_nothing(
-    objects, namespace, start_controller, eventually, kcm_proxy
-):
-    cls = objects.device_class()
-    objects.template(namespace, "tpl", cls)
+def the_recorded_claim(objects: Any, namespace: str, pod: str, eventually: Any) -> Any:
+    """The pod's one generated claim, once recorded; fails when the pod controls others."""
+    statuses = eventually(lambda: recorded(objects, namespace, pod), timeout=90)
+    claims = objects.pod_claims(namespace, pod)
+    assert [c["metadata"]["name"] for c in claims] == [statuses["gpu"]]
+    return claims[0]
+
+
+@pytest.fixture
+def beside_leading_kcm(objects, namespace, start_controller, eventually, kcm_proxy) -> None:
+    """A template, kube-controller-manager leading, and a scoped drakit (1 s grace)."""
+    objects.template(namespace, "tpl", objects.device_class())
     eventually(lambda: objects_lease_held(objects), what="kube-controller-manager to lead")
     start_controller(scoped_generation_grace=1.0)
+
+
+@pytest.mark.usefixtures("beside_leading_kcm")
+def test_a_slow_controller_manager_keeps_its_pods_and_drakit_generates_nothing(
+    objects, namespace, eventually, kcm_proxy
+):
     kcm_proxy.set_mode("delay", delay=1.0)  # every chunk both ways: its Lease is still renewed
     try:
         objects.pod(namespace, "p", templates={"gpu": "tpl"})
         time.sleep(10)  # ten grace periods: before the fix drakit generated after one
     finally:
         kcm_proxy.set_mode("pass")
-    statuses = eventually(lambda: recorded(objects, namespace, "p"), timeout=60)
-    claims = eventually(lambda: generated_claims(objects, namespace, "p"))
-    assert [c["metadata"]["name"] for c in claims] == [statuses["gpu"]]
-    assert FIELD_MANAGER not in creators(claims[0])
+    claim = the_recorded_claim(objects, namespace, "p", eventually)
+    assert FIELD_MANAGER not in creators(claim)
 
 
-@pytest.mark.usefixtures("kcm_proxy")
+@pytest.mark.usefixtures("beside_leading_kcm")
 def test_drakit_generates_once_the_controller_manager_is_gone_and_hands_back_when_it_returns(
-    cluster, objects, namespace, start_controller, eventually
+    cluster, objects, namespace, eventually
 ):
-    cls = objects.device_class()
-    objects.template(namespace, "tpl", cls)
-    eventually(lambda: objects_lease_held(objects), what="kube-controller-manager to lead")
-    start_controller(scoped_generation_grace=1.0)
     cluster.component(KCM).kill()
     try:
         objects.pod(namespace, "while-gone", templates={"gpu": "tpl"})
         # Its Lease (15 s) must run out first: drakit cannot tell dead from slow before.
-        statuses = eventually(lambda: recorded(objects, namespace, "while-gone"), timeout=90)
-        (claim,) = generated_claims(objects, namespace, "while-gone")
-        assert claim["metadata"]["name"] == statuses["gpu"]
+        claim = the_recorded_claim(objects, namespace, "while-gone", eventually)
         assert FIELD_MANAGER in creators(claim)
     finally:
         cluster.restart(KCM)
     eventually(lambda: objects_lease_held(objects), what="kube-controller-manager to lead again")
     objects.pod(namespace, "after", templates={"gpu": "tpl"})
-    statuses = eventually(lambda: recorded(objects, namespace, "after"), timeout=60)
-    (claim,) = generated_claims(objects, namespace, "after")
-    assert claim["metadata"]["name"] == statuses["gpu"]
+    claim = the_recorded_claim(objects, namespace, "after", eventually)
     assert FIELD_MANAGER not in creators(claim)
 
 
