@@ -86,7 +86,7 @@ class NodeHeartbeat:
     def _keep_ready(self, name: str) -> None:
         node = self.nodes.get(name)
         conditions = (node.get("status") or {}).get("conditions") or []
-        ready = next((c for c in conditions if c.get("type") == "Ready"), {})
+        ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
         if ready.get("status") == "True":
             return
         now = _micro_now().split(".")[0] + "Z"

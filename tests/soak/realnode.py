@@ -68,6 +68,7 @@ class RealNode:
         self.node: LocalNode | None = None
         self.helm_binary: Path | None = None
         self.kubeconfig = ""
+        self.archive: Path | None = None
         self.values: dict[str, Any] = {}
         self.rollouts = 0
 
@@ -82,6 +83,13 @@ class RealNode:
         assert self.node is not None
         return self.node.cdi_root
 
+    def prepare(self) -> None:
+        """Build what the node needs (its binaries, helm, drakit's image; cached): before
+        the control plane starts, so that nothing waits on a build."""
+        build_binaries(("node", "helm"))
+        self.helm_binary = require_binary("helm")
+        self.archive = build_image()
+
     def start(
         self,
         admin_kubeconfig: str,
@@ -95,13 +103,13 @@ class RealNode:
         ``plugin_server`` (https://127.0.0.1:PORT) with ``backend_config``."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = admin_kubeconfig
-        build_binaries(("node", "helm"))
-        self.helm_binary = require_binary("helm")
-        archive = build_image()
+        if self.archive is None:
+            self.prepare()
+        assert self.archive is not None
         self.log(f"soak: starting the real node {REAL_NODE} (waits while another one runs)")
         self.node = LocalNode(NodeConfig(kubeconfig=Path(kubelet_kubeconfig), node_name=REAL_NODE))
         self.node.start()
-        tag = import_images(self.node, archive)
+        tag = import_images(self.node, self.archive)
         self._label(labels)
         values = chart_values(plugin_server, self.node, tag)
         values["logging"] = {"format": "text", "level": "info"}

@@ -146,6 +146,9 @@ class SoakStack:
         self._record.save()
         self.backend_config.write_text(yaml.safe_dump(BACKEND_CONFIG))
         self.harness_binary = demo.build_harness(demo.REPO_ROOT)
+        if self.real_node:
+            self.real = RealNode(self.root / "real", self.log)
+            self.real.prepare()
         config = ClusterConfig(
             work_dir=self.root / "cluster",
             extra_apiserver_args=(f"--watch-cache-sizes={UNCACHED_WATCHES}",),
@@ -180,7 +183,7 @@ class SoakStack:
         assert self.cluster is not None
         kubelet = self._proxied(f"{REAL_NODE}/kubelet")
         plugin = self._proxied(f"{REAL_NODE}/plugin")
-        self.real = RealNode(self.root / "real", self.log)
+        assert self.real is not None
         self.real.start(
             admin_kubeconfig=self.cluster.kubeconfig,
             kubelet_kubeconfig=kubelet.kubeconfig,

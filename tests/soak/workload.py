@@ -172,7 +172,8 @@ class Workload:
         if self.real_node:
             for name, selector in REAL_TEMPLATES.items():
                 spec = {"devices": {"requests": [_request("gpu", selector)]}}
-                self.templates.create({"metadata": {"name": name}, "spec": {"spec": spec}})
+                body = {"metadata": {"name": name}, "spec": {"spec": spec}}
+                self.templates.create(body, self.namespace)
             self._wait_service_account()
 
     def _wait_service_account(self, timeout: float = 120.0) -> None:
