@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -130,6 +131,15 @@ def main(argv: list[str] | None = None) -> int:
         for fault in schedule:
             print(fault.describe())
         return 0
+    if args.real_node and os.geteuid() != 0:
+        print(
+            "soak: --real-node needs root (the kubelet, containerd and runc manage cgroups "
+            "and mounts)",
+            file=sys.stderr,
+        )
+        return 2
+    from drakit.demo.real_node import RealNodeError  # noqa: PLC0415
+    from drakit.localcluster.assets import MissingBinaryError  # noqa: PLC0415
     from drakit.localcluster.process import StartError  # noqa: PLC0415
     from soak.run import SoakOptions, exit_code, run  # noqa: PLC0415
 
@@ -144,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         result = run(options)
-    except StartError as err:
+    except (StartError, RealNodeError, MissingBinaryError) as err:
         print(f"soak: the stack did not start: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

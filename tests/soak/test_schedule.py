@@ -111,3 +111,11 @@ def test_print_schedule_with_real_node_prints_its_faults(
     assert main(["--seed", "4", "--duration", "5m", "--real-node", "--print-schedule"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines == [f.describe() for f in plan(4, 300, NODES, 15.0, real_node=True)]
+
+
+def test_real_node_without_root_is_refused_before_anything_starts(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert main(["--seed", "4", "--duration", "60s", "--real-node"]) == 2
+    assert "--real-node needs root" in capsys.readouterr().err
