@@ -217,6 +217,8 @@ class Injector:
         self.record = record
         self.injected: Counter[str] = Counter()
         self.failed: Counter[str] = Counter()
+        #: Why a fault of each kind could not be applied, the last time it could not.
+        self.failed_why: dict[str, str] = {}
         self._undo: list[_Undo] = []
         self._seq = 0
 
@@ -240,10 +242,12 @@ class Injector:
                     "param": fault.param,
                 },
             )
-            if self._run(fault.describe(), functools.partial(self._apply, fault)):
+            error = self._run(fault.describe(), functools.partial(self._apply, fault))
+            if error is None:
                 self.injected[fault.kind] += 1
             else:
                 self.failed[fault.kind] += 1
+                self.failed_why[fault.kind] = error[:200]
 
     def finish(self) -> None:
         """Undo every fault still in effect now (faults stop before the liveness phase)."""
@@ -256,13 +260,15 @@ class Injector:
         self._seq += 1
         heapq.heappush(self._undo, _Undo(self.elapsed() + delay, self._seq, what, action))
 
-    def _run(self, what: str, action: Callable[[], None]) -> bool:
+    def _run(self, what: str, action: Callable[[], None]) -> str | None:
+        """Run ``action``; None when it worked, else the error (also recorded)."""
         try:
             action()
         except Exception as err:
-            self.record("fault-error", {"what": what, "error": f"{type(err).__name__}: {err}"})
-            return False
-        return True
+            error = f"{type(err).__name__}: {err}"
+            self.record("fault-error", {"what": what, "error": error})
+            return error
+        return None
 
     # -- the kinds ---------------------------------------------------------------------------
 

@@ -167,7 +167,8 @@ def _drive(
     opts.log(
         f"soak: pods by kind {result.pods_by_kind}; {result.workload_errors} workload API "
         f"calls failed under faults; {result.restarts} restarts by the "
-        f"supervisor; faults that could not be applied {result.faults_failed}; "
+        f"supervisor; faults that could not be applied {result.faults_failed} "
+        f"(last reason by kind: {injector.failed_why}); "
         f"checker: {result.checker}"
     )
     if result.violations:
