@@ -34,6 +34,7 @@ RELEASE_NAMESPACE = "drakit-system"
 IMAGE_REPOSITORY = "localhost/drakit"
 EXAMPLE_IMAGE = "docker.io/library/busybox:1.36"
 STEP_TIMEOUT = 120.0
+CHART = stack.REPO_ROOT / "deploy" / "helm" / "drakit"
 
 
 class RealNodeError(Exception):
@@ -98,7 +99,6 @@ def start_control_plane(demo: RealNodeDemo) -> None:
 
 def start_node(demo: RealNodeDemo) -> None:
     from drakit.localcluster.assets import MissingBinaryError, build_binaries, require_binary  # noqa: PLC0415
-    from drakit.localcluster.images import BUSYBOX_IMAGE  # noqa: PLC0415
     from drakit.localcluster.node import LocalNode, NodeConfig  # noqa: PLC0415
     from drakit.localcluster.process import StartError  # noqa: PLC0415
 
@@ -117,14 +117,13 @@ def start_node(demo: RealNodeDemo) -> None:
     demo.out.kv("kubelet dir", str(demo.node.kubelet_dir))
     demo.out.kv("CDI specs", str(demo.node.cdi_root))
     demo.out.step("drakit's image from deploy/Dockerfile (buildah, no Docker daemon)")
-    archive = _build_image()
-    demo.node.import_image(archive, base_name=IMAGE_REPOSITORY)
-    demo.image_tag = archive.name.removeprefix("drakit-").removesuffix(".oci.tar")
-    demo.node.tag_image(BUSYBOX_IMAGE, EXAMPLE_IMAGE)  # the examples' image, without a registry
+    archive = build_image()
+    demo.image_tag = import_images(demo.node, archive)
     demo.out.ok(f"imported {archive.name} into the node's containerd")
 
 
-def _build_image() -> Path:
+def build_image() -> Path:
+    """drakit's image as an OCI archive (hack/build-image.sh; cached by content hash)."""
     script = stack.REPO_ROOT / "hack" / "build-image.sh"
     proc = subprocess.run([str(script)], capture_output=True, text=True, check=False, timeout=1800)
     if proc.returncode != 0:
@@ -132,27 +131,63 @@ def _build_image() -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
-def install_chart(demo: RealNodeDemo) -> None:
+def import_images(node: Any, archive: Path) -> str:
+    """Import drakit's image ``archive`` into ``node`` (a LocalNode) as IMAGE_REPOSITORY, and
+    name its busybox as the examples' image (no registry needed); returns the image tag."""
+    from drakit.localcluster.images import BUSYBOX_IMAGE  # noqa: PLC0415
+
+    node.import_image(archive, base_name=IMAGE_REPOSITORY)
+    node.tag_image(BUSYBOX_IMAGE, EXAMPLE_IMAGE)
+    return archive.name.removeprefix("drakit-").removesuffix(".oci.tar")
+
+
+def chart_values(server: str, node: Any, tag: str) -> dict[str, Any]:
+    """Chart values for one LocalNode: the local image (pullPolicy Never), the node's kubelet
+    and CDI folders, host network with the apiserver at ``server`` (https://HOST:PORT)."""
     from drakit.localcluster.process import free_port  # noqa: PLC0415
 
-    demo.out.step("helm install drakit deploy/helm/drakit")
-    tag = demo.image_tag
-    host, port = demo.cluster.server.removeprefix("https://").rsplit(":", 1)
-    values = {
+    host, port = server.removeprefix("https://").rsplit(":", 1)
+    return {
         "image": {"repository": IMAGE_REPOSITORY, "tag": tag, "pullPolicy": "Never"},
-        "kubeletDir": str(demo.node.kubelet_dir),
-        "cdiRoot": str(demo.node.cdi_root),
+        "kubeletDir": str(node.kubelet_dir),
+        "cdiRoot": str(node.cdi_root),
         "apiServer": {"host": host, "port": port},
         "nodePlugin": {"hostNetwork": True, "metrics": {"port": free_port()}},
         "controller": {"hostNetwork": True, "replicas": 1, "metrics": {"port": free_port()}},
     }
+
+
+def helm(binary: Path, home: Path, kubeconfig: str, *args: str, timeout: float = 300) -> str:
+    """Run the pinned helm with a private home (config, cache, data under ``home``) against
+    ``kubeconfig``; returns its output, raises RealNodeError with its stderr on failure."""
+    env = {
+        **os.environ,
+        "KUBECONFIG": kubeconfig,
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+    proc = subprocess.run(
+        [str(binary), *args], env=env, capture_output=True, text=True, check=False, timeout=timeout
+    )
+    if proc.returncode != 0:
+        raise RealNodeError(f"helm {args[0]} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def install_chart(demo: RealNodeDemo) -> None:
+    demo.out.step("helm install drakit deploy/helm/drakit")
+    values = chart_values(demo.cluster.server, demo.node, demo.image_tag)
     values_file = demo.root / "values.yaml"
     values_file.write_text(yaml.safe_dump(values))
-    _helm(
-        demo,
+    assert demo.helm is not None
+    helm(
+        demo.helm,
+        demo.root / "helm",
+        demo.cluster.kubeconfig,
         "install",
         RELEASE,
-        str(stack.REPO_ROOT / "deploy" / "helm" / "drakit"),
+        str(CHART),
         "--namespace",
         RELEASE_NAMESPACE,
         "--create-namespace",
@@ -240,21 +275,6 @@ def stop(demo: RealNodeDemo) -> None:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def _helm(demo: RealNodeDemo, *args: str) -> None:
-    env = {
-        **os.environ,
-        "KUBECONFIG": demo.cluster.kubeconfig,
-        "HELM_CONFIG_HOME": str(demo.root / "helm" / "config"),
-        "HELM_CACHE_HOME": str(demo.root / "helm" / "cache"),
-        "HELM_DATA_HOME": str(demo.root / "helm" / "data"),
-    }
-    proc = subprocess.run(
-        [str(demo.helm), *args], env=env, capture_output=True, text=True, check=False, timeout=300
-    )
-    if proc.returncode != 0:
-        raise RealNodeError(f"helm {args[0]} failed: {proc.stderr.strip()}")
 
 
 def _wait(check: Callable[[], Any], what: str) -> Any:

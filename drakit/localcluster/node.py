@@ -106,6 +106,7 @@ class LocalNode(StartedByWith):
         # containerd's sockets need a short path (104 bytes at most): a folder of their own.
         self.paths = NodePaths(work.resolve(), run=Path("/run") / f"drakit-node-{token}")
         self.processes: list[ManagedProcess] = []
+        self._envs: dict[str, dict[str, str] | None] = {}  # by process name, for respawn()
         self._record = hoststate.NodeRecord(
             owner_pid=os.getpid(),
             token=token,
@@ -188,12 +189,36 @@ class LocalNode(StartedByWith):
         self, name: str, argv: list[str], env: dict[str, str] | None = None
     ) -> ManagedProcess:
         proc = ManagedProcess(name, argv, self.paths.logs / f"{name}.log")
-        proc.start(env=env)
+        self._envs[name] = env
         self.processes.append(proc)
-        assert proc.pid is not None
-        self._record.processes.append((proc.pid, str(Path(argv[0]).resolve())))
-        self._record.save()
+        self._start_recorded(proc)
         return proc
+
+    def _start_recorded(self, proc: ManagedProcess) -> None:
+        """Start ``proc`` and write its pid down first thing (restore() kills it by pid)."""
+        proc.start(env=self._envs.get(proc.name))
+        assert proc.pid is not None
+        self._record.processes.append((proc.pid, str(Path(proc.argv[0]).resolve())))
+        self._record.save()
+
+    def process(self, name: str) -> ManagedProcess:
+        """The node's ``containerd`` or ``kubelet`` process (KeyError when not started)."""
+        found = next((p for p in self.processes if p.name == name), None)
+        if found is None:
+            raise KeyError(f"node {self.name} has no process {name!r}")
+        return found
+
+    def respawn(self, name: str) -> None:
+        """Start the exited ``containerd`` or ``kubelet`` again with the arguments and
+        environment it had, without waiting for it (a crash-restart, as systemd does).
+
+        Running containers belong to their shims and survive; the restarted containerd and
+        kubelet find them again. Raises NodeError when the process is still running.
+        """
+        proc = self.process(name)
+        if proc.running():
+            raise NodeError(f"{name} of node {self.name} is still running")
+        self._start_recorded(proc)
 
     def _start_containerd(self) -> None:
         p = self.paths

@@ -22,15 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from node_rig import EXAMPLE_IMAGE, ROOT, Helm, RealNodeStack
+from node_rig import ROOT, Helm, RealNodeStack
 
+from drakit.demo.real_node import IMAGE_REPOSITORY, import_images
 from drakit.localcluster import ClusterConfig, LocalCluster
 from drakit.localcluster.assets import build_binaries, require_binary
-from drakit.localcluster.images import BUSYBOX_IMAGE
 from drakit.localcluster.node import LocalNode, NodeConfig
 from kubeapi.client import load_client
-
-IMAGE_REPOSITORY = "localhost/drakit"
 
 
 @dataclass(frozen=True)
@@ -86,8 +84,7 @@ def make_stack(assets: NodeAssets, work: Path, controllers: str) -> Iterator[Rea
         node = LocalNode(NodeConfig(kubeconfig=Path(cluster.kubeconfig)))
         try:
             node.start()
-            node.import_image(assets.image_archive, base_name=IMAGE_REPOSITORY)
-            node.tag_image(BUSYBOX_IMAGE, EXAMPLE_IMAGE)
+            import_images(node, assets.image_archive)
             helm = Helm(assets.helm, work / "helm", cluster.kubeconfig)
             stack = RealNodeStack(
                 cluster=cluster,

@@ -135,6 +135,8 @@ class _Stats:
     check_seconds_total: float = 0.0  # wall time of the safety checks (reading included)
     check_seconds_max: float = 0.0
     violations: Counter[str] = field(default_factory=Counter)
+    #: UIDs of the pods seen running, by node (how the workload spread over the nodes).
+    running: dict[str, set[str]] = field(default_factory=dict)
     transients: Counter[str] = field(default_factory=Counter)
     longest_transient_s: dict[str, float] = field(default_factory=dict)
 
@@ -195,6 +197,7 @@ class Checker:
         """
         started = time.monotonic()
         state = self._read()
+        self._note_running(state)
         files = self._read_files()
         findings = [
             *inv.device_findings(state, self.driver, self._devices()),
@@ -271,6 +274,12 @@ class Checker:
         self._count(violations)
         return violations
 
+    def _note_running(self, state: ClusterState) -> None:
+        with self._lock:
+            for pod in state.pods:
+                if pod.running:
+                    self._stats.running.setdefault(pod.node_name, set()).add(pod.uid)
+
     def _unreachable(self) -> list[Violation]:
         violation = Violation(
             inv.UNREADABLE, "apiserver", "no successful reading before the deadline", time.time()
@@ -280,7 +289,8 @@ class Checker:
 
     def summary(self) -> dict[str, Any]:
         """Checks run, failed readings, seconds without a reading, violations and transients
-        by invariant, findings open now, how long a safety check takes, the bounds."""
+        by invariant, findings open now, pods seen running by node, how long a safety check
+        takes, the bounds."""
         with self._lock:
             return {
                 "checks": self._stats.checks,
@@ -292,6 +302,9 @@ class Checker:
                     k: round(v, 1) for k, v in self._stats.longest_transient_s.items()
                 },
                 "open_findings": len(self._episodes),
+                "pods_seen_running": {
+                    node: len(uids) for node, uids in sorted(self._stats.running.items())
+                },
                 "check_seconds": {
                     "mean": round(self._stats.check_seconds_total / max(self._stats.checks, 1), 3),
                     "max": round(self._stats.check_seconds_max, 3),

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from soak.faults import KINDS, plan
+from soak.faults import KINDS, REAL_KINDS, plan
 from soak.stack import node_names
 
 DESCRIPTION = """\
 Run drakit's chaos soak: a real control plane (etcd, kube-apiserver, kube-scheduler,
 kube-controller-manager), two leader-elected drakit controller replicas and simulated nodes
-(kubelet harness + node plugin), each component behind a TCP chaos proxy of its own. A
+(kubelet harness + node plugin) and, with --real-node, a real node, each component behind
+a TCP chaos proxy of its own. A
 seeded workload churns pods while a seeded fault schedule kills, pauses and cuts off
 components and compacts etcd; an independent checker asserts the invariants every second,
 then liveness once the faults stopped, then the quiet-state invariants.
@@ -25,11 +27,17 @@ bad arguments or a stack that did not start, 0 otherwise. The same --seed and --
 replay the same fault schedule (--print-schedule shows it without running anything).
 """
 
-EPILOG = """\
+EPILOG = (
+    """\
 examples:
   make soak DURATION=30m SEED=7
   python -m soak --duration 3m --seed 1 --print-schedule
-fault kinds: """ + ", ".join(k for k, _ in KINDS)
+  make soak DURATION=10m SEED=5 SOAK_ARGS=--real-node
+fault kinds: """
+    + ", ".join(k for k, _ in KINDS)
+    + "; with --real-node also "
+    + ", ".join(k for k, _ in REAL_KINDS if k != "proxy")
+)
 
 
 def parse_duration(text: str) -> float:
@@ -92,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="mean seconds between two faults (default: 15)",
     )
     p.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also run a real node (containerd, runc, the real kubelet and the Helm chart's "
+        "plugin DaemonSet; root only, one per machine: waits while another runs) with pods "
+        "of both schedulers and faults of its own: plugin container, kubelet and containerd "
+        "SIGKILLed, rolling updates of the DaemonSet, proxy faults",
+    )
+    p.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -108,9 +124,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.print_schedule:
-        for fault in plan(args.seed, args.duration, node_names(args.nodes), args.fault_interval):
+        nodes = node_names(args.nodes)
+        schedule = plan(
+            args.seed, args.duration, nodes, args.fault_interval, real_node=args.real_node
+        )
+        for fault in schedule:
             print(fault.describe())
         return 0
+    if args.real_node and os.geteuid() != 0:
+        print(
+            "soak: --real-node needs root (the kubelet, containerd and runc manage cgroups "
+            "and mounts)",
+            file=sys.stderr,
+        )
+        return 2
+    from drakit.demo.real_node import RealNodeError  # noqa: PLC0415
+    from drakit.localcluster.assets import MissingBinaryError  # noqa: PLC0415
     from drakit.localcluster.process import StartError  # noqa: PLC0415
     from soak.run import SoakOptions, exit_code, run  # noqa: PLC0415
 
@@ -119,12 +148,13 @@ def main(argv: list[str] | None = None) -> int:
         duration=args.duration,
         nodes=args.nodes,
         fault_interval=args.fault_interval,
+        real_node=args.real_node,
         out_dir=args.out,
         log=lambda line: print(line, flush=True),
     )
     try:
         result = run(options)
-    except StartError as err:
+    except (StartError, RealNodeError, MissingBinaryError) as err:
         print(f"soak: the stack did not start: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

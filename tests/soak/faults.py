@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from soak.realnode import REAL_NODE
 from soak.stack import SoakStack
 
 #: (kind, weight). Kill kinds restart the component after ``duration`` seconds down.
@@ -46,6 +47,16 @@ KINDS: tuple[tuple[str, int], ...] = (
     ("compact-etcd", 2),
     ("checkpoint-fs-full", 2),
     ("checkpoint-fs-readonly", 2),
+)
+#: The real node's kinds (``--real-node``), planned from a random stream of their own so that
+#: a seed's schedule without the real node stays what it was. ``proxy`` faults there cut
+#: the real kubelet's or the real plugin's connection to the apiserver.
+REAL_KINDS: tuple[tuple[str, int], ...] = (
+    ("kill-real-plugin", 4),
+    ("kill-real-kubelet", 3),
+    ("kill-real-containerd", 2),
+    ("rolling-update-real-plugin", 3),
+    ("proxy", 2),
 )
 PROXY_MODES = ("drop_new", "reset_all", "delay", "blackhole", "cut")
 #: Components a plain ``pause`` may stop (controllers have a kind of their own).
@@ -75,23 +86,70 @@ class Fault:
         )
 
 
-def plan(seed: int, duration: float, nodes: list[str], mean_interval: float) -> list[Fault]:
-    """The fault schedule for a run of ``duration`` seconds (faults end by ``duration``)."""
-    rng = random.Random(f"faults-{seed}")
-    kinds = [k for k, _ in KINDS]
-    weights = [w for _, w in KINDS]
+def plan(
+    seed: int,
+    duration: float,
+    nodes: list[str],
+    mean_interval: float,
+    *,
+    real_node: bool = False,
+) -> list[Fault]:
+    """The fault schedule for a run of ``duration`` seconds (faults end by ``duration``).
+
+    With ``real_node``, the real node's faults (``REAL_KINDS``, at the same mean interval)
+    are merged in; the other faults are the same as without it.
+    """
+    base = random.Random(f"faults-{seed}")
+    faults = _stream(base, duration, mean_interval, KINDS, nodes, draw=_draw)
+    if real_node:
+        real = random.Random(f"real-node-faults-{seed}")
+        faults += _stream(real, duration, mean_interval, REAL_KINDS, nodes, draw=_draw_real)
+        faults.sort(key=lambda f: f.at)  # stable: equal times keep the base fault first
+    return faults
+
+
+def _stream(
+    rng: random.Random,
+    duration: float,
+    mean_interval: float,
+    table: tuple[tuple[str, int], ...],
+    nodes: list[str],
+    *,
+    draw: Callable[[random.Random, float, str, list[str]], Fault],
+) -> list[Fault]:
+    """Faults drawn from ``table`` at exponential gaps; each target busy until it settled."""
+    kinds = [k for k, _ in table]
+    weights = [w for _, w in table]
     busy: dict[str, float] = {}
     faults: list[Fault] = []
     t = rng.uniform(5.0, mean_interval)
     while t < duration:
         kind = rng.choices(kinds, weights)[0]
-        fault = _draw(rng, t, kind, nodes)
+        fault = draw(rng, t, kind, nodes)
         end = fault.at + fault.duration
         if busy.get(fault.target, -1.0) <= t and end < duration:
             faults.append(fault)
             busy[fault.target] = end + SETTLE
         t += rng.expovariate(1.0 / mean_interval)
     return faults
+
+
+def _draw_real(rng: random.Random, t: float, kind: str, nodes: list[str]) -> Fault:
+    """A fault of the real node (``nodes``, the simulated ones, are not used)."""
+    at = round(t, 1)
+    if kind in ("kill-real-plugin", "rolling-update-real-plugin"):
+        # The kubelet restarts the plugin (or the DaemonSet replaces it): nothing to hold
+        # down; the duration only keeps the next plugin fault away a little longer.
+        return Fault(at, kind, f"{REAL_NODE}/plugin", round(rng.uniform(5.0, 15.0), 1))
+    if kind == "kill-real-kubelet":
+        return Fault(at, kind, f"{REAL_NODE}/kubelet", round(rng.uniform(0.0, 4.0), 1))
+    if kind == "kill-real-containerd":
+        return Fault(at, kind, f"{REAL_NODE}/containerd", round(rng.uniform(0.0, 4.0), 1))
+    if kind == "proxy":
+        target = rng.choice([f"{REAL_NODE}/kubelet", f"{REAL_NODE}/plugin"])
+        mode = rng.choice(PROXY_MODES)
+        return Fault(at, kind, target, round(rng.uniform(2.0, 20.0), 1), mode)
+    raise ValueError(f"unknown real-node fault kind {kind!r}")
 
 
 def _draw(rng: random.Random, t: float, kind: str, nodes: list[str]) -> Fault:
@@ -159,6 +217,8 @@ class Injector:
         self.record = record
         self.injected: Counter[str] = Counter()
         self.failed: Counter[str] = Counter()
+        #: Why a fault of each kind could not be applied, the last time it could not.
+        self.failed_why: dict[str, str] = {}
         self._undo: list[_Undo] = []
         self._seq = 0
 
@@ -182,10 +242,12 @@ class Injector:
                     "param": fault.param,
                 },
             )
-            if self._run(fault.describe(), functools.partial(self._apply, fault)):
+            error = self._run(fault.describe(), functools.partial(self._apply, fault))
+            if error is None:
                 self.injected[fault.kind] += 1
             else:
                 self.failed[fault.kind] += 1
+                self.failed_why[fault.kind] = error[:200]
 
     def finish(self) -> None:
         """Undo every fault still in effect now (faults stop before the liveness phase)."""
@@ -198,13 +260,15 @@ class Injector:
         self._seq += 1
         heapq.heappush(self._undo, _Undo(self.elapsed() + delay, self._seq, what, action))
 
-    def _run(self, what: str, action: Callable[[], None]) -> bool:
+    def _run(self, what: str, action: Callable[[], None]) -> str | None:
+        """Run ``action``; None when it worked, else the error (also recorded)."""
         try:
             action()
         except Exception as err:
-            self.record("fault-error", {"what": what, "error": f"{type(err).__name__}: {err}"})
-            return False
-        return True
+            error = f"{type(err).__name__}: {err}"
+            self.record("fault-error", {"what": what, "error": error})
+            return error
+        return None
 
     # -- the kinds ---------------------------------------------------------------------------
 
@@ -214,6 +278,8 @@ class Injector:
             self._controller_fault(fault)
         elif kind == "rolling-update-kill":
             self._rolling_update_kill(fault)
+        elif kind in ("kill-real-plugin", "rolling-update-real-plugin"):
+            self._real_plugin(fault)
         elif kind.startswith("kill-"):
             self._kill_and_hold(fault.target, fault.duration)
         elif kind == "pause":
@@ -264,6 +330,16 @@ class Injector:
         old = self.stack.nodes[node].plugin
         self.stack.start_rolling_update(node)
         self._later(min(fault.duration, 2.0), f"old plugin of {node}", old.kill)
+
+    def _real_plugin(self, fault: Fault) -> None:
+        """SIGKILL the real node's plugin container, or roll its DaemonSet (helm upgrade)."""
+        real = self.stack.real
+        if real is None:
+            raise RuntimeError("no real node in this stack (run with --real-node)")
+        if fault.kind == "kill-real-plugin":
+            self.record("killed", {"target": fault.target, "pids": real.kill_plugin()})
+        else:
+            self.record("rolled", {"target": fault.target, "rollout": real.rolling_update()})
 
     def _pause(self, component: str, seconds: float) -> None:
         proc = self._process(component)

@@ -55,6 +55,8 @@ class SoakOptions:
             recovery_s=150.0, liveness_s=240.0, slice_heal_s=150.0, confirm_s=5.0
         )
     )
+    #: Add the real node (soak.realnode; root): its pods, its faults, its files checked.
+    real_node: bool = False
     #: Where reproduction folders go (one per failed run); None: $TMPDIR/drakit-soak.
     out_dir: Path | None = None
     log: Callable[[str], None] = field(default=print)
@@ -88,9 +90,15 @@ class SoakResult:
 def run(opts: SoakOptions) -> SoakResult:
     """Run one soak; never leaves a process or folder behind (see SoakStack.stop)."""
     root = short_temp_root("dks-")
-    stack = SoakStack(root, opts.nodes, log=opts.log)
+    stack = SoakStack(root, opts.nodes, log=opts.log, real_node=opts.real_node)
     timeline = Timeline()
-    schedule = plan(opts.seed, opts.duration, node_names(opts.nodes), opts.fault_interval)
+    schedule = plan(
+        opts.seed,
+        opts.duration,
+        node_names(opts.nodes),
+        opts.fault_interval,
+        real_node=opts.real_node,
+    )
     opts.log(f"soak: seed {opts.seed}, {opts.duration:g}s, {len(schedule)} faults planned:")
     for fault in schedule:
         opts.log(f"  {fault.describe()}")
@@ -105,7 +113,7 @@ def run(opts: SoakOptions) -> SoakResult:
 def _drive(
     opts: SoakOptions, stack: SoakStack, timeline: Timeline, schedule: list[Fault]
 ) -> SoakResult:
-    views = [NodeView(n.name, n.checkpoint_path, n.folders.cdi) for n in stack.nodes.values()]
+    views = [NodeView(*view) for view in stack.node_views()]
     checker = Checker(stack.client, DRIVER, views, opts.bounds, namespaces=[NAMESPACE])
     safety = SafetyLoop(checker, timeline)
     recorder = ApiRecorder(stack.client, NAMESPACE, timeline)
@@ -115,6 +123,7 @@ def _drive(
         opts.seed,
         opts.rates,
         lambda what, data: timeline.add("workload", what, data),
+        real_node=opts.real_node,
     )
     injector = Injector(
         stack, schedule, lambda what, data: timeline.add("fault", what, data), clock=timeline
@@ -158,7 +167,8 @@ def _drive(
     opts.log(
         f"soak: pods by kind {result.pods_by_kind}; {result.workload_errors} workload API "
         f"calls failed under faults; {result.restarts} restarts by the "
-        f"supervisor; faults that could not be applied {result.faults_failed}; "
+        f"supervisor; faults that could not be applied {result.faults_failed} "
+        f"(last reason by kind: {injector.failed_why}); "
         f"checker: {result.checker}"
     )
     if result.violations:
@@ -273,6 +283,8 @@ def save_reproduction(
     folder = base / f"soak-failure-seed{opts.seed}-{time.strftime('%Y%m%dT%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=True)
     command = f"make soak DURATION={opts.duration:g}s SEED={opts.seed}"
+    if opts.real_node:
+        command += " SOAK_ARGS=--real-node"
     (folder / "README.txt").write_text(
         f"{result.summary_line()}\nreplay: {command}\n"
         f"nodes={opts.nodes} fault_interval={opts.fault_interval:g}\n"
@@ -283,6 +295,9 @@ def save_reproduction(
     shutil.copytree(stack.root / "logs", logs, dirs_exist_ok=True)
     with contextlib.suppress(OSError):
         shutil.copytree(stack.root / "cluster" / "logs", logs / "cluster", dirs_exist_ok=True)
+    if stack.real is not None:
+        with contextlib.suppress(OSError):
+            stack.real.copy_logs(logs / "real-node")
     report = [result.summary_line(), f"replay: {command}", f"saved in {folder}", ""]
     for violation in result.violations:
         report.append(f"VIOLATION {violation.invariant} {violation.subject}: {violation.detail}")

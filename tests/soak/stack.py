@@ -1,12 +1,16 @@
 """The soak's stack: the real control plane, two leader-elected controller replicas and
 simulated nodes (kubelet harness + node plugin each), every component reaching the
-apiserver through a chaos proxy of its own.
+apiserver through a chaos proxy of its own; with ``real_node``, also a real node
+(``soak.realnode``: containerd + the real kubelet + the chart's plugin DaemonSet), whose
+kubelet and plugin have a proxy each too.
 
 Nodes ``soak-a`` and ``soak-b`` take pods scheduled by kube-scheduler, ``soak-c`` (and any
-further node) pods scheduled by drakit (``schedulerName: drakit``). The split is deliberate:
-the API does not stop two different allocators from giving the same device to two claims
-(controller-semantics.md, pitfall 25), so drakit's scheduler owns its nodes' devices and
-kube-scheduler the others' — as an operator running both must arrange.
+further node) pods scheduled by drakit (``schedulerName: drakit``); the real node
+``soak-real`` takes pods of both, on devices split between them (``soak.workload``).
+The split is deliberate: the API does not stop two different allocators from giving the
+same device to two claims (controller-semantics.md, pitfall 25), so drakit's scheduler owns
+its nodes' devices and kube-scheduler the others' — as an operator running both must
+arrange.
 
 Every child process is started by the thread that created the stack (``PR_SET_PDEATHSIG``
 fires when the *thread* that forked a child ends): faults that restart a component run on
@@ -38,6 +42,8 @@ from kubeapi.resources import RESOURCE_SLICES, Resource
 from soak.chaosproxy import ChaosProxy
 from soak.faultfs import FaultFs, can_mount
 from soak.faultfs import sweep_leftovers as sweep_leftover_mounts
+from soak.heartbeat import NodeHeartbeat
+from soak.realnode import REAL_LABEL_VALUE, REAL_NODE, RealNode
 
 P = TypeVar("P", bound=ManagedProcess)
 
@@ -99,10 +105,22 @@ class SoakNode:
 class SoakStack:
     """Start with :meth:`start`, stop with :meth:`stop` (idempotent, also after a failure)."""
 
-    def __init__(self, root: Path, node_count: int = 3, log: Callable[[str], None] = print):
+    def __init__(
+        self,
+        root: Path,
+        node_count: int = 3,
+        log: Callable[[str], None] = print,
+        *,
+        real_node: bool = False,
+    ):
         self.root = root
         self.node_count = node_count
         self.log = log
+        self.real_node = real_node
+        #: The real node, once started (``real_node`` only).
+        self.real: RealNode | None = None
+        #: Leases for the simulated nodes while node-lifecycle runs (``real_node`` only).
+        self.heartbeat: NodeHeartbeat | None = None
         self.cluster: LocalCluster | None = None
         self.client: Any = None
         self.proxies: dict[str, Proxied] = {}
@@ -128,13 +146,22 @@ class SoakStack:
         self._record.save()
         self.backend_config.write_text(yaml.safe_dump(BACKEND_CONFIG))
         self.harness_binary = demo.build_harness(demo.REPO_ROOT)
+        if self.real_node:
+            self.real = RealNode(self.root / "real", self.log)
+            self.real.prepare()
         config = ClusterConfig(
             work_dir=self.root / "cluster",
             extra_apiserver_args=(f"--watch-cache-sizes={UNCACHED_WATCHES}",),
+            # A real kubelet needs the apiserver's kubelet client certificate, the
+            # ServiceAccount admission (the chart's pods) and node-lifecycle (its taints).
+            real_nodes=self.real_node,
         )
         self.cluster = LocalCluster(config)
         self.cluster.start()
         self.client = load_client(self.cluster.kubeconfig, qps=200, burst=400)
+        if self.real_node:
+            self.heartbeat = NodeHeartbeat(self.client)
+            self.heartbeat.start()
         demo.ensure_device_class(self.client)
         self.cluster.start_scheduler(self._proxied("kube-scheduler").kubeconfig)
         self.cluster.start_controller_manager(self._proxied("kube-controller-manager").kubeconfig)
@@ -149,9 +176,46 @@ class SoakStack:
         )
         for name in node_names(self.node_count):
             self._start_node(name)
+        if self.real_node:
+            self._start_real_node()
+
+    def _start_real_node(self) -> None:
+        assert self.cluster is not None
+        kubelet = self._proxied(f"{REAL_NODE}/kubelet")
+        plugin = self._proxied(f"{REAL_NODE}/plugin")
+        assert self.real is not None
+        self.real.start(
+            admin_kubeconfig=self.cluster.kubeconfig,
+            kubelet_kubeconfig=kubelet.kubeconfig,
+            plugin_server=f"https://127.0.0.1:{plugin.proxy.port}",
+            backend_config=BACKEND_CONFIG,
+            labels={SCHEDULER_LABEL: REAL_LABEL_VALUE},
+        )
+        demo.wait_until(
+            lambda: self.node_has_slices(REAL_NODE),
+            timeout=WAIT,
+            what=f"ResourceSlices of {REAL_NODE} (the chart's plugin DaemonSet)",
+            interval=0.5,
+        )
+
+    def node_views(self) -> list[tuple[str, Path, Path]]:
+        """(node, checkpoint file, CDI folder) of every node's plugin, the real one too."""
+        views = [(n.name, n.checkpoint_path, n.folders.cdi) for n in self.nodes.values()]
+        if self.real is not None:
+            views.append((REAL_NODE, self.real.checkpoint_path, self.real.cdi_dir))
+        return views
 
     def stop(self) -> None:
         """Stop everything this stack started (by PID) and remove its folder."""
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+        try:
+            if self.real is not None:
+                self.real.stop()  # before the control plane; restores the machine
+        finally:
+            self._stop_the_rest()
+
+    def _stop_the_rest(self) -> None:
         for node in self.nodes.values():
             for proc in (node.plugin, *node.outgoing, node.harness):
                 proc.stop(timeout=5)
@@ -236,6 +300,8 @@ class SoakStack:
 
     def _start_node(self, name: str) -> None:
         demo.create_ready_node(self.client, name)
+        if self.heartbeat is not None:
+            self.heartbeat.add(name)
         _label_node(self.client, name, {SCHEDULER_LABEL: scheduler_of(name)})
         folders = NodeFolders(self.root / "n" / name).create()
         # The plugin's data folder (checkpoint, sockets) on a tmpfs of its own, so that a
@@ -305,6 +371,8 @@ class SoakStack:
         for node in self.nodes.values():
             yield f"{node.name}/harness", node.harness
             yield f"{node.name}/plugin", node.plugin
+        if self.real is not None:
+            yield from self.real.components()
 
     def supervise(self) -> list[str]:
         """Restart what exited by itself (as kubelet/systemd would); returns their names.
@@ -319,6 +387,8 @@ class SoakStack:
             try:
                 if self.cluster is not None and proc in self.cluster.processes:
                     self.cluster.restart(proc.name)
+                elif self.real is not None and name.startswith(f"{REAL_NODE}/"):
+                    self.real.respawn(name)  # recorded by the node, for its restore
                 else:
                     self._spawn(proc)
             except StartError as err:

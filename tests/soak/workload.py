@@ -9,6 +9,14 @@ Kinds of pods (weights in ``KINDS``):
 - ``matched``: two GPUs with a ``matchAttribute`` constraint, either scheduler;
 - ``doomed``: created and deleted again 0-2 s later, while it is being scheduled or prepared.
 
+With ``real_node``, a share (``REAL_SHARE``, drawn from a random stream of its own so the
+other choices stay those of the seed without it) of the non-shared pods goes to the real
+node instead (``real-kube``, ``real-drakit``): busybox containers that print their GPU
+environment and sleep. Both schedulers allocate there, so the real node's devices are split
+between them by selector (two allocators must never be able to pick the same device,
+controller-semantics.md pitfall 25): kube-scheduler's claims take whole GPUs with index 0-1,
+drakit's whole GPUs with index 2-3 or partitions.
+
 Every pod has a deadline: it is deleted ``lifetime`` seconds after creation whether or not it
 ever ran, so nothing waits forever. Decisions come from ``random.Random(seed)``; timing
 depends on the machine, so two runs with one seed make the same choices in the same order,
@@ -27,6 +35,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
+from drakit.demo.real_node import EXAMPLE_IMAGE
 from drakit.demo.stack import DEVICE_CLASS, DRAKIT_SCHEDULER
 from kubeapi.errors import ApiError, NotFound
 from kubeapi.objects import KubeObject
@@ -36,9 +45,12 @@ from kubeapi.resources import (
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     Resource,
+    ResourceType,
 )
+from soak.realnode import REAL_LABEL_VALUE
 from soak.stack import SCHEDULER_LABEL
 
+SERVICE_ACCOUNTS = ResourceType("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
 KINDS: tuple[tuple[str, int], ...] = (
     ("template", 30),
     ("drakit", 20),
@@ -52,6 +64,14 @@ _MEMORY = f'device.capacity["{DEVICE_CLASS}"].memory'
 #: Whole GPUs (80Gi) and partitions (10Gi) of the example backend (soak.stack.BACKEND_CONFIG).
 WHOLE_GPU = f'{_MEMORY}.compareTo(quantity("80Gi")) == 0'
 PARTITION = f'{_MEMORY}.compareTo(quantity("10Gi")) == 0'
+#: The real node's whole GPUs split between the two schedulers (see the module docstring).
+_INDEX = f'device.attributes["{DEVICE_CLASS}"].index'
+KUBE_HALF = f"{WHOLE_GPU} && {_INDEX} < 2"
+DRAKIT_HALF = f"{WHOLE_GPU} && {_INDEX} >= 2"
+#: The share of non-shared pods that go to the real node (with ``real_node``).
+REAL_SHARE = 0.3
+#: What a real-node container runs: its GPU environment (from the claim's CDI spec), then sleep.
+REAL_COMMAND = "env | grep '^GPU_' | sort; echo ready; exec sleep 3600"
 
 
 @dataclass(frozen=True)
@@ -91,6 +111,12 @@ def claim_spec(kind: str) -> dict[str, Any]:
 
 
 TEMPLATES = {"one-gpu": "template", "one-partition": "partition", "matched-pair": "matched"}
+#: The real node's claim templates, by name: one device each, from one scheduler's share.
+REAL_TEMPLATES = {
+    "real-kube-gpu": KUBE_HALF,
+    "real-drakit-gpu": DRAKIT_HALF,
+    "real-drakit-partition": PARTITION,
+}
 
 
 @dataclass
@@ -111,9 +137,14 @@ class Workload:
         seed: int,
         rates: Rates,
         record: Callable[[str, dict[str, Any]], None],
+        *,
+        real_node: bool = False,
     ) -> None:
         self.namespace = namespace
         self.rng = random.Random(f"workload-{seed}")
+        self.real_node = real_node
+        self.real_rng = random.Random(f"workload-real-{seed}")
+        self.service_accounts = Resource(client, SERVICE_ACCOUNTS)
         self.rates = rates
         self.record = record
         self.pods = Resource(client, PODS)
@@ -138,6 +169,25 @@ class Workload:
         for name, kind in TEMPLATES.items():
             body = {"metadata": {"name": name}, "spec": {"spec": claim_spec(kind)}}
             self.templates.create(body, self.namespace)
+        if self.real_node:
+            for name, selector in REAL_TEMPLATES.items():
+                spec = {"devices": {"requests": [_request("gpu", selector)]}}
+                body = {"metadata": {"name": name}, "spec": {"spec": spec}}
+                self.templates.create(body, self.namespace)
+            self._wait_service_account()
+
+    def _wait_service_account(self, timeout: float = 120.0) -> None:
+        """With a real node the ServiceAccount admission runs: a pod is refused until
+        kube-controller-manager has created the namespace's ``default`` account."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.service_accounts.get("default", self.namespace)
+                return
+            except (ApiError, OSError):
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
 
     def start(self) -> None:
         self._thread.start()
@@ -197,7 +247,12 @@ class Workload:
         template = {"partition": "one-partition", "matched": "matched-pair"}.get(kind, "one-gpu")
         name = self._name(kind)
         body = pod_body(name, scheduler, {"resourceClaimTemplateName": template})
-        self._create_pod(LivePod(name, kind, now + self._lifetime(kind)), body)
+        counted = kind
+        if self.real_node and self.real_rng.random() < REAL_SHARE:
+            counted = f"real-{scheduler}"
+            name = name.replace(kind, counted, 1)
+            body = real_pod_body(name, scheduler, real_template(kind, scheduler))
+        self._create_pod(LivePod(name, counted, now + self._lifetime(kind)), body)
 
     def _create_shared(self, now: float) -> None:
         claim = self._name("shared-claim")
@@ -256,6 +311,25 @@ class Workload:
         for claim in list(self.shared_users):
             self.shared_users[claim] = 1
             self._guarded(functools.partial(self._user_gone, claim))
+
+
+def real_template(kind: str, scheduler: str) -> str:
+    """The real node's claim template for a pod of ``kind`` placed by ``scheduler``."""
+    if scheduler == "kube":
+        return "real-kube-gpu"
+    return "real-drakit-partition" if kind == "partition" else "real-drakit-gpu"
+
+
+def real_pod_body(name: str, scheduler: str, template: str) -> KubeObject:
+    """A busybox pod for the real node: prints its GPU environment, then sleeps."""
+    body = pod_body(name, scheduler, {"resourceClaimTemplateName": template})
+    spec = body["spec"]
+    spec["nodeSelector"] = {SCHEDULER_LABEL: REAL_LABEL_VALUE}
+    spec["automountServiceAccountToken"] = False
+    spec["containers"][0].update(
+        image=EXAMPLE_IMAGE, imagePullPolicy="Never", command=["sh", "-c", REAL_COMMAND]
+    )
+    return body
 
 
 def pod_body(name: str, scheduler: str, source: dict[str, str]) -> KubeObject:
