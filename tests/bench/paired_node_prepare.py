@@ -7,10 +7,11 @@ be compared across runs. This benchmark serves both side by side on one local ap
 ``gpu-baseline.example.com``; one claim each, the 32-GPU example backend, CDI root on
 tmpfs) and alternates prepare + unprepare cycles between them, swapping the order every
 cycle, so both see the same load. It prints p50/p90/p99 of each, the ratio of the p50s
-and the median of the per-pair ratios.
+and the median of the per-pair ratios. Not part of ``make bench`` (which runs
+``bench_*.py``): it needs the second checkout.
 
     git worktree add /tmp/baseline main && (cd /tmp/baseline && make venv)
-    .venv/bin/python tests/bench/bench_node_prepare_paired.py --baseline /tmp/baseline
+    .venv/bin/python tests/bench/paired_node_prepare.py --baseline /tmp/baseline
 """
 
 from __future__ import annotations
