@@ -48,22 +48,30 @@ Every flag has an environment-variable twin; see `drakit SUBCOMMAND --help`.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with ``only`` (a subcommand name), just that subcommand's parser.
+
+    A running program then carries neither the other subcommands' modules nor their
+    parsers (the node plugin runs on every node, where memory counts).
+    """
     parser = argparse.ArgumentParser(
         prog="drakit",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
-    for module_name in SUBCOMMANDS.values():
-        module: _Subcommand = importlib.import_module(module_name)
+    names = [only] if only in SUBCOMMANDS else list(SUBCOMMANDS)
+    for name in names:
+        module: _Subcommand = importlib.import_module(SUBCOMMANDS[name])
         module.add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the drakit command line; returns the process exit code."""
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    # The first word names the subcommand; anything else (--help, a typo) gets them all.
+    args = build_parser(words[0] if words else None).parse_args(words)
     try:
         code: int = args.func(args)
     except KeyboardInterrupt:

@@ -13,6 +13,8 @@ Everything not listed in ``__all__`` is internal and may change.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from allocator.model import CounterSet, Device, DeviceAttribute, DeviceCapacity
 from allocator.quantity import Quantity
 from node_plugin.backends import base
@@ -30,11 +32,22 @@ ClaimToPrepare = base.ClaimToPrepare
 ContainerEdits = base.ContainerEdits
 DeviceNodeEdit = base.DeviceNodeEdit
 DeviceToPrepare = base.DeviceToPrepare
-EmptyConfig = base.EmptyConfig
 HealthReporter = base.HealthReporter
+LazyConfigModel = base.LazyConfigModel
 MountEdit = base.MountEdit
 PoolDescription = base.PoolDescription
 RequestContext = base.RequestContext
+
+if TYPE_CHECKING:
+    from node_plugin.backends.models import EmptyConfig
+else:
+
+    def __getattr__(name: str) -> Any:
+        """``EmptyConfig`` (a pydantic model) is imported on first use."""
+        if name == "EmptyConfig":
+            return base.EmptyConfig
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Backend",
@@ -56,6 +69,7 @@ __all__ = [
     "EmptyConfig",
     "HealthReporter",
     "HealthStatus",
+    "LazyConfigModel",
     "MountEdit",
     "PoolDescription",
     "Quantity",

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import pydantic
+from typing import TYPE_CHECKING, Any, Protocol
 
 from allocator.model import DeviceRequestAllocationResult, ModelError, ResourceClaim
 from kubeapi.errors import ApiError, NotFound
@@ -20,6 +18,9 @@ from node_plugin.backends.base import ClaimToPrepare, DeviceToPrepare
 from node_plugin.config import ConfigError, resolve_config
 from node_plugin.driver import ClaimRef
 from node_plugin.fairpool import FairPool
+
+if TYPE_CHECKING:
+    from node_plugin.config import ConfigModel
 
 __all__ = ["ClaimError", "ClaimReader", "ClaimSource", "FetchedClaim", "abandoned", "describe"]
 
@@ -71,13 +72,17 @@ def abandoned(ref: ClaimRef) -> ClaimError:
 
 
 class ClaimReader:
-    """Reads and checks claims for ``driver``; thread-safe, fair across concurrent calls."""
+    """Reads and checks claims for ``driver``; thread-safe, fair across concurrent calls.
+
+    ``config_model`` is the backend's model of opaque config, or a function returning it
+    (called only for a request that has opaque config: see :func:`resolve_config`).
+    """
 
     def __init__(
         self,
         source: ClaimSource,
         driver: str,
-        config_model: type[pydantic.BaseModel],
+        config_model: ConfigModel,
         *,
         parallel: int = MAX_PARALLEL_GETS,
     ) -> None:

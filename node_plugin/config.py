@@ -12,7 +12,7 @@ For one allocation result of this driver, the applicable entries are those
 They are applied class configs first, then claim configs, each in list order;
 a later entry wins field by field at the top level of ``parameters`` (a claim
 can override one setting of its class). The merged parameters are validated
-with the backend's pydantic model; an invalid config is a per-claim error
+with the backend's pydantic model (imported only then); an invalid config is a per-claim error
 naming the request, the field and the reason.
 
 Validation is strict, as Go's strict JSON decoding of a driver's config type:
@@ -24,16 +24,23 @@ snake_case twins), values of exactly the JSON type (``"5"``, ``5.0`` and
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pydantic
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from allocator.model import (
     CONFIG_SOURCE_CLAIM,
     CONFIG_SOURCE_CLASS,
     DeviceAllocationConfiguration,
 )
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import pydantic
+
+    #: A backend's ``config_model``, or a function returning it: called only when a
+    #: request has opaque config, so that claims without any never load pydantic.
+    ConfigModel: TypeAlias = type[pydantic.BaseModel] | Callable[[], type[pydantic.BaseModel]]
 
 
 class ConfigError(ValueError):
@@ -98,19 +105,24 @@ def resolve_config(
     configs: Sequence[DeviceAllocationConfiguration],
     driver: str,
     request: str,
-    model: type[pydantic.BaseModel],
+    model: ConfigModel,
 ) -> pydantic.BaseModel | None:
     """The validated config for ``request``; None when no config applies.
 
-    Raises :class:`ConfigError` naming the request, the sources and each bad field.
+    ``model`` is the backend's pydantic model or a function returning it, called (and
+    pydantic imported) only when some config applies. Raises :class:`ConfigError`
+    naming the request, the sources and each bad field.
     """
     params, sources = merged_parameters(configs, driver, request)
     if params is None:
         return None
+    import pydantic  # noqa: PLC0415 (only for a request that has opaque config)
+
+    model_class = cast("type[pydantic.BaseModel]", model if isinstance(model, type) else model())
     try:
         # Through JSON on purpose: JSON-mode strict validation takes a string for an
         # enum or Literal, as Go does, and rejects every other type mismatch.
-        return model.model_validate_json(
+        return model_class.model_validate_json(
             json.dumps(params), strict=True, by_alias=True, by_name=False
         )
     except pydantic.ValidationError as exc:

@@ -122,7 +122,9 @@ class PrepareCore:
         self.backend = backend
         self.events = events
         self.cdi = CDISpecs(config.cdi_root, config.driver_name)
-        self.reader = ClaimReader(claims_api, config.driver_name, backend.config_model)
+        # The model is read when a claim carries opaque config, not now: a built-in
+        # backend's model (pydantic) is imported only then.
+        self.reader = ClaimReader(claims_api, config.driver_name, lambda: backend.config_model)
         self.claims_api = claims_api
         self.health = HealthMonitor(health_report(backend))
         self.checkpoint = checkpoint or Checkpoint(

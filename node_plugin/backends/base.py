@@ -21,19 +21,33 @@ A driver author adds a backend without touching the core: implement
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
-
-import pydantic
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from allocator.model import CounterSet, Device
 from allocator.quantity import Quantity
 from node_plugin.driver import ClaimRef, DeviceHealth
 from telemetry.logs import StructuredLogger, get_logger
+
+if TYPE_CHECKING:
+    # pydantic is imported only when a config model is used (about 8 MiB of RSS):
+    # the node plugin's core and the built-in backends start without it.
+    import pydantic
+
+else:
+
+    def __getattr__(name: str) -> Any:
+        """``EmptyConfig`` is imported on first use (it is a pydantic model)."""
+        if name == "EmptyConfig":
+            from node_plugin.backends.models import EmptyConfig  # noqa: PLC0415
+
+            return EmptyConfig
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class BackendError(Exception):
@@ -78,10 +92,24 @@ class PoolDescription:
     shared_counters: tuple[CounterSet, ...] = ()
 
 
-class EmptyConfig(pydantic.BaseModel):
-    """Config model of a backend that accepts no opaque parameters."""
+class LazyConfigModel:
+    """A ``config_model`` class attribute whose pydantic model is imported on first use.
 
-    model_config = pydantic.ConfigDict(extra="forbid")
+    ``config_model = LazyConfigModel("mypkg.config:MyConfig")``: reading
+    ``Backend.config_model`` (or ``backend.config_model``) imports ``mypkg.config`` and
+    returns ``MyConfig``. The core reads it only for a claim that carries opaque config
+    for the driver, so a plugin whose claims carry none never loads pydantic.
+    """
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self._model: type[pydantic.BaseModel] | None = None
+
+    def __get__(self, instance: object, owner: type | None = None) -> type[pydantic.BaseModel]:
+        if self._model is None:
+            module, _, attr = self.target.partition(":")
+            self._model = getattr(importlib.import_module(module), attr)
+        return self._model
 
 
 @dataclass(frozen=True)
@@ -286,7 +314,7 @@ class ChangeListeners:
             self._callbacks.clear()
 
 
-ConfigT = TypeVar("ConfigT", bound=pydantic.BaseModel)
+ConfigT = TypeVar("ConfigT", bound="pydantic.BaseModel")
 
 
 class BackendBase(Generic[ConfigT]):
@@ -300,7 +328,10 @@ class BackendBase(Generic[ConfigT]):
     """
 
     name: ClassVar[str]
-    config_model: ClassVar[type[pydantic.BaseModel]] = EmptyConfig
+    #: :class:`EmptyConfig` (no opaque parameters accepted), imported when first read.
+    config_model: ClassVar[type[pydantic.BaseModel]] = LazyConfigModel(  # type: ignore[assignment]
+        "node_plugin.backends.models:EmptyConfig"
+    )
 
     def __init__(self, context: BackendContext) -> None:
         self.context = context

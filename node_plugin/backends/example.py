@@ -27,6 +27,9 @@ UUIDs derive from the node and device names, so they survive restarts.
 Prepare hands each device's identity and sharing settings to the container
 as environment variables (``GPU_0=<uuid>``, ``GPU_0_RESOURCE_CLAIM``,
 ``GPU_0_SHARING_STRATEGY`` ...); opaque config is :class:`GpuConfig`.
+
+Neither model loads pydantic at start: plainly valid settings are checked without it
+(:data:`SETTINGS`), and :class:`GpuConfig` is imported when a claim carries opaque config.
 """
 
 from __future__ import annotations
@@ -36,12 +39,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, ClassVar, Literal
-
-import pydantic
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from allocator.model import CounterSet, Device
-from allocator.quantity import Quantity, QuantityError, parse_quantity
+from allocator.quantity import Quantity
+from node_plugin.backends import plainconfig as plain
 from node_plugin.backends.base import (
     BackendConfigError,
     BackendContext,
@@ -50,96 +53,170 @@ from node_plugin.backends.base import (
     ClaimToPrepare,
     ContainerEdits,
     DeviceToPrepare,
+    LazyConfigModel,
     PoolDescription,
     RequestContext,
 )
-from node_plugin.backends.registry import validate_settings
 from node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
+
+if TYPE_CHECKING:
+    import pydantic
+
+else:
+    _MODELS = frozenset(
+        {
+            "BindingConditionOption",
+            "ConsumableOptions",
+            "ExampleSettings",
+            "GpuConfig",
+            "PartitionableOptions",
+            "Sharing",
+            "SpacePartitioningConfig",
+            "TaintOption",
+            "TimeSlicingConfig",
+        }
+    )
+
+    def __getattr__(name: str) -> Any:
+        """The pydantic models, imported on first use (see ``example_models``)."""
+        if name in _MODELS:
+            from node_plugin.backends import example_models  # noqa: PLC0415
+
+            return getattr(example_models, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _UUID_NAMESPACE = uuid.UUID("6b0d1c52-6a43-4f0e-9d53-2f7b5e0cf0a1")
 DRIVER_VERSION = "1.0.0"
 
 
-def _quantity(value: Any) -> str:
-    try:
-        parse_quantity(str(value))
-    except QuantityError as exc:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity: {exc}") from exc
-    return str(value)
+@dataclass(frozen=True)
+class PartitionableSettings:
+    gpus: int
+    memory: str
+    partitions: int
 
 
-QuantityText = Annotated[str, pydantic.BeforeValidator(_quantity)]
+@dataclass(frozen=True)
+class ConsumableSettings:
+    devices: int
+    memory: str
+    default: str
+    step: str
 
 
-class _Strict(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
-
-
-class PartitionableOptions(_Strict):
-    gpus: int = pydantic.Field(1, ge=0, le=32)
-    memory: QuantityText = "40Gi"
-    partitions: int = pydantic.Field(2, ge=1, le=16)
-
-
-class ConsumableOptions(_Strict):
-    devices: int = pydantic.Field(1, ge=0, le=32)
-    memory: QuantityText = "80Gi"
-    default: QuantityText = "10Gi"
-    step: QuantityText = "1Gi"
-
-
-class TaintOption(_Strict):
+@dataclass(frozen=True)
+class TaintSettings:
     device: str
     key: str
-    value: str = ""
-    effect: Literal["NoSchedule", "NoExecute", "None"] = "NoSchedule"
+    value: str
+    effect: str
 
 
-class BindingConditionOption(_Strict):
+@dataclass(frozen=True)
+class BindingSettings:
     device: str
-    conditions: list[str] = pydantic.Field(min_length=1)
-    failure_conditions: list[str] = pydantic.Field(default_factory=list, alias="failureConditions")
+    conditions: tuple[str, ...]
+    failure_conditions: tuple[str, ...]
 
 
-class ExampleSettings(_Strict):
-    """``--backend-config`` of the example backend."""
+@dataclass(frozen=True)
+class Settings:
+    """The example backend's ``--backend-config``, validated (see ``ExampleSettings``)."""
 
-    gpus: int = pydantic.Field(8, ge=0, le=128)
-    model: str = "LATEST-GPU-MODEL"
-    memory: QuantityText = "80Gi"
-    pool: str | None = None
-    partitionable: PartitionableOptions | None = None
-    consumable: ConsumableOptions | None = None
-    taints: list[TaintOption] = pydantic.Field(default_factory=list)
-    binding_conditions: list[BindingConditionOption] = pydantic.Field(
-        default_factory=list, alias="bindingConditions"
-    )
-    per_device_node_selection: bool = pydantic.Field(False, alias="perDeviceNodeSelection")
-    unhealthy: list[str] = pydantic.Field(default_factory=list)
+    gpus: int
+    model: str
+    memory: str
+    pool: str | None
+    partitionable: PartitionableSettings | None
+    consumable: ConsumableSettings | None
+    taints: tuple[TaintSettings, ...]
+    binding_conditions: tuple[BindingSettings, ...]
+    per_device_node_selection: bool
+    unhealthy: tuple[str, ...]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Settings:
+        """From validated settings in the shape of ``ExampleSettings.model_dump()``."""
+        partitionable, consumable = data["partitionable"], data["consumable"]
+        return cls(
+            gpus=data["gpus"],
+            model=data["model"],
+            memory=data["memory"],
+            pool=data["pool"],
+            partitionable=PartitionableSettings(**partitionable) if partitionable else None,
+            consumable=ConsumableSettings(**consumable) if consumable else None,
+            taints=tuple(TaintSettings(**t) for t in data["taints"]),
+            binding_conditions=tuple(
+                BindingSettings(b["device"], tuple(b["conditions"]), tuple(b["failure_conditions"]))
+                for b in data["binding_conditions"]
+            ),
+            per_device_node_selection=data["per_device_node_selection"],
+            unhealthy=tuple(data["unhealthy"]),
+        )
 
 
-class TimeSlicingConfig(_Strict):
-    interval: Literal["Default", "Short", "Medium", "Long"] = "Default"
-
-
-class SpacePartitioningConfig(_Strict):
-    partition_count: int = pydantic.Field(1, ge=1, le=64, alias="partitionCount")
-
-
-class Sharing(_Strict):
-    strategy: Literal["TimeSlicing", "SpacePartitioning"]
-    time_slicing_config: TimeSlicingConfig | None = pydantic.Field(None, alias="timeSlicingConfig")
-    space_partitioning_config: SpacePartitioningConfig | None = pydantic.Field(
-        None, alias="spacePartitioningConfig"
-    )
-
-
-class GpuConfig(_Strict):
-    """Opaque parameters of the example driver (``apiVersion``/``kind`` accepted, ignored)."""
-
-    api_version: str | None = pydantic.Field(None, alias="apiVersion")
-    kind: str | None = None
-    sharing: Sharing | None = None
+#: ``ExampleSettings`` (node_plugin.backends.example_models) as a plain check: what it
+#: accepts without coercion. Keep the two in step (a test compares them).
+SETTINGS = plain.obj(
+    plain.Field("gpus", plain.integer(0, 128), 8),
+    plain.Field("model", plain.text, "LATEST-GPU-MODEL"),
+    plain.Field("memory", plain.quantity, "80Gi"),
+    plain.Field("pool", plain.optional(plain.text), None),
+    plain.Field(
+        "partitionable",
+        plain.optional(
+            plain.obj(
+                plain.Field("gpus", plain.integer(0, 32), 1),
+                plain.Field("memory", plain.quantity, "40Gi"),
+                plain.Field("partitions", plain.integer(1, 16), 2),
+            )
+        ),
+        None,
+    ),
+    plain.Field(
+        "consumable",
+        plain.optional(
+            plain.obj(
+                plain.Field("devices", plain.integer(0, 32), 1),
+                plain.Field("memory", plain.quantity, "80Gi"),
+                plain.Field("default", plain.quantity, "10Gi"),
+                plain.Field("step", plain.quantity, "1Gi"),
+            )
+        ),
+        None,
+    ),
+    plain.Field(
+        "taints",
+        plain.list_of(
+            plain.obj(
+                plain.Field("device", plain.text),
+                plain.Field("key", plain.text),
+                plain.Field("value", plain.text, ""),
+                plain.Field(
+                    "effect", plain.one_of("NoSchedule", "NoExecute", "None"), "NoSchedule"
+                ),
+            )
+        ),
+        [],
+    ),
+    plain.Field(
+        "binding_conditions",
+        plain.list_of(
+            plain.obj(
+                plain.Field("device", plain.text),
+                plain.Field("conditions", plain.list_of(plain.text, min_length=1)),
+                plain.Field(
+                    "failure_conditions", plain.list_of(plain.text), [], alias="failureConditions"
+                ),
+            )
+        ),
+        [],
+        alias="bindingConditions",
+    ),
+    plain.Field("per_device_node_selection", plain.boolean, False, alias="perDeviceNodeSelection"),
+    plain.Field("unhealthy", plain.list_of(plain.text), []),
+)
 
 
 def env_prefix(device_name: str) -> str:
@@ -151,10 +228,16 @@ class ExampleBackend:
     """Simulated GPUs; thread-safe."""
 
     name: ClassVar[str] = "example"
-    config_model: ClassVar[type[pydantic.BaseModel]] = GpuConfig
+    config_model: ClassVar[type[pydantic.BaseModel]] = LazyConfigModel(  # type: ignore[assignment]
+        "node_plugin.backends.example_models:GpuConfig"
+    )
 
     def __init__(self, context: BackendContext) -> None:
-        settings = validate_settings(ExampleSettings, context, self.name)
+        settings = Settings.from_dict(
+            plain.settings(
+                SETTINGS, "node_plugin.backends.example_models:ExampleSettings", context, self.name
+            )
+        )
         self.settings = settings
         self.node_name = context.node_name
         self.pool_name = settings.pool or context.node_name
@@ -243,7 +326,7 @@ class ExampleBackend:
         )
 
     def _partitionable(
-        self, p: PartitionableOptions, counter_sets: list[dict[str, Any]]
+        self, p: PartitionableSettings, counter_sets: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         total = Quantity.parse(p.memory)
         part_text = str(Quantity(int(total.value) // p.partitions))
@@ -316,19 +399,29 @@ class ExampleBackend:
             env.append(f"{prefix}_SHARE_ID={device.share_id}")
         for name, amount in sorted(device.consumed_capacity.items()):
             env.append(f"{prefix}_{env_prefix(name)}={amount}")
-        config = device.config
-        if isinstance(config, GpuConfig) and config.sharing is not None:
-            sharing = config.sharing
-            env.append(f"{prefix}_SHARING_STRATEGY={sharing.strategy}")
-            if sharing.strategy == "TimeSlicing":
-                interval = (sharing.time_slicing_config or TimeSlicingConfig()).interval
-                env.append(f"{prefix}_TIMESLICE_INTERVAL={interval}")
-            else:
-                count = sharing.space_partitioning_config or SpacePartitioningConfig.model_validate(
-                    {}
-                )
-                env.append(f"{prefix}_PARTITION_COUNT={count.partition_count}")
+        if device.config is not None:
+            env.extend(self._sharing_env(prefix, device.config))
         return tuple(env)
+
+    @staticmethod
+    def _sharing_env(prefix: str, config: pydantic.BaseModel) -> list[str]:
+        """The sharing variables of a device's opaque config (the model is loaded by now:
+        the config was validated with it)."""
+        from node_plugin.backends import example_models as m  # noqa: PLC0415
+
+        if not isinstance(config, m.GpuConfig) or config.sharing is None:
+            return []
+        sharing = config.sharing
+        env = [f"{prefix}_SHARING_STRATEGY={sharing.strategy}"]
+        if sharing.strategy == "TimeSlicing":
+            interval = (sharing.time_slicing_config or m.TimeSlicingConfig()).interval
+            env.append(f"{prefix}_TIMESLICE_INTERVAL={interval}")
+        else:
+            count = sharing.space_partitioning_config or m.SpacePartitioningConfig.model_validate(
+                {}
+            )
+            env.append(f"{prefix}_PARTITION_COUNT={count.partition_count}")
+        return env
 
     def prepare(self, claim: ClaimToPrepare, context: RequestContext) -> BackendPrepared:
         edits = tuple(ContainerEdits(env=self._env(claim.uid, d)) for d in claim.devices)

@@ -37,11 +37,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
-
-import pydantic
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from allocator.model import Device
+from node_plugin.backends import plainconfig as plain
 from node_plugin.backends.base import (
     BackendContext,
     BackendError,
@@ -50,48 +49,79 @@ from node_plugin.backends.base import (
     ClaimToPrepare,
     ContainerEdits,
     DeviceNodeEdit,
-    EmptyConfig,
+    LazyConfigModel,
     PoolDescription,
     RequestContext,
 )
-from node_plugin.backends.registry import validate_settings
 from node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
 from telemetry.logs import get_logger
+
+if TYPE_CHECKING:
+    import pydantic
 
 _log = get_logger(__name__)
 _NAME_UNSAFE = re.compile(r"[^a-z0-9]+")
 
 
-class DeviceGlob(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+@dataclass(frozen=True)
+class DeviceGlob:
+    """One ``devices`` entry: the glob (absolute) and whether its devices are shared."""
 
-    glob: str = pydantic.Field(min_length=1)
+    glob: str
     shareable: bool = False
 
-    @pydantic.field_validator("glob")
+
+@dataclass(frozen=True)
+class Settings:
+    """The hostdev backend's ``--backend-config``, validated (see ``HostDevSettings``).
+
+    ``host_root`` has no trailing slash: "" for ``/``.
+    """
+
+    devices: tuple[DeviceGlob, ...]
+    pool: str | None
+    poll_seconds: float
+    host_root: str
+
     @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError(f"{value!r} must be an absolute path or glob")
-        return value
+    def from_dict(cls, data: Mapping[str, Any]) -> Settings:
+        """From validated settings in the shape of ``HostDevSettings.model_dump()``."""
+        return cls(
+            devices=tuple(DeviceGlob(**d) for d in data["devices"]),
+            pool=data["pool"],
+            poll_seconds=data["poll_seconds"],
+            host_root=data["host_root"].rstrip("/"),
+        )
 
 
-class HostDevSettings(pydantic.BaseModel):
-    """``--backend-config`` of the hostdev backend."""
+def _absolute_glob(value: Any) -> str:
+    glob_text = plain.text(value)
+    if not glob_text.startswith("/"):
+        raise plain.NotPlainError
+    return glob_text
 
-    model_config = pydantic.ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
-    devices: list[DeviceGlob] = pydantic.Field(min_length=1)
-    pool: str | None = None
-    poll_seconds: float = pydantic.Field(10.0, gt=0, alias="pollSeconds")
-    host_root: str = pydantic.Field("/", alias="hostRoot")
+def _host_root(value: Any) -> str:
+    return _absolute_glob(value).rstrip("/")  # as HostDevSettings: "/" -> ""
 
-    @pydantic.field_validator("host_root")
-    @classmethod
-    def _absolute_root(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError(f"{value!r} must be an absolute path")
-        return value.rstrip("/")  # "/" -> "": host paths are appended as they are
+
+#: ``HostDevSettings`` (node_plugin.backends.hostdev_models) as a plain check: what it
+#: accepts without coercion. Keep the two in step (a test compares them).
+SETTINGS = plain.obj(
+    plain.Field(
+        "devices",
+        plain.list_of(
+            plain.obj(
+                plain.Field("glob", _absolute_glob),
+                plain.Field("shareable", plain.boolean, False),
+            ),
+            min_length=1,
+        ),
+    ),
+    plain.Field("pool", plain.optional(plain.text), None),
+    plain.Field("poll_seconds", plain.positive_number, 10.0, alias="pollSeconds"),
+    plain.Field("host_root", _host_root, "/", alias="hostRoot"),
+)
 
 
 @dataclass(frozen=True)
@@ -160,10 +190,16 @@ class HostDevBackend:
     """Host device nodes; thread-safe."""
 
     name: ClassVar[str] = "hostdev"
-    config_model: ClassVar[type[pydantic.BaseModel]] = EmptyConfig
+    config_model: ClassVar[type[pydantic.BaseModel]] = LazyConfigModel(  # type: ignore[assignment]
+        "node_plugin.backends.models:EmptyConfig"
+    )
 
     def __init__(self, context: BackendContext) -> None:
-        settings = validate_settings(HostDevSettings, context, self.name)
+        settings = Settings.from_dict(
+            plain.settings(
+                SETTINGS, "node_plugin.backends.hostdev_models:HostDevSettings", context, self.name
+            )
+        )
         self.settings = settings
         self.pool_name = settings.pool or context.node_name
         self._lock = threading.Lock()

@@ -7,14 +7,16 @@ import inspect
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import pydantic
 import yaml
 
 from allocator.model import Device
 from node_plugin.backends.base import Backend, BackendConfigError, BackendContext, PoolDescription
 from node_plugin.publisher.layout import InvalidPoolError, check_pool
+
+if TYPE_CHECKING:
+    import pydantic
 
 BUILTIN_BACKENDS = {
     "example": "node_plugin.backends.example:ExampleBackend",
@@ -43,24 +45,21 @@ def read_backend_config(path: Path | None) -> dict[str, Any]:
     return data
 
 
-SettingsT = TypeVar("SettingsT", bound=pydantic.BaseModel)
+SettingsT = TypeVar("SettingsT", bound="pydantic.BaseModel")
+
+
+def settings_source(context: BackendContext) -> str:
+    """Where a backend's settings came from, as its error messages name it."""
+    if context.config_path:
+        return f"--backend-config {context.config_path}"
+    return "--backend-config (not given)"
 
 
 def validate_settings(model: type[SettingsT], context: BackendContext, backend: str) -> SettingsT:
     """Validate ``context.config`` with ``model``; BackendConfigError naming each bad field."""
-    try:
-        return model.model_validate(dict(context.config))
-    except pydantic.ValidationError as exc:
-        where = (
-            f"--backend-config {context.config_path}"
-            if context.config_path
-            else "--backend-config (not given)"
-        )
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '<top level>'}: {e['msg']}"
-            for e in exc.errors()
-        )
-        raise BackendConfigError(f"{where} for backend {backend!r}: {problems}") from exc
+    from node_plugin.backends import models  # noqa: PLC0415 (pydantic on first use)
+
+    return models.validate_settings(model, context.config, settings_source(context), backend)
 
 
 def resolve_backend_class(spec: str) -> type[Any]:
@@ -108,7 +107,7 @@ def load_backend(
         name
         for name in ("discover", "subscribe", "prepare", "unprepare", "close")
         if not callable(getattr(backend, name, None))
-    ] + [name for name in ("name", "config_model") if not hasattr(backend, name)]
+    ] + [name for name in ("name", "config_model") if not _has_attribute(backend, name)]
     if missing:
         raise BackendConfigError(
             f"--backend {spec!r}: {cls.__name__} does not implement Backend "
@@ -117,6 +116,15 @@ def load_backend(
     check_call_signatures(spec, backend)
     check_discovery(spec, cast(Backend, backend))
     return cast(Backend, backend)
+
+
+_ABSENT = object()
+
+
+def _has_attribute(backend: object, name: str) -> bool:
+    """``hasattr`` that does not run descriptors: reading ``config_model`` would import
+    a lazily loaded model (:class:`~node_plugin.backends.base.LazyConfigModel`)."""
+    return inspect.getattr_static(backend, name, _ABSENT) is not _ABSENT
 
 
 # How the core calls a backend, as (method, positional arguments).

@@ -68,3 +68,23 @@ def test_devices_help_explains_states_filters_and_partial_views(
     out = capsys.readouterr().out
     for text in ("--summary", "--class", "--watch", "admin-access", "unknown", "hidden"):
         assert text in out
+
+
+def test_a_subcommand_loads_only_its_own_module_and_help_still_lists_them_all() -> None:
+    probe = (
+        "import sys\n"
+        "from drakit.cli import SUBCOMMANDS, build_parser\n"
+        "build_parser('version')\n"
+        "print(sorted(n for n, m in SUBCOMMANDS.items() if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["['version']"]
+    help_text = subprocess.run(
+        [sys.executable, "-m", "drakit.cli", "node-plugin", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "--driver-name" in help_text

@@ -47,6 +47,39 @@ def module_dir(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path
     sys.path.remove(str(tmp_path))
     sys.modules.pop("old_driver", None)
+    sys.modules.pop("lazy_driver", None)
+    sys.modules.pop("lazy_driver_config", None)
+
+
+LAZY_DRIVER = """
+from drakit.plugin import BackendBase, BackendPrepared, LazyConfigModel
+class Lazy(BackendBase):
+    name = 'lazy'
+    config_model = LazyConfigModel('lazy_driver_config:Settings')
+    def discover(self):
+        return ()
+    def prepare(self, claim, context):
+        return BackendPrepared(())
+    def unprepare(self, claim, state, context):
+        pass
+"""
+
+LAZY_DRIVER_CONFIG = """
+import pydantic
+class Settings(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    speed: int = 1
+"""
+
+
+def test_a_lazily_named_config_model_is_imported_when_first_read(module_dir: Path) -> None:
+    (module_dir / "lazy_driver.py").write_text(LAZY_DRIVER)
+    (module_dir / "lazy_driver_config.py").write_text(LAZY_DRIVER_CONFIG)
+    backend = load_backend("lazy_driver:Lazy", driver_name="d.example.com", node_name="n1")
+    assert "lazy_driver_config" not in sys.modules
+    model = backend.config_model
+    assert model is sys.modules["lazy_driver_config"].Settings
+    assert model.model_validate({"speed": 3}).model_dump() == {"speed": 3}
 
 
 def test_a_backend_whose_prepare_takes_no_context_is_refused_at_start(module_dir: Path) -> None:

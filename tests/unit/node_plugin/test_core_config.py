@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pydantic
@@ -67,3 +68,54 @@ def test_invalid_config_error_names_request_source_and_field() -> None:
 def test_non_object_parameters_are_an_error() -> None:
     with pytest.raises(ConfigError, match=r"opaque\.parameters must be an object, got an array"):
         resolve_config([cfg([1, 2])], "d", "gpu", Params)
+
+
+def test_a_model_given_as_a_function_is_read_only_for_a_request_with_config() -> None:
+    asked: list[str] = []
+
+    def model() -> type[pydantic.BaseModel]:
+        asked.append("model")
+        return Params
+
+    assert resolve_config([cfg({"mode": "x"}, driver="other")], "d", "gpu", model) is None
+    assert asked == []
+    assert resolve_config([cfg({"mode": "x"})], "d", "gpu", model) == Params(mode="x")
+    assert asked == ["model"]
+
+
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ({"sharing": {"strategy": "Sometimes"}}, "sharing.strategy: Input should be 'TimeSlicing'"),
+        (
+            {
+                "sharing": {
+                    "strategy": "SpacePartitioning",
+                    "spacePartitioningConfig": {"partitionCount": "4"},
+                }
+            },
+            "sharing.spacePartitioningConfig.partitionCount: Input should be a valid integer",
+        ),
+        (
+            {"sharing": {"strategy": "TimeSlicing", "time_slicing_config": {}}},
+            "sharing.time_slicing_config: Extra inputs are not permitted",
+        ),
+        ({"api_version": "v1"}, "api_version: Extra inputs are not permitted"),
+    ],
+)
+def test_the_example_backends_lazily_loaded_model_refuses_bad_opaque_config(
+    params: dict[str, Any], problem: str
+) -> None:
+    from node_plugin.backends.example import ExampleBackend  # noqa: PLC0415
+
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        resolve_config([cfg(params)], "d", "gpu", lambda: ExampleBackend.config_model)
+
+
+def test_the_hostdev_backend_accepts_an_empty_opaque_config_and_nothing_else() -> None:
+    from node_plugin.backends.hostdev import HostDevBackend  # noqa: PLC0415
+
+    model = HostDevBackend.config_model
+    assert resolve_config([cfg({})], "d", "dev", model) == model()
+    with pytest.raises(ConfigError, match="mode: Extra inputs are not permitted"):
+        resolve_config([cfg({"mode": "rw"})], "d", "dev", model)

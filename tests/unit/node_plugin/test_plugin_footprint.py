@@ -22,6 +22,49 @@ def test_node_plugin_does_not_load_the_cel_engine_the_allocator_or_the_kubernete
     assert out.strip() == "[]"
 
 
+_LAZY_PYDANTIC_PROBE = """
+import sys
+import drakit.cli, drakit.cmd_node_plugin
+import node_plugin.app, node_plugin.core, node_plugin.wiring
+from node_plugin.backends.registry import load_backend
+from node_plugin.claims import ClaimReader
+from node_plugin.driver import ClaimRef
+
+example = load_backend("example", driver_name="d", node_name="n", config={"gpus": 4})
+load_backend("hostdev", driver_name="d", node_name="n", config={"devices": [{"glob": "/dev/null"}]})
+reader = ClaimReader(None, "d", lambda: example.config_model)
+
+
+def claim(config):
+    return {
+        "metadata": {"uid": "u1", "name": "c", "namespace": "ns"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "g"}}]}},
+        "status": {"allocation": {"devices": {
+            "results": [{"request": "gpu", "driver": "d", "pool": "n", "device": "gpu-0"}],
+            "config": config,
+        }}},
+    }
+
+
+ref = ClaimRef(namespace="ns", uid="u1", name="c")
+reader.check(ref, claim([]))
+print("pydantic" in sys.modules)
+sharing = {"sharing": {"strategy": "TimeSlicing"}}
+opaque = {"source": "FromClaim", "opaque": {"driver": "d", "parameters": sharing}}
+got = reader.check(ref, claim([opaque]))
+print("pydantic" in sys.modules, type(got.to_prepare.devices[0].config).__name__)
+"""
+
+
+def test_node_plugin_starts_and_prepares_without_pydantic_until_a_claim_carries_opaque_config() -> (
+    None
+):
+    out = subprocess.run(
+        [sys.executable, "-c", _LAZY_PYDANTIC_PROBE], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["False", "True", "GpuConfig"]
+
+
 def test_allocator_names_still_resolve_on_first_use() -> None:
     import allocator  # noqa: PLC0415
 
