@@ -59,15 +59,19 @@ class DeviceEntry:
         "device",
         "id",
         "multi",
+        "pool_id",
+        "result_cache",
         "selector_cache",
         "slice",
         "uses_compat_groups",
+        "whole_capacity",
     )
 
     def __init__(self, device: Device, slice_entry: SliceEntry) -> None:
         self.device = device
         self.slice = slice_entry
         self.id = DeviceID(slice_entry.driver, slice_entry.pool, device.name)
+        self.pool_id = (slice_entry.driver, slice_entry.pool)
         self.multi = bool(device.allow_multiple_allocations)
         self.blocking_taints: tuple[DeviceTaint, ...] = tuple(
             t
@@ -80,11 +84,19 @@ class DeviceEntry:
         )
         self.uses_compat_groups = any(cc.compatibility_groups for cc in device.consumes_counters)
         self.capacity: Mapping[str, DeviceCapacity] = device.capacity
+        #: Whether a request without capacity requests takes every capacity whole, so that
+        #: it fits whenever nothing of the device is in use (see ``fits_capacity``).
+        self.whole_capacity = all(
+            cap.request_policy is None and cap.value.sign() >= 0 for cap in self.capacity.values()
+        )
         self.binding_conditions = device.binding_conditions
         self.binding_failure_conditions = device.binding_failure_conditions
         self.binds_to_node = bool(device.binds_to_node)
         # expression -> result, or the CEL error to raise again (results never change)
         self.selector_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], bool | Exception] = {}
+        # request signature -> the (immutable) allocation result naming this device; owned
+        # by the allocator (see allocator.allocate), results never change
+        self.result_cache: dict[Any, Any] = {}
         self._context: Any = None
 
     @property
@@ -154,6 +166,7 @@ class Pool:
 
     __slots__ = (
         "candidates",
+        "counter_devices",
         "counter_sets",
         "driver",
         "has_binding_conditions",
@@ -178,6 +191,8 @@ class Pool:
         self.counter_sets: dict[str, dict[str, int]] = {}
         self.has_binding_conditions = False
         self.candidates: tuple[DeviceEntry, ...] = ()
+        #: Devices of the pool (targeting this node or not) that consume counters.
+        self.counter_devices: tuple[DeviceEntry, ...] = ()
 
     def __repr__(self) -> str:
         state = "incomplete" if self.incomplete else "invalid" if self.invalid else "ok"
@@ -187,10 +202,14 @@ class Pool:
 class NodePools:
     """The pools visible from one node, and the flat candidate order across them."""
 
-    __slots__ = ("candidates", "pools")
+    __slots__ = ("by_id", "candidates", "pools")
 
     def __init__(self, pools: list[Pool]) -> None:
         self.pools = pools
+        #: (driver, pool) -> pool; the first one wins, as a search over ``pools`` would
+        self.by_id: dict[tuple[str, str], Pool] = {}
+        for p in pools:
+            self.by_id.setdefault(p.id, p)
         # pool order -> slice order -> device order, usable pools only
         self.candidates: tuple[DeviceEntry, ...] = tuple(
             d for p in pools if not (p.incomplete or p.invalid) for d in p.candidates
@@ -340,6 +359,10 @@ class Inventory:
         pool.targeting = tuple(device_slices)
         pool.not_targeting = tuple(not_targeting)
         pool.candidates = tuple(d for s in device_slices for d in s.devices)
+        pool.counter_devices = tuple(
+            d for slices in (device_slices, not_targeting) for s in slices for d in s.devices
+            if d.counters
+        )  # fmt: skip
         pool.has_binding_conditions = any(
             d.device.binding_conditions for s in device_slices for d in s.devices
         )
