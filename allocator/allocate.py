@@ -245,10 +245,24 @@ class Allocator:
             self._prepared[(id(claim), ci)] = _Prepared(claim, requests)
 
     def available_counters(self, pool: Pool) -> dict[str, dict[str, int]]:
-        """Counter-set values minus what allocated devices of the pool consume (cached)."""
+        """Counter-set values minus what allocated devices of the pool consume (cached;
+        read-only). The pool keeps the last answer by the allocated state's stamp for it,
+        so allocators over later states reuse it until a claim in the pool changes."""
         hit = self._available_counters.get(pool.id)
         if hit is not None:
             return hit
+        stamp = self.state.pool_stamp(pool.id)
+        kept = pool.available_cache
+        if kept is not None and kept[0] == stamp:
+            available = kept[1]
+        else:
+            available = self._count_available(pool)
+            pool.available_cache = (stamp, available)
+        with self._lock:
+            self._available_counters[pool.id] = available
+        return available
+
+    def _count_available(self, pool: Pool) -> dict[str, dict[str, int]]:
         available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
         is_allocated = self.state.is_allocated
         for d in pool.counter_devices:
@@ -261,8 +275,6 @@ class Allocator:
                 for name, amount in counters:
                     if name in target:
                         target[name] -= amount
-        with self._lock:
-            self._available_counters[pool.id] = available
         return available
 
 

@@ -165,6 +165,7 @@ class Pool:
     """The slices of one (driver, pool) as seen from one node."""
 
     __slots__ = (
+        "available_cache",
         "candidates",
         "counter_devices",
         "counter_sets",
@@ -193,6 +194,8 @@ class Pool:
         self.candidates: tuple[DeviceEntry, ...] = ()
         #: Devices of the pool (targeting this node or not) that consume counters.
         self.counter_devices: tuple[DeviceEntry, ...] = ()
+        #: (allocated-state pool stamp, counters left): owned by the allocator
+        self.available_cache: tuple[int, dict[str, dict[str, int]]] | None = None
 
     def __repr__(self) -> str:
         state = "incomplete" if self.incomplete else "invalid" if self.invalid else "ok"
