@@ -123,7 +123,8 @@ def test_results_on_a_reused_device_name_each_claims_own_request_and_tolerations
     toleration = {"key": "k", "operator": "Exists"}
     plain = allocator.allocate(node, _claims(claim("c1", req("first"))))
     renamed = allocator.allocate(node, _claims(claim("c2", req("second"))))
-    tolerant = allocator.allocate(node, _claims(claim("c3", req("first", tolerations=[toleration]))))
+    tolerant_claim = claim("c3", req("first", tolerations=[toleration]))
+    tolerant = allocator.allocate(node, _claims(tolerant_claim))
     admin = allocator.allocate(node, _claims(claim("c4", req("first", adminAccess=True))))
     again = allocator.allocate(node, _claims(claim("c5", req("first"))))
     assert plain is not None and renamed is not None and tolerant is not None
