@@ -146,7 +146,7 @@ class _Prepared:
     """Prepared requests of one claim; ``claim`` keeps it alive, so its id stays its own."""
 
     claim: ResourceClaim
-    requests: list[tuple[DeviceRequest, list[_Request]]]
+    slots: list[_RequestSlot]
 
 
 # An allocator serves one pod's claims in a scheduler; the bound only guards misuse.
@@ -154,14 +154,15 @@ _MAX_PREPARED = 1024
 
 
 class _RequestSlot:
-    """Per top-level request: its alternatives and which one was chosen."""
+    """Per top-level request: its alternatives (read-only once prepared, so calls on other
+    nodes share it; which alternative a call chose is kept by the call)."""
 
-    __slots__ = ("alternatives", "request", "selected")
+    __slots__ = ("alternatives", "first_available", "request")
 
     def __init__(self, request: DeviceRequest, alternatives: list[_Request]) -> None:
         self.request = request
         self.alternatives = alternatives
-        self.selected = 0
+        self.first_available = bool(request.first_available)
 
 
 class Allocator:
@@ -230,19 +231,17 @@ class Allocator:
         run.evaluate_guarded_selectors()
 
     # -- shared per-allocator caches --------------------------------------------------------
-    def prepared(self, ci: int, claim: ResourceClaim) -> list[tuple[DeviceRequest, list[_Request]]]:
+    def prepared(self, ci: int, claim: ResourceClaim) -> list[_RequestSlot] | None:
         """The requests of ``claim`` (at position ``ci``) as prepared by an earlier call on
-        another node; empty when there is none."""
+        another node (read-only); None when there is none."""
         hit = self._prepared.get((id(claim), ci))
-        return hit.requests if hit is not None and hit.claim is claim else []
+        return hit.slots if hit is not None and hit.claim is claim else None
 
-    def keep_prepared(
-        self, ci: int, claim: ResourceClaim, requests: list[tuple[DeviceRequest, list[_Request]]]
-    ) -> None:
+    def keep_prepared(self, ci: int, claim: ResourceClaim, slots: list[_RequestSlot]) -> None:
         with self._lock:
             if len(self._prepared) >= _MAX_PREPARED:
                 self._prepared.clear()
-            self._prepared[(id(claim), ci)] = _Prepared(claim, requests)
+            self._prepared[(id(claim), ci)] = _Prepared(claim, slots)
 
     def available_counters(self, pool: Pool) -> dict[str, dict[str, int]]:
         """Counter-set values minus what allocated devices of the pool consume (cached;
@@ -301,7 +300,9 @@ class _Run:
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.cancelled = cancelled
         self.slots: list[list[_RequestSlot]] = []
-        self.constraints: list[list[Constraint]] = []
+        #: per claim and request: the index of the alternative chosen (firstAvailable)
+        self.selected: list[list[int]] = []
+        self.constraints: list[Sequence[Constraint]] = []
         self.results: list[list[_Pick]] = []
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, int]] = {}
@@ -329,15 +330,14 @@ class _Run:
         return [self._build_result(ci, claim) for ci, claim in enumerate(self.claims)]
 
     def _prepare_claim(self, ci: int, claim: ResourceClaim) -> None:
-        kept = self.a.prepared(ci, claim)
-        if kept:
-            slots = [_RequestSlot(request, alternatives) for request, alternatives in kept]
-        else:
+        slots = self.a.prepared(ci, claim)
+        if slots is None:
             slots = self._prepare_requests(ci, claim)
             if not any(rd.all_mode for slot in slots for rd in slot.alternatives):
-                self.a.keep_prepared(ci, claim, [(s.request, s.alternatives) for s in slots])
+                self.a.keep_prepared(ci, claim, slots)
         self.slots.append(slots)
-        self.constraints.append(self._constraints(claim))
+        self.selected.append([0] * len(slots))
+        self.constraints.append(self._constraints(claim) if claim.spec.devices.constraints else ())
         self.results.append([])
 
     def _prepare_requests(self, ci: int, claim: ResourceClaim) -> list[_RequestSlot]:
@@ -629,37 +629,46 @@ class _Run:
     def _allocate_one(  # noqa: PLR0917, PLR0915
         self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int
     ) -> bool:
-        self.calls += 1
-        if self.deadline is not None or self.cancelled is not None:
-            self._check_time()
-        if ci >= len(self.claims):
-            return True
-        slots = self.slots[ci]
-        if ri >= len(slots):
-            try:
-                return self._allocate_one(ci + 1, 0, 0, 0, False, 0)
-            except _MaxSizeExceededError:
-                return False
-        slot = slots[ri]
-        if not in_sub and slot.request.first_available:
-            all_exceeded = True
-            for k in range(len(slot.alternatives)):
-                try:
-                    ok = self._allocate_one(ci, ri, k, 0, True, 0)
-                except _MaxSizeExceededError:
+        timed = self.deadline is not None or self.cancelled is not None
+        n_claims = len(self.claims)
+        # Upstream's tail calls (request done: next request; last claim done: success)
+        # are iterations of this loop; a step is counted and timed as a call would be.
+        while True:
+            self.calls += 1
+            if timed:
+                self._check_time()
+            if ci >= n_claims:
+                return True
+            slots = self.slots[ci]
+            if ri >= len(slots):
+                if ci + 1 >= n_claims:
+                    ci += 1  # no later claim could raise the max-size sentinel
                     continue
-                all_exceeded = False
-                if ok:
-                    slot.selected = k
-                    return True
-            if all_exceeded:
-                raise _MAX_SIZE
-            return False
-        rd = slot.alternatives[si]
-        if rd.all_mode and not rd.all_devices:
-            return False
-        if di >= rd.num_devices:
-            return self._allocate_one(ci, ri + 1, 0, 0, False, 0)
+                try:
+                    return self._allocate_one(ci + 1, 0, 0, 0, False, 0)
+                except _MaxSizeExceededError:
+                    return False
+            slot = slots[ri]
+            if not in_sub and slot.first_available:
+                all_exceeded = True
+                for k in range(len(slot.alternatives)):
+                    try:
+                        ok = self._allocate_one(ci, ri, k, 0, True, 0)
+                    except _MaxSizeExceededError:
+                        continue
+                    all_exceeded = False
+                    if ok:
+                        self.selected[ci][ri] = k
+                        return True
+                if all_exceeded:
+                    raise _MAX_SIZE
+                return False
+            rd = slot.alternatives[si]
+            if rd.all_mode and not rd.all_devices:
+                return False
+            if di < rd.num_devices:
+                break
+            ri, si, di, in_sub, start = ri + 1, 0, 0, False, 0
         if rd.num_devices - di > MAX_RESULTS - len(self.results[ci]):
             raise _MAX_SIZE
         if rd.all_mode:
@@ -914,8 +923,7 @@ class _Run:
         )
 
     def _selected(self, ci: int, ri: int) -> _Request:
-        slot = self.slots[ci][ri]
-        return slot.alternatives[slot.selected]
+        return self.slots[ci][ri].alternatives[self.selected[ci][ri]]
 
     def _build_config(self, ci: int, claim: ResourceClaim) -> list[DeviceAllocationConfiguration]:
         out: list[list[Any]] = []  # [source, requests(list|None), opaque]
