@@ -280,6 +280,27 @@ class Allocator:
 class _Run:
     """State of one ``allocate`` call (upstream: the inner allocator struct)."""
 
+    __slots__ = (
+        "a",
+        "allocating",
+        "allocating_capacity",
+        "calls",
+        "cancelled",
+        "candidates",
+        "claims",
+        "constraints",
+        "consumed_counters",
+        "deadline",
+        "dedicated",
+        "features",
+        "node",
+        "pools",
+        "pools_by_id",
+        "results",
+        "selected",
+        "slots",
+    )
+
     def __init__(
         self,
         allocator: Allocator,
@@ -926,9 +947,13 @@ class _Run:
         return self.slots[ci][ri].alternatives[self.selected[ci][ri]]
 
     def _build_config(self, ci: int, claim: ResourceClaim) -> list[DeviceAllocationConfiguration]:
+        requests = claim.spec.devices.requests
+        if not claim.spec.devices.config and not any(
+            self._selected(ci, ri).device_class.spec.config for ri in range(len(requests))
+        ):
+            return []  # no configuration anywhere: nothing to copy
         out: list[list[Any]] = []  # [source, requests(list|None), opaque]
         class_ranges: dict[str, tuple[int, int]] = {}
-        requests = claim.spec.devices.requests
         for ri in range(len(requests)):
             rd = self._selected(ci, ri)
             cls = rd.device_class

@@ -71,7 +71,7 @@ class DeviceEntry:
         self.device = device
         self.slice = slice_entry
         self.id = DeviceID(slice_entry.driver, slice_entry.pool, device.name)
-        self.pool_id = (slice_entry.driver, slice_entry.pool)
+        self.pool_id = slice_entry.pool_id
         self.multi = bool(device.allow_multiple_allocations)
         self.blocking_taints: tuple[DeviceTaint, ...] = tuple(
             t
@@ -130,6 +130,7 @@ class SliceEntry:
         "node_selector",
         "per_device",
         "pool",
+        "pool_id",
         "shared_counters",
         "skip_node_operations",
         "slice",
@@ -142,6 +143,7 @@ class SliceEntry:
         self.name = s.metadata.name
         self.driver = spec.driver
         self.pool = spec.pool.name
+        self.pool_id = (self.driver, self.pool)
         self.generation = spec.pool.generation
         self.count = spec.pool.resource_slice_count
         self.node_name = spec.node_name or ""
@@ -219,6 +221,10 @@ class NodePools:
         )
 
 
+# Bound of the per-node caches (a cluster's nodes; cleared when exceeded).
+_MAX_NODES = 10000
+
+
 class Inventory:
     """All ResourceSlices, prepared once. Thread-safe for reading; build a new one when
     slices change (it is cheap compared with allocation, and devices keep no mutable state
@@ -237,19 +243,27 @@ class Inventory:
                 self._shared.append(s)
             self._by_pool.setdefault((s.driver, s.pool), []).append(s)
         self._node_cache: dict[tuple[str, frozenset[tuple[str, str]]], NodePools] = {}
+        # the same Node object (immutable) asks again and again: by identity, it is kept
+        # alive by its entry, so its id cannot be reused meanwhile
+        self._by_node_object: dict[int, tuple[Node, NodePools]] = {}
         self._lock = threading.Lock()
 
     def pools_for_node(self, node: Node) -> NodePools:
         """The pools visible from ``node`` (cached). Raises NodeSelectorError."""
+        seen = self._by_node_object.get(id(node))
+        if seen is not None and seen[0] is node:
+            return seen[1]
         key = (node.name, frozenset(node.labels.items()))
-        hit = self._node_cache.get(key)
-        if hit is not None:
-            return hit
-        result = NodePools(self._gather(node))
+        result = self._node_cache.get(key)
+        if result is None:
+            result = NodePools(self._gather(node))
         with self._lock:
-            if len(self._node_cache) > 10000:
+            if len(self._node_cache) > _MAX_NODES:
                 self._node_cache.clear()
+            if len(self._by_node_object) > _MAX_NODES:
+                self._by_node_object.clear()
             self._node_cache[key] = result
+            self._by_node_object[id(node)] = (node, result)
         return result
 
     def device_matches_node(self, d: DeviceEntry, node: Node) -> bool:
