@@ -124,6 +124,10 @@ class DeviceVariables(Mapping[str, Any]):
         return out
 
     # -- parts -----------------------------------------------------------------------------
+    def raw_items(self, map_name: str) -> Mapping[str, Any]:
+        """The model's ``attributes`` or ``capacity`` of the device, not converted."""
+        return self._items[map_name]
+
     def scalar(self, name: str) -> Any:
         """``device.driver`` or ``device.allowMultipleAllocations``."""
         return self.driver if name == "driver" else self.allow_multiple
@@ -169,9 +173,34 @@ class DeviceVariables(Mapping[str, Any]):
         """domain -> id -> the model's attribute or capacity (grouped once, not converted)."""
         grouped = self._by_domain.get(map_name)
         if grouped is None:
-            grouped = {}
-            for name, item in self._items[map_name].items():
-                domain, ident = qualify(name, self.driver)
-                grouped.setdefault(domain, {})[ident] = item
+            items = self._items[map_name]
+            grouped = {
+                domain: {ident: items[name] for ident, name in names}
+                for domain, names in _layout(self.driver, tuple(items)).items()
+            }
             self._by_domain[map_name] = grouped
         return grouped
+
+
+# Devices of one driver mostly share one set of attribute (and capacity) names: how the
+# names group into domains is worked out once per set. Bounded: cleared when full.
+_LAYOUTS: dict[tuple[str, tuple[str, ...]], dict[str, tuple[tuple[str, str], ...]]] = {}
+_MAX_LAYOUTS: Final = 1024
+
+
+def _layout(driver: str, names: tuple[str, ...]) -> dict[str, tuple[tuple[str, str], ...]]:
+    """domain -> ((id, name), ...) for a device of ``driver`` with these attribute or
+    capacity ``names``, in first-seen order of the ids; when two names qualify to the
+    same id (``id`` and ``<driver>/id``), the later name wins."""
+    key = (driver, names)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        grouped: dict[str, dict[str, str]] = {}
+        for name in names:
+            domain, ident = qualify(name, driver)
+            grouped.setdefault(domain, {})[ident] = name
+        layout = {domain: tuple(ids.items()) for domain, ids in grouped.items()}
+        if len(_LAYOUTS) >= _MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = layout
+    return layout
