@@ -1045,6 +1045,8 @@ def _plain_result(rd: _Request, d: DeviceEntry, binding: bool) -> DeviceRequestA
     and tolerations and on the device, so the device keeps them for the next pod."""
     key = (rd.full_name, rd.admin, rd.tolerations, binding)
     cache = d.result_cache
+    if cache is None:
+        cache = d.result_cache = {}
     hit: DeviceRequestAllocationResult | None = cache.get(key)
     if hit is None:
         hit = _device_result(rd, d, binding, None, None)

@@ -67,7 +67,9 @@ class DeviceEntry:
         "whole_capacity",
     )
 
-    def __init__(self, device: Device, slice_entry: SliceEntry) -> None:
+    def __init__(
+        self, device: Device, slice_entry: SliceEntry, interned: dict[Any, Any] | None = None
+    ) -> None:
         self.device = device
         self.slice = slice_entry
         self.id = DeviceID(slice_entry.driver, slice_entry.pool, device.name)
@@ -78,9 +80,15 @@ class DeviceEntry:
             for t in device.taints
             if t.effect in (TAINT_EFFECT_NO_SCHEDULE, TAINT_EFFECT_NO_EXECUTE)
         )
-        self.counters: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = tuple(
+        counters = tuple(
             (cc.counter_set, tuple((name, nanos(c.value)) for name, c in cc.counters.items()))
             for cc in device.consumes_counters
+        )
+        # devices of one kind consume alike: one shared tuple keeps the heap small
+        self.counters: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = (
+            interned.setdefault(counters, counters)
+            if interned is not None and counters
+            else counters
         )
         self.uses_compat_groups = any(cc.compatibility_groups for cc in device.consumes_counters)
         self.capacity: Mapping[str, DeviceCapacity] = device.capacity
@@ -95,8 +103,8 @@ class DeviceEntry:
         # expression -> result, or the CEL error to raise again (results never change)
         self.selector_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], bool | Exception] = {}
         # request signature -> the (immutable) allocation result naming this device; owned
-        # by the allocator (see allocator.allocate), results never change
-        self.result_cache: dict[Any, Any] = {}
+        # by the allocator (see allocator.allocate), results never change; made on first use
+        self.result_cache: dict[Any, Any] | None = None
         self._context: Any = None
 
     @property
@@ -137,7 +145,7 @@ class SliceEntry:
         "uses_compat_groups",
     )
 
-    def __init__(self, s: ResourceSlice) -> None:
+    def __init__(self, s: ResourceSlice, interned: dict[Any, Any] | None = None) -> None:
         spec = s.spec
         self.slice = s
         self.name = s.metadata.name
@@ -152,7 +160,9 @@ class SliceEntry:
         self.per_device = bool(spec.per_device_node_selection)
         self.shared_counters: dict[str, dict[str, int]] = {}
         self.skip_node_operations = spec.skip_node_operations
-        self.devices: tuple[DeviceEntry, ...] = tuple(DeviceEntry(d, self) for d in spec.devices)
+        self.devices: tuple[DeviceEntry, ...] = tuple(
+            DeviceEntry(d, self, interned) for d in spec.devices
+        )
         self.uses_compat_groups = any(d.uses_compat_groups for d in self.devices)
 
     @property
@@ -232,7 +242,8 @@ class Inventory:
 
     def __init__(self, slices: Iterable[ResourceSlice], features: Features | None = None) -> None:
         self.features = features or Features()
-        self.slices: tuple[SliceEntry, ...] = tuple(SliceEntry(s) for s in slices)
+        interned: dict[Any, Any] = {}  # equal immutable values shared between devices
+        self.slices: tuple[SliceEntry, ...] = tuple(SliceEntry(s, interned) for s in slices)
         self._on_node: dict[str, list[SliceEntry]] = {}
         self._shared: list[SliceEntry] = []
         self._by_pool: dict[tuple[str, str], list[SliceEntry]] = {}

@@ -72,7 +72,15 @@ class DeviceVariables(Mapping[str, Any]):
     threads converting the same value store equal results.
     """
 
-    __slots__ = ("_by_domain", "_converted", "_items", "_whole", "allow_multiple", "driver")
+    __slots__ = (
+        "_attributes",
+        "_by_domain",
+        "_capacity",
+        "_converted",
+        "_whole",
+        "allow_multiple",
+        "driver",
+    )
 
     def __init__(
         self,
@@ -83,12 +91,11 @@ class DeviceVariables(Mapping[str, Any]):
     ) -> None:
         self.driver = driver
         self.allow_multiple = allow_multiple_allocations
-        self._items: dict[str, Mapping[str, Any]] = {
-            "attributes": attributes,
-            "capacity": capacity,
-        }
-        self._by_domain: dict[str, dict[str, dict[str, Any]]] = {}
-        self._converted: dict[tuple[str, str, str], Any] = {}
+        self._attributes = attributes
+        self._capacity = capacity
+        # made on first use: a selector keyed by raw values may never convert anything
+        self._by_domain: dict[str, dict[str, dict[str, Any]]] | None = None
+        self._converted: dict[tuple[str, str, str], Any] | None = None
         self._whole: dict[str, Any] | None = None
 
     # -- the mapping: the whole variable ---------------------------------------------------
@@ -126,7 +133,7 @@ class DeviceVariables(Mapping[str, Any]):
     # -- parts -----------------------------------------------------------------------------
     def raw_items(self, map_name: str) -> Mapping[str, Any]:
         """The model's ``attributes`` or ``capacity`` of the device, not converted."""
-        return self._items[map_name]
+        return self._attributes if map_name == "attributes" else self._capacity
 
     def scalar(self, name: str) -> Any:
         """``device.driver`` or ``device.allowMultipleAllocations``."""
@@ -158,27 +165,33 @@ class DeviceVariables(Mapping[str, Any]):
     def value(self, map_name: str, domain: str, ident: str) -> Any:
         """One attribute or capacity converted, or :data:`MISSING`."""
         key = (map_name, domain, ident)
-        if key in self._converted:
-            return self._converted[key]
+        converted = self._converted
+        if converted is None:
+            converted = self._converted = {}
+        elif key in converted:
+            return converted[key]
         item = self._domains(map_name).get(domain, {}).get(ident, MISSING)
         if item is not MISSING:
             try:
                 item = _convert(map_name, item)
             except ValueError:
                 item = MISSING
-        self._converted[key] = item
+        converted[key] = item
         return item
 
     def _domains(self, map_name: str) -> dict[str, dict[str, Any]]:
         """domain -> id -> the model's attribute or capacity (grouped once, not converted)."""
-        grouped = self._by_domain.get(map_name)
+        by_domain = self._by_domain
+        if by_domain is None:
+            by_domain = self._by_domain = {}
+        grouped = by_domain.get(map_name)
         if grouped is None:
-            items = self._items[map_name]
+            items = self.raw_items(map_name)
             grouped = {
                 domain: {ident: items[name] for ident, name in names}
                 for domain, names in _layout(self.driver, tuple(items)).items()
             }
-            self._by_domain[map_name] = grouped
+            by_domain[map_name] = grouped
         return grouped
 
 

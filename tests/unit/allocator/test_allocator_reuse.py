@@ -149,6 +149,7 @@ def test_results_stay_right_past_the_per_device_bound_of_kept_results() -> None:
         assert results is not None
         assert results[0].devices.results[0].request == name
     entry = inventory.pools_for_node(node).candidates[0]
+    assert entry.result_cache is not None
     assert 0 < len(entry.result_cache) <= 16
 
 
