@@ -186,7 +186,6 @@ class Allocator:
             self.classes = {c.metadata.name: c for c in classes}
         self.state = allocated if allocated is not None else AllocatedState()
         self.new_share_id = share_id or (lambda: str(uuid.uuid4()))
-        self._available_counters: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
         # Prepared requests of claims, by (claim identity, position in the call): the same
         # claims are tried on node after node, and preparing them does not depend on the
         # node unless a request asks for all devices (those are never kept here).
@@ -247,18 +246,12 @@ class Allocator:
         """Counter-set values minus what allocated devices of the pool consume (cached;
         read-only). The pool keeps the last answer by the allocated state's stamp for it,
         so allocators over later states reuse it until a claim in the pool changes."""
-        hit = self._available_counters.get(pool.id)
-        if hit is not None:
-            return hit
         stamp = self.state.pool_stamp(pool.id)
         kept = pool.available_cache
         if kept is not None and kept[0] == stamp:
-            available = kept[1]
-        else:
-            available = self._count_available(pool)
-            pool.available_cache = (stamp, available)
-        with self._lock:
-            self._available_counters[pool.id] = available
+            return kept[1]
+        available = self._count_available(pool)
+        pool.available_cache = (stamp, available)  # one assignment: atomic for readers
         return available
 
     def _count_available(self, pool: Pool) -> dict[str, dict[str, int]]:
