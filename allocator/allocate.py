@@ -594,27 +594,31 @@ class _Run:
     def _evaluate(self, rd: _Request, d: DeviceEntry) -> bool | Exception:
         class_exprs, request_exprs = rd.selector_key
         for i, expr in enumerate(class_exprs):
-            where = f"DeviceClass {rd.device_class.metadata.name}: spec.selectors[{i}]"
-            outcome = self._match_one(expr, d, where, rd)
+            outcome = self._match_one(expr, d, rd, i, in_claim=False)
             if outcome is not True:
                 return outcome
-        if request_exprs:
-            claim = self.claims[rd.claim_index].key
-            path = f"spec.devices.requests[{rd.request_index}]"
-            path += f".firstAvailable[{rd.sub_index}]" if rd.parent else ".exactly"
-            for i, expr in enumerate(request_exprs):
-                where = f"ResourceClaim {claim}: {path}.selectors[{i}]"
-                outcome = self._match_one(expr, d, where, rd)
-                if outcome is not True:
-                    return outcome
+        for i, expr in enumerate(request_exprs):
+            outcome = self._match_one(expr, d, rd, i, in_claim=True)
+            if outcome is not True:
+                return outcome
         return True
 
-    def _match_one(self, expr: str, d: DeviceEntry, where: str, rd: _Request) -> bool | Exception:
+    def _where(self, rd: _Request, index: int, *, in_claim: bool) -> str:
+        """Which selector an error is about (only built for errors)."""
+        if not in_claim:
+            return f"DeviceClass {rd.device_class.metadata.name}: spec.selectors[{index}]"
+        path = f"spec.devices.requests[{rd.request_index}]"
+        path += f".firstAvailable[{rd.sub_index}]" if rd.parent else ".exactly"
+        return f"ResourceClaim {self.claims[rd.claim_index].key}: {path}.selectors[{index}]"
+
+    def _match_one(
+        self, expr: str, d: DeviceEntry, rd: _Request, index: int, *, in_claim: bool
+    ) -> bool | Exception:
         try:
             selector = compile_selector(expr)
         except CELError as exc:
             return AllocationError(
-                f"{where}: CEL compile error: {exc}",
+                f"{self._where(rd, index, in_claim=in_claim)}: CEL compile error: {exc}",
                 claim=self.claims[rd.claim_index].key,
                 request=rd.full_name,
             )
@@ -626,6 +630,7 @@ class _Run:
                 raise AllocationTimeoutError(str(exc)) from None
             raise AllocationCancelledError(str(exc)) from None
         except CELError as exc:
+            where = self._where(rd, index, in_claim=in_claim)
             return AllocationError(
                 f"{where} on device {d.id}: CEL runtime error: {exc}",
                 claim=self.claims[rd.claim_index].key,
