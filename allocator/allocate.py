@@ -705,9 +705,11 @@ class _Run:
             return done
         candidates = self.candidates
         admin = rd.admin
+        key = rd.selector_key
         dedicated = self.dedicated
         allocating = self.allocating
         capacity_on = self.features.consumable_capacity
+        in_flight, persisted = self.allocating_capacity, self.a.state.capacity  # live maps
         for index in range(start, len(candidates)):
             d = candidates[index]
             dev_id = d.id
@@ -717,9 +719,17 @@ class _Run:
                     continue
             elif holders or dev_id in dedicated:
                 continue
-            if not self._selectable(rd, d):
+            # _selectable and _capacity_fits, their common outcomes decided inline
+            if not (d.plain_selection and d.selector_cache.get(key) is True) and (
+                not self._selectable(rd, d)
+            ):
                 continue
-            if capacity_on and not self._capacity_fits(rd, d):
+            if (
+                capacity_on
+                # no capacity asked, taken whole, nothing of any device in use: fits
+                and (rd.capacity or not d.whole_capacity or in_flight or persisted)
+                and not self._capacity_fits(rd, d)
+            ):
                 continue
             pick = self._allocate_device(rd, d, False)
             if pick is None:

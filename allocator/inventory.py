@@ -59,6 +59,7 @@ class DeviceEntry:
         "device",
         "id",
         "multi",
+        "plain_selection",
         "pool_id",
         "result_cache",
         "selector_cache",
@@ -100,6 +101,9 @@ class DeviceEntry:
         self.binding_conditions = device.binding_conditions
         self.binding_failure_conditions = device.binding_failure_conditions
         self.binds_to_node = bool(device.binds_to_node)
+        #: Selectable exactly when its cached selector answer is True: no binding
+        #: conditions, no per-device node selection.
+        self.plain_selection = not self.binding_conditions and not slice_entry.per_device
         # expression -> result, or the CEL error to raise again (results never change)
         self.selector_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], bool | Exception] = {}
         # request signature -> the (immutable) allocation result naming this device; owned

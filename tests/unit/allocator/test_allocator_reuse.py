@@ -31,6 +31,7 @@ from allocator import (
     ResourceSlice,
     with_api_defaults,
 )
+from allocator.features import Features
 
 CLASSES = [DeviceClass.from_dict(dclass())]
 
@@ -190,3 +191,34 @@ def test_a_device_whose_capacity_is_in_use_is_not_taken_whole() -> None:
     # and within one call: the second whole request no longer fits once the first took it
     two = _claims(claim("c", req("a"), req("b")))
     assert Allocator(inventory, CLASSES, AllocatedState()).allocate(node, two) is None
+
+
+def test_a_device_selected_on_one_node_is_not_taken_on_a_node_it_does_not_serve() -> None:
+    per_device = rslice(
+        "pd",
+        [device("a", nodeName="node-a"), device("b", nodeName="node-b")],
+        node=None,
+        pool="pd",
+        perDeviceNodeSelection=True,
+    )
+    inventory = Inventory([ResourceSlice.from_dict(per_device)])
+    allocator = Allocator(inventory, CLASSES, AllocatedState())
+    claims = _claims(claim("c", req()))
+    # both devices' selector answers are kept after node-b's call
+    assert _devices(allocator.allocate(Node.named("node-b"), claims)) == ["b"]
+    assert _devices(allocator.allocate(Node.named("node-a"), claims)) == ["a"]
+    assert _devices(allocator.allocate(Node.named("node-b"), claims)) == ["b"]
+
+
+def test_a_device_with_binding_conditions_stays_out_when_the_feature_is_off() -> None:
+    gated = rslice("a", [device("gated", bindingConditions=["ready"],
+                                bindingFailureConditions=["failed"])])  # fmt: skip
+    inventory = Inventory([ResourceSlice.from_dict(gated)])
+    claims = _claims(claim("c", req()))
+    node = Node.named(NODE)
+    on = Allocator(inventory, CLASSES, AllocatedState(), features=Features())
+    assert _devices(on.allocate(node, claims)) == ["gated"]  # its selector answer is kept
+    off = Features(device_binding_conditions=False)
+    assert (
+        Allocator(inventory, CLASSES, AllocatedState(), features=off).allocate(node, claims) is None
+    )
