@@ -946,9 +946,12 @@ class _Run:
                 )
             results.append(_device_result(p.request, d, binding, p.share_id, consumed))
         config = self._build_config(ci, claim)
+        node_selector = self._node_selector(picks)
+        if len(results) == 1 and not config and picks[0].share_id is None:
+            return _single_allocation(picks[0].device, results[0], node_selector)
         return AllocationResult(
             devices=DeviceAllocationResult(results=tuple(results), config=tuple(config)),
-            node_selector=self._node_selector(picks),
+            node_selector=node_selector,
         )
 
     def _selected(self, ci: int, ri: int) -> _Request:
@@ -1060,6 +1063,31 @@ def _plain_result(rd: _Request, d: DeviceEntry, binding: bool) -> DeviceRequestA
         hit = _device_result(rd, d, binding, None, None)
         if len(cache) >= _MAX_RESULTS_PER_DEVICE:
             cache.clear()
+        cache[key] = hit
+    return hit
+
+
+def _single_allocation(
+    d: DeviceEntry, result: DeviceRequestAllocationResult, node_selector: NodeSelector | None
+) -> AllocationResult:
+    """The allocation of one device without configuration: kept by the device next to
+    its result (both immutable) and used again for the same result and node selector."""
+    cache = d.result_cache
+    if cache is None:
+        cache = d.result_cache = {}
+    key = ("allocation", id(result))
+    hit: AllocationResult | None = cache.get(key)
+    if (
+        hit is None
+        or hit.devices.results[0] is not result
+        or hit.node_selector is not node_selector
+    ):
+        if len(cache) >= _MAX_RESULTS_PER_DEVICE:
+            cache.clear()
+        hit = AllocationResult(
+            devices=DeviceAllocationResult(results=(result,), config=()),
+            node_selector=node_selector,
+        )
         cache[key] = hit
     return hit
 

@@ -222,3 +222,19 @@ def test_a_device_with_binding_conditions_stays_out_when_the_feature_is_off() ->
     assert (
         Allocator(inventory, CLASSES, AllocatedState(), features=off).allocate(node, claims) is None
     )
+
+
+def test_one_device_bound_to_the_node_of_each_allocation_names_that_node() -> None:
+    shared = rslice("net", [device("port", bindsToNode=True)], node=None, pool="net", allNodes=True)
+    inventory = Inventory([ResourceSlice.from_dict(shared)])
+    allocator = Allocator(inventory, CLASSES, AllocatedState())
+    claims = _claims(claim("c", req()))
+    seen = []
+    for name in ("node-a", "node-b", "node-a"):
+        results = allocator.allocate(Node.named(name), claims)
+        assert results is not None
+        selector = results[0].node_selector
+        assert selector is not None
+        seen.append(selector.node_selector_terms[0].match_fields[0].values)
+        assert [r.device for r in results[0].devices.results] == ["port"]
+    assert seen == [("node-a",), ("node-b",), ("node-a",)]
