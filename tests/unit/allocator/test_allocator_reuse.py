@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from alloc_builders import (
     NODE,
     allocated,
@@ -15,6 +16,7 @@ from alloc_builders import (
     dclass,
     device,
     gpus,
+    match,
     req,
     result,
     rslice,
@@ -22,6 +24,7 @@ from alloc_builders import (
 
 from allocator import (
     AllocatedState,
+    AllocationCancelledError,
     AllocationResult,
     Allocator,
     DeviceClass,
@@ -238,3 +241,20 @@ def test_one_device_bound_to_the_node_of_each_allocation_names_that_node() -> No
         seen.append(selector.node_selector_terms[0].match_fields[0].values)
         assert [r.device for r in results[0].devices.results] == ["port"]
     assert seen == [("node-a",), ("node-b",), ("node-a",)]
+
+
+def test_a_search_cancelled_midway_stops() -> None:
+    # 64 devices, no two share an index: four of them that match never exist, and the
+    # search tries every combination unless it is stopped
+    inventory = Inventory([ResourceSlice.from_dict(rslice("a", gpus(64)))])
+    allocator = Allocator(inventory, CLASSES, AllocatedState())
+    claims = _claims(claim("c", req(count=4), constraints=[match("gpu.example.com/index")]))
+    asked = []
+
+    def cancelled() -> bool:
+        asked.append(True)
+        return len(asked) > 1
+
+    with pytest.raises(AllocationCancelledError):
+        allocator.allocate(Node.named(NODE), claims, timeout=None, cancelled=cancelled)
+    assert allocator.allocate(Node.named(NODE), claims, timeout=None) is None
