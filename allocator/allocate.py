@@ -22,6 +22,7 @@ later claim's failure falls back to the next subrequest of an earlier one.
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import time
@@ -73,6 +74,9 @@ __all__ = [
 
 MAX_RESULTS: Final = 32
 DEFAULT_TIMEOUT: Final = 10.0
+# The search looks at the clock and the caller's cancel flag on its first step and then
+# every this many steps: a step costs microseconds, a look at the clock about as much.
+_CHECK_EVERY: Final = 16
 
 
 class AllocationError(Exception):
@@ -125,10 +129,19 @@ class _Request:
 
 @dataclass(slots=True)
 class _Pick:
+    """A device tentatively allocated for a request, with what undoing it takes (picks are
+    undone last-in first-out, as the depth-first search backtracks)."""
+
     request: _Request
     device: DeviceEntry
     share_id: str | None
     consumed: dict[str, int] | None
+    counters_reserved: bool = False
+    constraints: Sequence[Constraint] = ()
+    marked: bool = False
+    #: capacity added to the in-flight aggregate, and whether the device had one before
+    capacity_taken: dict[str, int] | None = None
+    capacity_existed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +149,7 @@ class _Prepared:
     """Prepared requests of one claim; ``claim`` keeps it alive, so its id stays its own."""
 
     claim: ResourceClaim
-    requests: list[tuple[DeviceRequest, list[_Request]]]
+    slots: list[_RequestSlot]
 
 
 # An allocator serves one pod's claims in a scheduler; the bound only guards misuse.
@@ -144,14 +157,15 @@ _MAX_PREPARED = 1024
 
 
 class _RequestSlot:
-    """Per top-level request: its alternatives and which one was chosen."""
+    """Per top-level request: its alternatives (read-only once prepared, so calls on other
+    nodes share it; which alternative a call chose is kept by the call)."""
 
-    __slots__ = ("alternatives", "request", "selected")
+    __slots__ = ("alternatives", "first_available", "request")
 
     def __init__(self, request: DeviceRequest, alternatives: list[_Request]) -> None:
         self.request = request
         self.alternatives = alternatives
-        self.selected = 0
+        self.first_available = bool(request.first_available)
 
 
 class Allocator:
@@ -175,7 +189,6 @@ class Allocator:
             self.classes = {c.metadata.name: c for c in classes}
         self.state = allocated if allocated is not None else AllocatedState()
         self.new_share_id = share_id or (lambda: str(uuid.uuid4()))
-        self._available_counters: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
         # Prepared requests of claims, by (claim identity, position in the call): the same
         # claims are tried on node after node, and preparing them does not depend on the
         # node unless a request asks for all devices (those are never kept here).
@@ -220,46 +233,69 @@ class Allocator:
         run.evaluate_guarded_selectors()
 
     # -- shared per-allocator caches --------------------------------------------------------
-    def prepared(self, ci: int, claim: ResourceClaim) -> list[tuple[DeviceRequest, list[_Request]]]:
+    def prepared(self, ci: int, claim: ResourceClaim) -> list[_RequestSlot] | None:
         """The requests of ``claim`` (at position ``ci``) as prepared by an earlier call on
-        another node; empty when there is none."""
+        another node (read-only); None when there is none."""
         hit = self._prepared.get((id(claim), ci))
-        return hit.requests if hit is not None and hit.claim is claim else []
+        return hit.slots if hit is not None and hit.claim is claim else None
 
-    def keep_prepared(
-        self, ci: int, claim: ResourceClaim, requests: list[tuple[DeviceRequest, list[_Request]]]
-    ) -> None:
+    def keep_prepared(self, ci: int, claim: ResourceClaim, slots: list[_RequestSlot]) -> None:
         with self._lock:
             if len(self._prepared) >= _MAX_PREPARED:
                 self._prepared.clear()
-            self._prepared[(id(claim), ci)] = _Prepared(claim, requests)
+            self._prepared[(id(claim), ci)] = _Prepared(claim, slots)
 
     def available_counters(self, pool: Pool) -> dict[str, dict[str, int]]:
-        """Counter-set values minus what allocated devices of the pool consume (cached)."""
-        hit = self._available_counters.get(pool.id)
-        if hit is not None:
-            return hit
+        """Counter-set values minus what allocated devices of the pool consume (cached;
+        read-only). The pool keeps the last answer by the allocated state's stamp for it,
+        so allocators over later states reuse it until a claim in the pool changes."""
+        stamp = self.state.pool_stamp(pool.id)
+        kept = pool.available_cache
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
+        available = self._count_available(pool)
+        pool.available_cache = (stamp, available)  # one assignment: atomic for readers
+        return available
+
+    def _count_available(self, pool: Pool) -> dict[str, dict[str, int]]:
         available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
-        state = self.state
-        for slices in (pool.targeting, pool.not_targeting):
-            for s in slices:
-                for d in s.devices:
-                    if not d.counters or not state.is_allocated(d.id):
-                        continue
-                    for set_name, counters in d.counters:
-                        target = available.get(set_name)
-                        if target is None:
-                            continue
-                        for name, amount in counters:
-                            if name in target:
-                                target[name] -= amount
-        with self._lock:
-            self._available_counters[pool.id] = available
+        is_allocated = self.state.is_allocated
+        for d in pool.counter_devices:
+            if not is_allocated(d.id):
+                continue
+            for set_name, counters in d.counters:
+                target = available.get(set_name)
+                if target is None:
+                    continue
+                for name, amount in counters:
+                    if name in target:
+                        target[name] -= amount
         return available
 
 
 class _Run:
     """State of one ``allocate`` call (upstream: the inner allocator struct)."""
+
+    __slots__ = (
+        "a",
+        "allocating",
+        "allocating_capacity",
+        "calls",
+        "cancelled",
+        "candidates",
+        "claims",
+        "constraints",
+        "consumed_counters",
+        "deadline",
+        "dedicated",
+        "features",
+        "node",
+        "pools",
+        "pools_by_id",
+        "results",
+        "selected",
+        "slots",
+    )
 
     def __init__(
         self,
@@ -276,11 +312,14 @@ class _Run:
         self.node = node
         self.claims = claims
         self.pools = node_pools.pools
+        self.pools_by_id = node_pools.by_id
         self.candidates = node_pools.candidates
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.cancelled = cancelled
         self.slots: list[list[_RequestSlot]] = []
-        self.constraints: list[list[Constraint]] = []
+        #: per claim and request: the index of the alternative chosen (firstAvailable)
+        self.selected: list[list[int]] = []
+        self.constraints: list[Sequence[Constraint]] = []
         self.results: list[list[_Pick]] = []
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, int]] = {}
@@ -308,15 +347,14 @@ class _Run:
         return [self._build_result(ci, claim) for ci, claim in enumerate(self.claims)]
 
     def _prepare_claim(self, ci: int, claim: ResourceClaim) -> None:
-        kept = self.a.prepared(ci, claim)
-        if kept:
-            slots = [_RequestSlot(request, alternatives) for request, alternatives in kept]
-        else:
+        slots = self.a.prepared(ci, claim)
+        if slots is None:
             slots = self._prepare_requests(ci, claim)
             if not any(rd.all_mode for slot in slots for rd in slot.alternatives):
-                self.a.keep_prepared(ci, claim, [(s.request, s.alternatives) for s in slots])
+                self.a.keep_prepared(ci, claim, slots)
         self.slots.append(slots)
-        self.constraints.append(self._constraints(claim))
+        self.selected.append([0] * len(slots))
+        self.constraints.append(self._constraints(claim) if claim.spec.devices.constraints else ())
         self.results.append([])
 
     def _prepare_requests(self, ci: int, claim: ResourceClaim) -> list[_RequestSlot]:
@@ -559,27 +597,31 @@ class _Run:
     def _evaluate(self, rd: _Request, d: DeviceEntry) -> bool | Exception:
         class_exprs, request_exprs = rd.selector_key
         for i, expr in enumerate(class_exprs):
-            where = f"DeviceClass {rd.device_class.metadata.name}: spec.selectors[{i}]"
-            outcome = self._match_one(expr, d, where, rd)
+            outcome = self._match_one(expr, d, rd, i, in_claim=False)
             if outcome is not True:
                 return outcome
-        if request_exprs:
-            claim = self.claims[rd.claim_index].key
-            path = f"spec.devices.requests[{rd.request_index}]"
-            path += f".firstAvailable[{rd.sub_index}]" if rd.parent else ".exactly"
-            for i, expr in enumerate(request_exprs):
-                where = f"ResourceClaim {claim}: {path}.selectors[{i}]"
-                outcome = self._match_one(expr, d, where, rd)
-                if outcome is not True:
-                    return outcome
+        for i, expr in enumerate(request_exprs):
+            outcome = self._match_one(expr, d, rd, i, in_claim=True)
+            if outcome is not True:
+                return outcome
         return True
 
-    def _match_one(self, expr: str, d: DeviceEntry, where: str, rd: _Request) -> bool | Exception:
+    def _where(self, rd: _Request, index: int, *, in_claim: bool) -> str:
+        """Which selector an error is about (only built for errors)."""
+        if not in_claim:
+            return f"DeviceClass {rd.device_class.metadata.name}: spec.selectors[{index}]"
+        path = f"spec.devices.requests[{rd.request_index}]"
+        path += f".firstAvailable[{rd.sub_index}]" if rd.parent else ".exactly"
+        return f"ResourceClaim {self.claims[rd.claim_index].key}: {path}.selectors[{index}]"
+
+    def _match_one(
+        self, expr: str, d: DeviceEntry, rd: _Request, index: int, *, in_claim: bool
+    ) -> bool | Exception:
         try:
             selector = compile_selector(expr)
         except CELError as exc:
             return AllocationError(
-                f"{where}: CEL compile error: {exc}",
+                f"{self._where(rd, index, in_claim=in_claim)}: CEL compile error: {exc}",
                 claim=self.claims[rd.claim_index].key,
                 request=rd.full_name,
             )
@@ -591,6 +633,7 @@ class _Run:
                 raise AllocationTimeoutError(str(exc)) from None
             raise AllocationCancelledError(str(exc)) from None
         except CELError as exc:
+            where = self._where(rd, index, in_claim=in_claim)
             return AllocationError(
                 f"{where} on device {d.id}: CEL runtime error: {exc}",
                 claim=self.claims[rd.claim_index].key,
@@ -608,57 +651,68 @@ class _Run:
     def _allocate_one(  # noqa: PLR0917, PLR0915
         self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int
     ) -> bool:
-        self.calls += 1
-        if self.deadline is not None or self.cancelled is not None:
-            self._check_time()
-        if ci >= len(self.claims):
-            return True
-        slots = self.slots[ci]
-        if ri >= len(slots):
-            try:
-                return self._allocate_one(ci + 1, 0, 0, 0, False, 0)
-            except _MaxSizeExceededError:
-                return False
-        slot = slots[ri]
-        if not in_sub and slot.request.first_available:
-            all_exceeded = True
-            for k in range(len(slot.alternatives)):
-                try:
-                    ok = self._allocate_one(ci, ri, k, 0, True, 0)
-                except _MaxSizeExceededError:
+        timed = self.deadline is not None or self.cancelled is not None
+        n_claims = len(self.claims)
+        # Upstream's tail calls (request done: next request; last claim done: success)
+        # are iterations of this loop; a step is counted and timed as a call would be.
+        while True:
+            self.calls += 1
+            if timed and self.calls % _CHECK_EVERY == 1:
+                self._check_time()
+            if ci >= n_claims:
+                return True
+            slots = self.slots[ci]
+            if ri >= len(slots):
+                if ci + 1 >= n_claims:
+                    ci += 1  # no later claim could raise the max-size sentinel
                     continue
-                all_exceeded = False
-                if ok:
-                    slot.selected = k
-                    return True
-            if all_exceeded:
-                raise _MAX_SIZE
-            return False
-        rd = slot.alternatives[si]
-        if rd.all_mode and not rd.all_devices:
-            return False
-        if di >= rd.num_devices:
-            return self._allocate_one(ci, ri + 1, 0, 0, False, 0)
+                try:
+                    return self._allocate_one(ci + 1, 0, 0, 0, False, 0)
+                except _MaxSizeExceededError:
+                    return False
+            slot = slots[ri]
+            if not in_sub and slot.first_available:
+                all_exceeded = True
+                for k in range(len(slot.alternatives)):
+                    try:
+                        ok = self._allocate_one(ci, ri, k, 0, True, 0)
+                    except _MaxSizeExceededError:
+                        continue
+                    all_exceeded = False
+                    if ok:
+                        self.selected[ci][ri] = k
+                        return True
+                if all_exceeded:
+                    raise _MAX_SIZE
+                return False
+            rd = slot.alternatives[si]
+            if rd.all_mode and not rd.all_devices:
+                return False
+            if di < rd.num_devices:
+                break
+            ri, si, di, in_sub, start = ri + 1, 0, 0, False, 0
         if rd.num_devices - di > MAX_RESULTS - len(self.results[ci]):
             raise _MAX_SIZE
         if rd.all_mode:
             d = rd.all_devices[di]
-            undo = self._allocate_device(rd, d, True)
-            if undo is None:
+            pick = self._allocate_device(rd, d, True)
+            if pick is None:
                 return False
             try:
                 done = self._allocate_one(ci, ri, si, di + 1, in_sub, 0)
             except BaseException:
-                undo()
+                self._deallocate(pick)
                 raise
             if not done:
-                undo()
+                self._deallocate(pick)
             return done
         candidates = self.candidates
         admin = rd.admin
+        key = rd.selector_key
         dedicated = self.dedicated
         allocating = self.allocating
         capacity_on = self.features.consumable_capacity
+        in_flight, persisted = self.allocating_capacity, self.a.state.capacity  # live maps
         for index in range(start, len(candidates)):
             d = candidates[index]
             dev_id = d.id
@@ -668,32 +722,48 @@ class _Run:
                     continue
             elif holders or dev_id in dedicated:
                 continue
-            if not self._selectable(rd, d):
+            # _selectable and _capacity_fits, their common outcomes decided inline
+            if not (d.plain_selection and d.selector_cache.get(key) is True) and (
+                not self._selectable(rd, d)
+            ):
                 continue
-            if capacity_on and not self._capacity_fits(rd, d):
+            if (
+                capacity_on
+                # no capacity asked, taken whole, nothing of any device in use: fits
+                and (rd.capacity or not d.whole_capacity or in_flight or persisted)
+                and not self._capacity_fits(rd, d)
+            ):
                 continue
-            undo = self._allocate_device(rd, d, False)
-            if undo is None:
+            pick = self._allocate_device(rd, d, False)
+            if pick is None:
                 continue
             try:
                 done = self._allocate_one(ci, ri, si, di + 1, in_sub, index + 1)
             except BaseException:
-                undo()
+                self._deallocate(pick)
                 raise
             if done:
                 return True
-            undo()
+            self._deallocate(pick)
         return False
 
     def _capacity_fits(self, rd: _Request, d: DeviceEntry) -> bool:
-        if not d.capacity and not rd.capacity:
-            return True
+        if not rd.capacity:
+            if not d.capacity:
+                return True
+            persisted = self.a.state.capacity.get(d.id)
+            in_flight = self.allocating_capacity.get(d.id)
+            if d.whole_capacity and not persisted and not in_flight:
+                return True  # fits_capacity's own shortcut, decided without a call
+        else:
+            persisted = self.a.state.capacity.get(d.id)
+            in_flight = self.allocating_capacity.get(d.id)
         try:
             return fits_capacity(
                 rd.capacity,
                 d.capacity,
-                self.a.state.capacity.get(d.id),
-                self.allocating_capacity.get(d.id),
+                persisted,
+                in_flight,
                 self.features.fractional_capacity_range,
             )
         except CapacityError as exc:
@@ -702,10 +772,9 @@ class _Run:
                 f"capacity for device {d.id}: {exc}"
             ) from None
 
-    def _allocate_device(  # noqa: PLR0915 (one rollback record, as upstream)
-        self, rd: _Request, d: DeviceEntry, must: bool
-    ) -> Callable[[], None] | None:
-        """Tentatively add ``d`` for ``rd``; returns an undo function, or None if refused."""
+    def _allocate_device(self, rd: _Request, d: DeviceEntry, must: bool) -> _Pick | None:
+        """Tentatively add ``d`` for ``rd``; returns the pick (undo it with
+        :meth:`_deallocate`), or None if refused (then nothing changed)."""
         features = self.features
         ci = rd.claim_index
         dev_id = d.id
@@ -719,105 +788,127 @@ class _Run:
             return None
         if d.counters and not features.partitionable_devices:
             return None
-        undo_steps: list[Callable[[], None]] = []
-
-        def rollback() -> None:
-            for step in reversed(undo_steps):
-                step()
-
+        pick = _Pick(rd, d, None, None)
         skip_counters = multi and self._capacity_in_use(dev_id)
         if d.counters and not skip_counters:
             if not self._reserve_counters(d):
                 return None
-            undo_steps.append(lambda: self._release_counters(d))
+            pick.counters_reserved = True
         if features.device_taints and d.blocking_taints and taint_blocks(d, rd.tolerations):
-            rollback()
+            self._undo(pick)
             return None
+        if self.constraints[ci] and not self._add_to_constraints(pick, must):
+            self._undo(pick)
+            return None
+        if not multi:
+            marks = self.allocating.get(dev_id)
+            if marks is None:
+                marks = self.allocating[dev_id] = set()
+            marks.add(ci)
+            pick.marked = True
+        if features.consumable_capacity:
+            if not self._capacity_fits(rd, d):
+                self._undo(pick)
+                return None
+            if multi:
+                self._take_capacity(pick)
+        self.results[ci].append(pick)
+        return pick
+
+    def _add_to_constraints(self, pick: _Pick, must: bool) -> bool:
+        """Add the pick's device to the constraints of its claim that cover its request;
+        False (or AllocationError when the device ``must`` be added) when one refuses.
+        The pick records the constraints it was added to, also on refusal."""
+        rd, d = pick.request, pick.device
+        added: list[Constraint] = []
+        pick.constraints = added
         attributes = d.device.attributes
-        for constraint in self.constraints[ci]:
+        for constraint in self.constraints[rd.claim_index]:
             if not constraint.applies(rd.name, rd.parent):
                 continue
-            if not constraint.add(dev_id, attributes):
-                rollback()
+            if not constraint.add(d.id, attributes):
                 if must:
-                    claim = self.claims[ci].key
+                    self._undo(pick)
+                    claim = self.claims[rd.claim_index].key
                     raise AllocationError(
-                        f"claim {claim}, request {rd.name}: cannot add device {dev_id} because "
+                        f"claim {claim}, request {rd.name}: cannot add device {d.id} because "
                         "a claim constraint would not be satisfied",
                         claim=claim,
                         request=rd.full_name,
                     )
-                return None
-            undo_steps.append(constraint.remove)
-        if not multi:
-            marks = self.allocating.setdefault(dev_id, set())
-            marks.add(ci)
+                return False
+            added.append(constraint)
+        return True
 
-            def unmark() -> None:
-                marks.discard(ci)
+    def _take_capacity(self, pick: _Pick) -> None:
+        """Consume the request's capacity of a multi-allocatable device, under a new share."""
+        rd, d = pick.request, pick.device
+        try:
+            consumed = consumed_capacity(
+                rd.capacity, d.capacity, self.features.fractional_capacity_range
+            )
+        except CapacityError as exc:
+            self._undo(pick)
+            raise AllocationError(
+                f"claim {self.claims[rd.claim_index].key}, request {rd.name}: computing "
+                f"consumed capacity for device {d.id}: {exc}"
+            ) from None
+        pick.share_id = self.a.new_share_id()
+        pick.consumed = consumed or None
+        pick.capacity_existed = d.id in self.allocating_capacity
+        in_flight = self.allocating_capacity.setdefault(d.id, {})
+        for name, amount in consumed.items():
+            in_flight[name] = in_flight.get(name, 0) + amount
+        pick.capacity_taken = consumed
+
+    def _deallocate(self, pick: _Pick) -> None:
+        """Undo :meth:`_allocate_device` of ``pick``, the newest pick of its claim."""
+        results = self.results[pick.request.claim_index]
+        if results and results[-1] is pick:
+            results.pop()
+        else:  # pragma: no cover - the search undoes picks last-in first-out
+            results.remove(pick)
+        self._undo(pick)
+
+    def _undo(self, pick: _Pick) -> None:
+        """Undo the bookkeeping ``pick`` recorded, newest step first."""
+        dev_id = pick.device.id
+        taken = pick.capacity_taken
+        if taken is not None:
+            # restore the entry's presence too: presence means "capacity in use"
+            flight = self.allocating_capacity.get(dev_id)
+            if flight is not None:
+                for name, amount in taken.items():
+                    if name in flight:
+                        flight[name] -= amount
+                if all(v == 0 for v in flight.values()):
+                    del self.allocating_capacity[dev_id]
+            if pick.capacity_existed and dev_id not in self.allocating_capacity:
+                self.allocating_capacity[dev_id] = {}
+            pick.capacity_taken = None
+        if pick.marked:
+            marks = self.allocating.get(dev_id)
+            if marks is not None:
+                marks.discard(pick.request.claim_index)
                 if not marks:
                     self.allocating.pop(dev_id, None)
-
-            undo_steps.append(unmark)
-        consumed: dict[str, int] | None = None
-        share_id: str | None = None
-        if features.consumable_capacity:
-            if not self._capacity_fits(rd, d):
-                rollback()
-                return None
-            if multi:
-                try:
-                    consumed = consumed_capacity(
-                        rd.capacity, d.capacity, features.fractional_capacity_range
-                    )
-                except CapacityError as exc:
-                    rollback()
-                    raise AllocationError(
-                        f"claim {self.claims[ci].key}, request {rd.name}: computing consumed "
-                        f"capacity for device {dev_id}: {exc}"
-                    ) from None
-                share_id = self.a.new_share_id()
-                existed = dev_id in self.allocating_capacity
-                in_flight = self.allocating_capacity.setdefault(dev_id, {})
-                for name, amount in consumed.items():
-                    in_flight[name] = in_flight.get(name, 0) + amount
-                taken = consumed
-
-                def release_capacity() -> None:
-                    # restore the entry's presence too: presence means "capacity in use"
-                    flight = self.allocating_capacity.get(dev_id)
-                    if flight is not None:
-                        for name, amount in taken.items():
-                            if name in flight:
-                                flight[name] -= amount
-                        if all(v == 0 for v in flight.values()):
-                            del self.allocating_capacity[dev_id]
-                    if existed and dev_id not in self.allocating_capacity:
-                        self.allocating_capacity[dev_id] = {}
-
-                undo_steps.append(release_capacity)
-        results = self.results[ci]
-        results.append(_Pick(rd, d, share_id, consumed or None))
-
-        def drop_result() -> None:
-            results.pop()
-
-        undo_steps.append(drop_result)
-        return rollback
+            pick.marked = False
+        for constraint in reversed(pick.constraints):
+            constraint.remove()
+        pick.constraints = ()
+        if pick.counters_reserved:
+            self._release_counters(pick.device)
+            pick.counters_reserved = False
 
     def _capacity_in_use(self, dev_id: DeviceID) -> bool:
         return self.a.state.capacity_in_use(dev_id) or dev_id in self.allocating_capacity
 
-    def _pool_of(self, d: DeviceEntry) -> Pool:
-        for p in self.pools:
-            if p.id == (d.id.driver, d.id.pool):
-                return p
-        raise KeyError(d.id)  # pragma: no cover - candidates always come from a pool
-
     def _reserve_counters(self, d: DeviceEntry) -> bool:
-        pool = self._pool_of(d)
+        pool = self.pools_by_id[d.pool_id]  # candidates always come from a pool
         available = self.a.available_counters(pool)
-        consumed = self.consumed_counters.setdefault(pool.id, {})
+        consumed = self.consumed_counters.get(pool.id)
+        if consumed is None:
+            consumed = self.consumed_counters[pool.id] = {}
         for set_name, counters in d.counters:
             used = consumed.setdefault(set_name, {})
             for name, amount in counters:
@@ -832,7 +923,7 @@ class _Run:
         return True
 
     def _release_counters(self, d: DeviceEntry) -> None:
-        consumed = self.consumed_counters[(d.id.driver, d.id.pool)]
+        consumed = self.consumed_counters[d.pool_id]
         for set_name, counters in d.counters:
             used = consumed[set_name]
             for name, amount in counters:
@@ -841,9 +932,12 @@ class _Run:
     # -- results ----------------------------------------------------------------------------
     def _build_result(self, ci: int, claim: ResourceClaim) -> AllocationResult:
         picks = self.results[ci]
-        features = self.features
+        binding = self.features.device_binding_conditions
         results = []
         for p in picks:
+            if p.share_id is None and p.consumed is None:
+                results.append(_plain_result(p.request, p.device, binding))
+                continue
             d = p.device
             consumed = None
             if p.consumed is not None:
@@ -853,36 +947,27 @@ class _Run:
                         for name, v in p.consumed.items()
                     }
                 )
-            binding = features.device_binding_conditions
-            results.append(
-                DeviceRequestAllocationResult(
-                    request=p.request.full_name,
-                    driver=d.id.driver,
-                    pool=d.id.pool,
-                    device=d.id.device,
-                    admin_access=True if p.request.admin else None,
-                    tolerations=p.request.tolerations,
-                    binding_conditions=d.binding_conditions if binding else (),
-                    binding_failure_conditions=d.binding_failure_conditions if binding else (),
-                    share_id=p.share_id,
-                    consumed_capacity=consumed or FrozenDict(),
-                    skip_node_operations=d.slice.skip_node_operations,
-                )
-            )
+            results.append(_device_result(p.request, d, binding, p.share_id, consumed))
         config = self._build_config(ci, claim)
+        node_selector = self._node_selector(picks)
+        if len(results) == 1 and not config and picks[0].share_id is None:
+            return _single_allocation(picks[0].device, results[0], node_selector)
         return AllocationResult(
             devices=DeviceAllocationResult(results=tuple(results), config=tuple(config)),
-            node_selector=self._node_selector(picks),
+            node_selector=node_selector,
         )
 
     def _selected(self, ci: int, ri: int) -> _Request:
-        slot = self.slots[ci][ri]
-        return slot.alternatives[slot.selected]
+        return self.slots[ci][ri].alternatives[self.selected[ci][ri]]
 
     def _build_config(self, ci: int, claim: ResourceClaim) -> list[DeviceAllocationConfiguration]:
+        requests = claim.spec.devices.requests
+        if not claim.spec.devices.config and not any(
+            self._selected(ci, ri).device_class.spec.config for ri in range(len(requests))
+        ):
+            return []  # no configuration anywhere: nothing to copy
         out: list[list[Any]] = []  # [source, requests(list|None), opaque]
         class_ranges: dict[str, tuple[int, int]] = {}
-        requests = claim.spec.devices.requests
         for ri in range(len(requests)):
             rd = self._selected(ci, ri)
             cls = rd.device_class
@@ -941,17 +1026,7 @@ class _Run:
             else:
                 node_name, selector = s.slice.spec.node_name, s.node_selector
             if node_name is not None or d.binds_to_node:
-                return NodeSelector(
-                    node_selector_terms=(
-                        NodeSelectorTerm(
-                            match_fields=(
-                                NodeSelectorRequirement(
-                                    key="metadata.name", operator="In", values=(self.node.name,)
-                                ),
-                            )
-                        ),
-                    )
-                )
+                return _node_name_selector(self.node.name)
             if selector is not None:
                 terms = selector.node_selector_terms
                 if len(terms) == 1:
@@ -971,6 +1046,92 @@ class _Run:
                 )
             )
         return None
+
+
+# Distinct request signatures kept per device: a bound on memory, not a tuning knob (a
+# scheduler's claims use a handful of request names).
+_MAX_RESULTS_PER_DEVICE: Final = 16
+
+
+def _plain_result(rd: _Request, d: DeviceEntry, binding: bool) -> DeviceRequestAllocationResult:
+    """The result naming ``d`` for ``rd`` without a share (no shareID, no consumed
+    capacity). Results are immutable and depend only on the request's name, admin flag
+    and tolerations and on the device, so the device keeps them for the next pod."""
+    key = (rd.full_name, rd.admin, rd.tolerations, binding)
+    cache = d.result_cache
+    if cache is None:
+        cache = d.result_cache = {}
+    hit: DeviceRequestAllocationResult | None = cache.get(key)
+    if hit is None:
+        hit = _device_result(rd, d, binding, None, None)
+        if len(cache) >= _MAX_RESULTS_PER_DEVICE:
+            cache.clear()
+        cache[key] = hit
+    return hit
+
+
+def _single_allocation(
+    d: DeviceEntry, result: DeviceRequestAllocationResult, node_selector: NodeSelector | None
+) -> AllocationResult:
+    """The allocation of one device without configuration: kept by the device next to
+    its result (both immutable) and used again for the same result and node selector."""
+    cache = d.result_cache
+    if cache is None:
+        cache = d.result_cache = {}
+    key = ("allocation", id(result))
+    hit: AllocationResult | None = cache.get(key)
+    if (
+        hit is None
+        or hit.devices.results[0] is not result
+        or hit.node_selector is not node_selector
+    ):
+        if len(cache) >= _MAX_RESULTS_PER_DEVICE:
+            cache.clear()
+        hit = AllocationResult(
+            devices=DeviceAllocationResult(results=(result,), config=()),
+            node_selector=node_selector,
+        )
+        cache[key] = hit
+    return hit
+
+
+def _device_result(
+    rd: _Request,
+    d: DeviceEntry,
+    binding: bool,
+    share_id: str | None,
+    consumed: FrozenDict | None,
+) -> DeviceRequestAllocationResult:
+    return DeviceRequestAllocationResult(
+        request=rd.full_name,
+        driver=d.id.driver,
+        pool=d.id.pool,
+        device=d.id.device,
+        admin_access=True if rd.admin else None,
+        tolerations=rd.tolerations,
+        binding_conditions=d.binding_conditions if binding else (),
+        binding_failure_conditions=d.binding_failure_conditions if binding else (),
+        share_id=share_id,
+        consumed_capacity=consumed or FrozenDict(),
+        skip_node_operations=d.slice.skip_node_operations,
+    )
+
+
+@functools.lru_cache(maxsize=16384)
+def _node_name_selector(node_name: str) -> NodeSelector:
+    """``metadata.name In (node_name)``: the selector of an allocation bound to one node
+    (immutable, so one per node name is shared by all its allocations)."""
+    return NodeSelector(
+        node_selector_terms=(
+            NodeSelectorTerm(
+                match_fields=(
+                    NodeSelectorRequirement(
+                        key="metadata.name", operator="In", values=(node_name,)
+                    ),
+                )
+            ),
+        )
+    )
 
 
 def _is_guarded(selector_key: tuple[tuple[str, ...], tuple[str, ...]]) -> bool:

@@ -14,6 +14,7 @@ preparing a claim whose devices another claim already holds.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -25,6 +26,10 @@ from allocator.quantity import NANO, Quantity, nanos
 __all__ = ["AllocatedState", "Conflict", "SharedDeviceID"]
 
 _K = TypeVar("_K")
+
+# Process-wide source of pool stamps (see AllocatedState.pool_stamp): unique across all
+# states and their copies. next() on a count is atomic in CPython.
+_STAMPS = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +85,7 @@ class AllocatedState:
         self.shared: dict[SharedDeviceID, frozenset[str]] = {}
         self.shared_devices: dict[DeviceID, int] = {}
         self.capacity: dict[DeviceID, dict[str, int]] = {}
+        self._pool_stamps: dict[tuple[str, str], int] = {}
         for claim in claims:
             self.add(claim)
 
@@ -92,6 +98,7 @@ class AllocatedState:
         new.shared = dict(self.shared)
         new.shared_devices = dict(self.shared_devices)
         new.capacity = dict(self.capacity)  # aggregates are replaced, never changed in place
+        new._pool_stamps = dict(self._pool_stamps)
         return new
 
     # -- mutation -------------------------------------------------------------------------
@@ -117,6 +124,7 @@ class AllocatedState:
     def _apply(self, r: DeviceRequestAllocationResult, key: str, sign: int) -> None:
         if r.admin_access:
             return
+        self._pool_stamps[(r.driver, r.pool)] = next(_STAMPS)
         dev = DeviceID(r.driver, r.pool, r.device)
         if r.share_id is not None and self._consumable:
             sid = SharedDeviceID(r.driver, r.pool, r.device, r.share_id)
@@ -145,6 +153,14 @@ class AllocatedState:
         _update_holders(self.dedicated, dev, key, sign)
 
     # -- queries --------------------------------------------------------------------------
+    def pool_stamp(self, pool: tuple[str, str]) -> int:
+        """A number that identifies what this state records about the devices of ``pool``
+        (driver, pool name): two states (copies included) with the same stamp for a pool
+        record the same devices of it as allocated, with the same shares and capacity.
+        0 means nothing of the pool was ever recorded. Every change gets a new stamp from
+        a process-wide counter, so diverging copies never share one."""
+        return self._pool_stamps.get(pool, 0)
+
     def is_dedicated(self, device: DeviceID) -> bool:
         return device in self.dedicated
 

@@ -59,32 +59,56 @@ class DeviceEntry:
         "device",
         "id",
         "multi",
+        "plain_selection",
+        "pool_id",
+        "result_cache",
         "selector_cache",
         "slice",
         "uses_compat_groups",
+        "whole_capacity",
     )
 
-    def __init__(self, device: Device, slice_entry: SliceEntry) -> None:
+    def __init__(
+        self, device: Device, slice_entry: SliceEntry, interned: dict[Any, Any] | None = None
+    ) -> None:
         self.device = device
         self.slice = slice_entry
         self.id = DeviceID(slice_entry.driver, slice_entry.pool, device.name)
+        self.pool_id = slice_entry.pool_id
         self.multi = bool(device.allow_multiple_allocations)
         self.blocking_taints: tuple[DeviceTaint, ...] = tuple(
             t
             for t in device.taints
             if t.effect in (TAINT_EFFECT_NO_SCHEDULE, TAINT_EFFECT_NO_EXECUTE)
         )
-        self.counters: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = tuple(
+        counters = tuple(
             (cc.counter_set, tuple((name, nanos(c.value)) for name, c in cc.counters.items()))
             for cc in device.consumes_counters
         )
+        # devices of one kind consume alike: one shared tuple keeps the heap small
+        self.counters: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = (
+            interned.setdefault(counters, counters)
+            if interned is not None and counters
+            else counters
+        )
         self.uses_compat_groups = any(cc.compatibility_groups for cc in device.consumes_counters)
         self.capacity: Mapping[str, DeviceCapacity] = device.capacity
+        #: Whether a request without capacity requests takes every capacity whole, so that
+        #: it fits whenever nothing of the device is in use (see ``fits_capacity``).
+        self.whole_capacity = all(
+            cap.request_policy is None and cap.value.sign() >= 0 for cap in self.capacity.values()
+        )
         self.binding_conditions = device.binding_conditions
         self.binding_failure_conditions = device.binding_failure_conditions
         self.binds_to_node = bool(device.binds_to_node)
+        #: Selectable exactly when its cached selector answer is True: no binding
+        #: conditions, no per-device node selection.
+        self.plain_selection = not self.binding_conditions and not slice_entry.per_device
         # expression -> result, or the CEL error to raise again (results never change)
         self.selector_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], bool | Exception] = {}
+        # request signature -> the (immutable) allocation result naming this device; owned
+        # by the allocator (see allocator.allocate), results never change; made on first use
+        self.result_cache: dict[Any, Any] | None = None
         self._context: Any = None
 
     @property
@@ -118,18 +142,20 @@ class SliceEntry:
         "node_selector",
         "per_device",
         "pool",
+        "pool_id",
         "shared_counters",
         "skip_node_operations",
         "slice",
         "uses_compat_groups",
     )
 
-    def __init__(self, s: ResourceSlice) -> None:
+    def __init__(self, s: ResourceSlice, interned: dict[Any, Any] | None = None) -> None:
         spec = s.spec
         self.slice = s
         self.name = s.metadata.name
         self.driver = spec.driver
         self.pool = spec.pool.name
+        self.pool_id = (self.driver, self.pool)
         self.generation = spec.pool.generation
         self.count = spec.pool.resource_slice_count
         self.node_name = spec.node_name or ""
@@ -138,7 +164,9 @@ class SliceEntry:
         self.per_device = bool(spec.per_device_node_selection)
         self.shared_counters: dict[str, dict[str, int]] = {}
         self.skip_node_operations = spec.skip_node_operations
-        self.devices: tuple[DeviceEntry, ...] = tuple(DeviceEntry(d, self) for d in spec.devices)
+        self.devices: tuple[DeviceEntry, ...] = tuple(
+            DeviceEntry(d, self, interned) for d in spec.devices
+        )
         self.uses_compat_groups = any(d.uses_compat_groups for d in self.devices)
 
     @property
@@ -153,7 +181,9 @@ class Pool:
     """The slices of one (driver, pool) as seen from one node."""
 
     __slots__ = (
+        "available_cache",
         "candidates",
+        "counter_devices",
         "counter_sets",
         "driver",
         "has_binding_conditions",
@@ -178,6 +208,10 @@ class Pool:
         self.counter_sets: dict[str, dict[str, int]] = {}
         self.has_binding_conditions = False
         self.candidates: tuple[DeviceEntry, ...] = ()
+        #: Devices of the pool (targeting this node or not) that consume counters.
+        self.counter_devices: tuple[DeviceEntry, ...] = ()
+        #: (allocated-state pool stamp, counters left): owned by the allocator
+        self.available_cache: tuple[int, dict[str, dict[str, int]]] | None = None
 
     def __repr__(self) -> str:
         state = "incomplete" if self.incomplete else "invalid" if self.invalid else "ok"
@@ -187,14 +221,22 @@ class Pool:
 class NodePools:
     """The pools visible from one node, and the flat candidate order across them."""
 
-    __slots__ = ("candidates", "pools")
+    __slots__ = ("by_id", "candidates", "pools")
 
     def __init__(self, pools: list[Pool]) -> None:
         self.pools = pools
+        #: (driver, pool) -> pool; the first one wins, as a search over ``pools`` would
+        self.by_id: dict[tuple[str, str], Pool] = {}
+        for p in pools:
+            self.by_id.setdefault(p.id, p)
         # pool order -> slice order -> device order, usable pools only
         self.candidates: tuple[DeviceEntry, ...] = tuple(
             d for p in pools if not (p.incomplete or p.invalid) for d in p.candidates
         )
+
+
+# Bound of the per-node caches (a cluster's nodes; cleared when exceeded).
+_MAX_NODES = 10000
 
 
 class Inventory:
@@ -204,7 +246,8 @@ class Inventory:
 
     def __init__(self, slices: Iterable[ResourceSlice], features: Features | None = None) -> None:
         self.features = features or Features()
-        self.slices: tuple[SliceEntry, ...] = tuple(SliceEntry(s) for s in slices)
+        interned: dict[Any, Any] = {}  # equal immutable values shared between devices
+        self.slices: tuple[SliceEntry, ...] = tuple(SliceEntry(s, interned) for s in slices)
         self._on_node: dict[str, list[SliceEntry]] = {}
         self._shared: list[SliceEntry] = []
         self._by_pool: dict[tuple[str, str], list[SliceEntry]] = {}
@@ -215,19 +258,27 @@ class Inventory:
                 self._shared.append(s)
             self._by_pool.setdefault((s.driver, s.pool), []).append(s)
         self._node_cache: dict[tuple[str, frozenset[tuple[str, str]]], NodePools] = {}
+        # the same Node object (immutable) asks again and again: by identity, it is kept
+        # alive by its entry, so its id cannot be reused meanwhile
+        self._by_node_object: dict[int, tuple[Node, NodePools]] = {}
         self._lock = threading.Lock()
 
     def pools_for_node(self, node: Node) -> NodePools:
         """The pools visible from ``node`` (cached). Raises NodeSelectorError."""
+        seen = self._by_node_object.get(id(node))
+        if seen is not None and seen[0] is node:
+            return seen[1]
         key = (node.name, frozenset(node.labels.items()))
-        hit = self._node_cache.get(key)
-        if hit is not None:
-            return hit
-        result = NodePools(self._gather(node))
+        result = self._node_cache.get(key)
+        if result is None:
+            result = NodePools(self._gather(node))
         with self._lock:
-            if len(self._node_cache) > 10000:
+            if len(self._node_cache) > _MAX_NODES:
                 self._node_cache.clear()
+            if len(self._by_node_object) > _MAX_NODES:
+                self._by_node_object.clear()
             self._node_cache[key] = result
+            self._by_node_object[id(node)] = (node, result)
         return result
 
     def device_matches_node(self, d: DeviceEntry, node: Node) -> bool:
@@ -340,6 +391,10 @@ class Inventory:
         pool.targeting = tuple(device_slices)
         pool.not_targeting = tuple(not_targeting)
         pool.candidates = tuple(d for s in device_slices for d in s.devices)
+        pool.counter_devices = tuple(
+            d for slices in (device_slices, not_targeting) for s in slices for d in s.devices
+            if d.counters
+        )  # fmt: skip
         pool.has_binding_conditions = any(
             d.device.binding_conditions for s in device_slices for d in s.devices
         )

@@ -123,6 +123,10 @@ class Selector:
     def _answer_key(self, context: dict[str, Any]) -> tuple[Any, ...] | None:
         if self.projection is None or self.risky:
             return None
+        if isinstance(context, DeviceVariables):
+            raw = self.projection.raw_key(context)
+            if raw is not None:
+                return raw
         return self.projection.key(context)
 
     def matches(

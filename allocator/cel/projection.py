@@ -27,11 +27,12 @@ domain or id the device lacks stays missing, so "no such key" errors are the sam
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from allocator.cel.rewrite import PLAIN_STRING, CELSyntaxError, Token, tokenize
 from allocator.cel.variables import MISSING, DeviceVariables
+from allocator.semver import is_semver
 
 __all__ = ["ALL", "Projection", "projection_of"]
 
@@ -43,6 +44,9 @@ _MAPS: Final = ("attributes", "capacity")
 
 # domain -> ids read (ALL: the whole domain); ALL for the whole map.
 Domains = dict[str, frozenset[str] | None] | None
+# map name, domain, ((id, "domain/id"), ...) sorted by id: what a raw key reads
+_RawPlan = tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...]
+_RAW_TAG: Final = ("raw",)
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,53 @@ class Projection:
     scalars: frozenset[str]
     attributes: Domains
     capacity: Domains
+    _scalar_order: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _raw_plan: _RawPlan | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_scalar_order", tuple(sorted(self.scalars)))
+        object.__setattr__(self, "_raw_plan", _raw_plan(self.attributes, self.capacity))
+
+    def raw_key(self, device: DeviceVariables) -> tuple[Any, ...] | None:
+        """Like :meth:`key`, from the model's values of what the selector reads, without
+        converting them; None when that cannot decide (then use :meth:`key`).
+
+        The view of a domain is its presence and the converted values of the ids read;
+        a converted value is a function of the model's value, and presence holds when
+        one of those values converts. So devices with equal raw keys have equal views.
+        None when the selector reads whole domains or maps, when no id read converts
+        (presence then depends on the domain's other entries) and when a device has an
+        id spelled both bare and qualified (which one counts depends on their order).
+        Raw keys never equal keys of :meth:`key`: they start with a tag of their own."""
+        plan = self._raw_plan
+        if plan is None:
+            return None
+        driver = device.driver
+        parts: list[Any] = [_RAW_TAG]
+        parts.extend(device.scalar(name) for name in self._scalar_order)
+        for map_name, domain, ids in plan:
+            items = device.raw_items(map_name)
+            bare = domain == driver
+            present = False
+            values: list[Any] = []
+            for ident, qualified in ids:
+                item = items.get(qualified)
+                if bare:
+                    plain = items.get(ident)
+                    if plain is not None:
+                        if item is not None:
+                            return None
+                        item = plain
+                if item is None:
+                    values.append(None)
+                    continue
+                tagged, converts = _raw_value(map_name, item)
+                present = present or converts
+                values.append(tagged)
+            if not present:
+                return None
+            parts.append(tuple(values))
+        return tuple(parts)
 
     def apply(self, variables: Mapping[str, Any]) -> dict[str, Any]:
         """``variables`` (:class:`~allocator.cel.variables.DeviceVariables` or a
@@ -146,6 +197,36 @@ def _pick(device: _Device, name: str, wanted: dict[str, frozenset[str] | None]) 
                 entries[ident] = value
         picked[domain] = entries
     return picked
+
+
+def _raw_plan(attributes: Domains, capacity: Domains) -> _RawPlan | None:
+    """What :meth:`Projection.raw_key` reads, or None when a whole map or domain is read."""
+    plan: list[tuple[str, str, tuple[tuple[str, str], ...]]] = []
+    for map_name, domains in (("attributes", attributes), ("capacity", capacity)):
+        if domains is None:
+            return None
+        for domain in sorted(domains):
+            ids = domains[domain]
+            if ids is None:
+                return None
+            plan.append((map_name, domain, tuple((i, f"{domain}/{i}") for i in sorted(ids))))
+    return tuple(plan)
+
+
+def _raw_value(map_name: str, item: Any) -> tuple[Any, bool]:
+    """A hashable stand-in for the model's attribute or capacity ``item`` (equal
+    stand-ins convert to equal values), and whether it converts at all."""
+    if map_name == "capacity":
+        v = item.value.value
+        return ("quantity", v.numerator, v.denominator), True
+    kind, value = item.kind, item.value
+    if kind == "version":
+        return (kind, value), is_semver(value)
+    if kind == "versions":
+        return (kind, value), all(is_semver(v) for v in value)
+    if isinstance(value, tuple):
+        return (kind, tuple((type(v), v) for v in value)), True
+    return (kind, type(value), value), True
 
 
 def _frozen(value: Any) -> Any:

@@ -72,7 +72,15 @@ class DeviceVariables(Mapping[str, Any]):
     threads converting the same value store equal results.
     """
 
-    __slots__ = ("_by_domain", "_converted", "_items", "_whole", "allow_multiple", "driver")
+    __slots__ = (
+        "_attributes",
+        "_by_domain",
+        "_capacity",
+        "_converted",
+        "_whole",
+        "allow_multiple",
+        "driver",
+    )
 
     def __init__(
         self,
@@ -83,12 +91,11 @@ class DeviceVariables(Mapping[str, Any]):
     ) -> None:
         self.driver = driver
         self.allow_multiple = allow_multiple_allocations
-        self._items: dict[str, Mapping[str, Any]] = {
-            "attributes": attributes,
-            "capacity": capacity,
-        }
-        self._by_domain: dict[str, dict[str, dict[str, Any]]] = {}
-        self._converted: dict[tuple[str, str, str], Any] = {}
+        self._attributes = attributes
+        self._capacity = capacity
+        # made on first use: a selector keyed by raw values may never convert anything
+        self._by_domain: dict[str, dict[str, dict[str, Any]]] | None = None
+        self._converted: dict[tuple[str, str, str], Any] | None = None
         self._whole: dict[str, Any] | None = None
 
     # -- the mapping: the whole variable ---------------------------------------------------
@@ -124,6 +131,10 @@ class DeviceVariables(Mapping[str, Any]):
         return out
 
     # -- parts -----------------------------------------------------------------------------
+    def raw_items(self, map_name: str) -> Mapping[str, Any]:
+        """The model's ``attributes`` or ``capacity`` of the device, not converted."""
+        return self._attributes if map_name == "attributes" else self._capacity
+
     def scalar(self, name: str) -> Any:
         """``device.driver`` or ``device.allowMultipleAllocations``."""
         return self.driver if name == "driver" else self.allow_multiple
@@ -154,24 +165,55 @@ class DeviceVariables(Mapping[str, Any]):
     def value(self, map_name: str, domain: str, ident: str) -> Any:
         """One attribute or capacity converted, or :data:`MISSING`."""
         key = (map_name, domain, ident)
-        if key in self._converted:
-            return self._converted[key]
+        converted = self._converted
+        if converted is None:
+            converted = self._converted = {}
+        elif key in converted:
+            return converted[key]
         item = self._domains(map_name).get(domain, {}).get(ident, MISSING)
         if item is not MISSING:
             try:
                 item = _convert(map_name, item)
             except ValueError:
                 item = MISSING
-        self._converted[key] = item
+        converted[key] = item
         return item
 
     def _domains(self, map_name: str) -> dict[str, dict[str, Any]]:
         """domain -> id -> the model's attribute or capacity (grouped once, not converted)."""
-        grouped = self._by_domain.get(map_name)
+        by_domain = self._by_domain
+        if by_domain is None:
+            by_domain = self._by_domain = {}
+        grouped = by_domain.get(map_name)
         if grouped is None:
-            grouped = {}
-            for name, item in self._items[map_name].items():
-                domain, ident = qualify(name, self.driver)
-                grouped.setdefault(domain, {})[ident] = item
-            self._by_domain[map_name] = grouped
+            items = self.raw_items(map_name)
+            grouped = {
+                domain: {ident: items[name] for ident, name in names}
+                for domain, names in _layout(self.driver, tuple(items)).items()
+            }
+            by_domain[map_name] = grouped
         return grouped
+
+
+# Devices of one driver mostly share one set of attribute (and capacity) names: how the
+# names group into domains is worked out once per set. Bounded: cleared when full.
+_LAYOUTS: dict[tuple[str, tuple[str, ...]], dict[str, tuple[tuple[str, str], ...]]] = {}
+_MAX_LAYOUTS: Final = 1024
+
+
+def _layout(driver: str, names: tuple[str, ...]) -> dict[str, tuple[tuple[str, str], ...]]:
+    """domain -> ((id, name), ...) for a device of ``driver`` with these attribute or
+    capacity ``names``, in first-seen order of the ids; when two names qualify to the
+    same id (``id`` and ``<driver>/id``), the later name wins."""
+    key = (driver, names)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        grouped: dict[str, dict[str, str]] = {}
+        for name in names:
+            domain, ident = qualify(name, driver)
+            grouped.setdefault(domain, {})[ident] = name
+        layout = {domain: tuple(ids.items()) for domain, ids in grouped.items()}
+        if len(_LAYOUTS) >= _MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = layout
+    return layout

@@ -185,3 +185,102 @@ def test_values_of_different_types_never_share_an_answer() -> None:
     selector = compile_selector(f'device.attributes["{DRIVER}"].?index.orValue(0) == 1')
     assert selector.matches(twin) is True
     assert _outcome(selector, flag) == _outcome(_whole(selector), flag)
+
+
+# --------------------------------------------------------------------------- raw keys
+
+_READS_FW_AND_MEMORY = (
+    f'device.attributes["{DRIVER}"].?fw.orValue(semver("0.0.1")).major() >= 1 && '
+    f'device.capacity["{DRIVER}"].?memory.orValue(quantity("0")).isGreaterThan(quantity("1"))'
+)
+
+
+def _lazy(attributes: dict[str, DeviceAttribute], memory: str = "16Gi",
+          driver: str = DRIVER) -> DeviceVariables:  # fmt: skip
+    return DeviceVariables(
+        driver, attributes, {"memory": DeviceCapacity(value=Quantity.parse(memory))}
+    )
+
+
+def _projection(expression: str) -> Any:
+    projection = projection_of(expression)
+    assert projection is not None
+    return projection
+
+
+def test_devices_equal_in_what_a_selector_reads_share_a_raw_key() -> None:
+    projection = _projection(_READS_FW_AND_MEMORY)
+    fw = DeviceAttribute("version", "2.1.0")
+    one = _lazy({"fw": fw, "addr": DeviceAttribute("string", "10.0.0.5")})
+    other = _lazy({"fw": fw, "addr": DeviceAttribute("string", "10.0.0.6")}, memory="16384Mi")
+    qualified = _lazy({f"{DRIVER}/fw": fw})
+    assert projection.raw_key(one) is not None
+    assert projection.raw_key(one) == projection.raw_key(other) == projection.raw_key(qualified)
+    assert projection.raw_key(_lazy({"fw": DeviceAttribute("version", "2.1.1")})) != (
+        projection.raw_key(one)
+    )
+    assert projection.raw_key(_lazy({"fw": fw}, memory="8Gi")) != projection.raw_key(one)
+
+
+def test_equal_raw_keys_mean_equal_views() -> None:
+    devices = [DeviceVariables(*args) for args in _DEVICE_ARGS] + [
+        _lazy({"fw": DeviceAttribute("version", "2.1.0")}),
+        _lazy({f"{DRIVER}/fw": DeviceAttribute("version", "2.1.0+build.7")}),
+        _lazy({"fw": DeviceAttribute("versions", ("1.0.0", "2.0.0"))}),
+        _lazy({"index": DeviceAttribute("int", 1)}, driver="other.example.com"),
+        _lazy({f"{DRIVER}/index": DeviceAttribute("int", 1)}, driver="other.example.com"),
+        _lazy({f"{DRIVER}/index": DeviceAttribute("bool", True)}, driver="other.example.com"),
+    ]
+    checked = 0
+    for expression in [e for e in _EXPRESSIONS if _compiles(e)] + [_READS_FW_AND_MEMORY]:
+        projection = projection_of(expression)
+        if projection is None:
+            continue
+        by_key: dict[Any, Any] = {}
+        for device in devices:
+            key = projection.raw_key(device)
+            if key is None:
+                continue
+            view = projection.apply(device)
+            assert by_key.setdefault(key, view) == view, expression
+            checked += 1
+    assert checked > 50
+
+
+def test_raw_key_defers_when_no_id_read_converts() -> None:
+    projection = _projection(f'device.attributes["{DRIVER}"].?fw.hasValue()')
+    # whether the domain is there depends on its other entries: the converted key decides
+    invalid = DeviceAttribute("version", "not-semver")
+    alone = _lazy({"fw": invalid})
+    beside_model = _lazy({"fw": invalid, "model": DeviceAttribute("string", "a100")})
+    no_fw = _lazy({"model": DeviceAttribute("string", "a100")})
+    assert projection.raw_key(alone) is None
+    assert projection.raw_key(beside_model) is None
+    assert projection.raw_key(no_fw) is None
+    assert projection.key(beside_model) == projection.key(no_fw) != projection.key(alone)
+
+
+def test_raw_key_defers_when_an_id_is_spelled_bare_and_qualified() -> None:
+    projection = _projection(f'device.attributes["{DRIVER}"].fw.major() == 2')
+    both = _lazy({"fw": DeviceAttribute("version", "2.0.0"),
+                  f"{DRIVER}/fw": DeviceAttribute("version", "3.0.0")})  # fmt: skip
+    assert projection.raw_key(both) is None
+    assert compile_selector(f'device.attributes["{DRIVER}"].fw.major() == 2').matches(both) is (
+        _whole(compile_selector(f'device.attributes["{DRIVER}"].fw.major() == 2')).matches(both)
+    )
+
+
+def test_raw_key_defers_for_selectors_reading_whole_domains() -> None:
+    device = _lazy({"fw": DeviceAttribute("version", "2.1.0")})
+    assert _projection(f'"fw" in device.attributes["{DRIVER}"]').raw_key(device) is None
+    assert _projection("device.attributes[device.driver].fw.major() == 2").raw_key(device) is None
+
+
+def test_raw_keys_never_equal_converted_keys() -> None:
+    for expression in [e for e in _EXPRESSIONS if _compiles(e)]:
+        projection = projection_of(expression)
+        if projection is None:
+            continue
+        for args in _DEVICE_ARGS:
+            raw = projection.raw_key(DeviceVariables(*args))
+            assert raw is None or raw != projection.key(DeviceVariables(*args))
