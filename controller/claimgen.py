@@ -20,16 +20,19 @@ finalizer before it is allocated (kube-scheduler adds it in a write of its own b
 allocating), and the claim lifecycle removes it from a claim deleted unallocated, as
 kube-controller-manager's controller does. Claims of other schedulers' pods get none.
 
-The checks start from the live pod, not the cached one, whenever a pod claim looks pending:
-the informer may lag behind another generator (kube-controller-manager beside a scoped
-drakit). The status is written once per pod by server-side apply with the *complete* list of
-entries (applying only new ones would make the apply drop the others, kubernetes #138407),
-with the pod's UID and resourceVersion as preconditions: a write never replaces entries it
-has not seen.
+The checks start from the cached pod. The informer may lag behind another generator (a
+replica that led before, kube-controller-manager beside a scoped drakit), so the status is
+written once per pod by server-side apply with the *complete* list of entries (applying only
+new ones would make the apply drop the others, kubernetes #138407) and with the pod's UID and
+resourceVersion as preconditions: a write never replaces entries it has not seen. Only a
+refused write reads the live pod; claims created from the stale view are then deleted (soak
+seed 7 found the stale view; reading the live pod before every generation cost one request
+per pod).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 from collections.abc import Callable
@@ -42,13 +45,12 @@ from controller.naming import (
     FINALIZER,
     POD_CLAIM_NAME_ANNOTATION,
     generate_name,
-    has_pending_generated_claims,
     is_for_pod,
     meta,
     pod_claim_status_entries,
     resolve_claim_name,
 )
-from kubeapi.errors import ApiError, NotFound
+from kubeapi.errors import ApiError, Conflict, NotFound
 from kubeapi.events import EventRecorder
 from kubeapi.objects import KubeObject
 from kubeapi.resources import RESOURCE_CLAIMS, Resource
@@ -100,11 +102,6 @@ class ClaimGenerator:
         """
         if meta(pod).get("deletionTimestamp"):
             return True
-        if has_pending_generated_claims(pod):
-            live = self._live_pod(pod)
-            if live is None or meta(live).get("deletionTimestamp"):
-                return True
-            pod = live
         new_entries: dict[str, str] = {}
         failure: Exception | None = None
         for pod_claim in (pod.get("spec") or {}).get("resourceClaims") or ():
@@ -127,8 +124,54 @@ class ClaimGenerator:
                 extra={"pod": _pod_key(pod), "claims": sorted(new_entries.values())},
             )
             return False
-        self._write_status(pod, new_entries)
+        self._record(pod, new_entries)
         return True
+
+    def _record(self, pod: KubeObject, new_entries: dict[str, str]) -> None:
+        """Write ``new_entries`` into the pod status, deciding from the cached ``pod``.
+
+        The write's preconditions (UID, resourceVersion) refuse it when the cache was stale.
+        Only then is the live pod read: entries another generator recorded meanwhile win, and
+        the claims this process created for them are deleted (they were never recorded, so
+        nothing uses them); what is still missing is written against the live version. A
+        second Conflict is raised, and the key is retried.
+        """
+        try:
+            self._write_status(pod, new_entries)
+            return
+        except Conflict:
+            live = self._live_pod(pod)
+        recorded = {
+            str(e["name"]): str(e["resourceClaimName"])
+            for e in pod_claim_status_entries(live or {})
+            if e.get("resourceClaimName")
+        }
+        gone = live is None or bool(meta(live).get("deletionTimestamp"))
+        for pod_claim, name in new_entries.items():
+            if gone or recorded.get(pod_claim, name) != name:
+                self._discard(pod, pod_claim, name)
+        missing = {pc: n for pc, n in new_entries.items() if pc not in recorded}
+        if live is not None and not gone and missing:
+            self._write_status(live, missing)
+
+    def _discard(self, pod: KubeObject, pod_claim: str, name: str) -> None:
+        """Delete ``name`` if this process created it for ``pod_claim`` (never another's)."""
+        uid = str(meta(pod).get("uid"))
+        created = self._created.get(uid, pod_claim)
+        if created is None or meta(created).get("name") != name:
+            return
+        namespace = str(meta(pod).get("namespace"))
+        logger.info(
+            "Deleting a claim generated from a stale pod; another was recorded",
+            extra={"pod": _pod_key(pod), "claim": f"{namespace}/{name}"},
+        )
+        with contextlib.suppress(NotFound, Conflict):  # already gone, or not the one we made
+            deleting = self._claims.delete(name, namespace, uid=str(meta(created).get("uid")))
+            if deleting is not None and FINALIZER in (meta(deleting).get("finalizers") or ()):
+                # Created protected and never allocated: nothing else will release it soon.
+                kept = [f for f in meta(deleting)["finalizers"] if f != FINALIZER]
+                released = {**deleting, "metadata": {**meta(deleting), "finalizers": kept}}
+                self._claims.update(released, field_manager=FIELD_MANAGER)
 
     def _live_pod(self, cached: KubeObject) -> KubeObject | None:
         """The pod as the API server has it now (None when it is gone or was recreated).
