@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers.childpython import python_output
 
 from drakit.cli import SUBCOMMANDS, main
 from drakit.version import KUBELET_SERVICES, KUBERNETES_VERSION
@@ -77,9 +78,7 @@ def test_a_subcommand_loads_only_its_own_module_and_help_still_lists_them_all() 
         "build_parser('version')\n"
         "print(sorted(n for n, m in SUBCOMMANDS.items() if m in sys.modules))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    ).stdout
+    out = python_output(probe)
     assert out.split() == ["['version']"]
     help_text = subprocess.run(
         [sys.executable, "-m", "drakit.cli", "node-plugin", "--help"],

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from helpers.childpython import python_output
 
 
 def test_node_plugin_does_not_load_the_cel_engine_the_allocator_or_the_kubernetes_client() -> None:
@@ -16,9 +15,7 @@ def test_node_plugin_does_not_load_the_cel_engine_the_allocator_or_the_kubernete
         "         'kubernetes', 'kubernetes.client')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    ).stdout
+    out = python_output(probe)
     assert out.strip() == "[]"
 
 
@@ -59,9 +56,7 @@ print("pydantic" in sys.modules, type(got.to_prepare.devices[0].config).__name__
 def test_node_plugin_starts_and_prepares_without_pydantic_until_a_claim_carries_opaque_config() -> (
     None
 ):
-    out = subprocess.run(
-        [sys.executable, "-c", _LAZY_PYDANTIC_PROBE], capture_output=True, text=True, check=True
-    ).stdout
+    out = python_output(_LAZY_PYDANTIC_PROBE)
     assert out.split() == ["False", "True", "GpuConfig"]
 
 
@@ -81,7 +76,5 @@ def test_start_up_objects_are_out_of_the_collectors_view_once_the_plugin_serves(
         "settle_heap()\n"
         "print(before, gc.get_freeze_count() > 1000)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    ).stdout
+    out = python_output(probe)
     assert out.split() == ["0", "True"]
