@@ -107,6 +107,7 @@ class Controller:
             caches=self.caches,
             pods=pods,
             claims=claims,
+            writer=writer,
             created=self.created,
             events=events,
             metrics=self.metrics,

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.caches import Caches, CreatedClaims
+from controller.claimwrites import ClaimWriter
 from controller.metrics import ControllerMetrics, claim_uses_admin_access
 from controller.naming import (
     FIELD_MANAGER,
@@ -75,6 +76,7 @@ class ClaimGenerator:
         caches: Caches,
         pods: Resource,
         claims: Resource,
+        writer: ClaimWriter,
         created: CreatedClaims,
         events: EventRecorder | None,
         metrics: ControllerMetrics,
@@ -83,6 +85,7 @@ class ClaimGenerator:
         """``protect(pod)``: whether the pod's claims are created with the finalizer (drakit
         schedules that pod and writes the finalizer before allocating anyway)."""
         self._protect = protect
+        self._writer = writer
         self._caches = caches
         self._pods = pods
         self._claims = claims
@@ -141,11 +144,7 @@ class ClaimGenerator:
             return
         except Conflict:
             live = self._live_pod(pod)
-        recorded = {
-            str(e["name"]): str(e["resourceClaimName"])
-            for e in pod_claim_status_entries(live or {})
-            if e.get("resourceClaimName")
-        }
+        recorded = _recorded(live or {})
         gone = live is None or bool(meta(live).get("deletionTimestamp"))
         for pod_claim, name in new_entries.items():
             if gone or recorded.get(pod_claim, name) != name:
@@ -169,9 +168,7 @@ class ClaimGenerator:
             deleting = self._claims.delete(name, namespace, uid=str(meta(created).get("uid")))
             if deleting is not None and FINALIZER in (meta(deleting).get("finalizers") or ()):
                 # Created protected and never allocated: nothing else will release it soon.
-                kept = [f for f in meta(deleting)["finalizers"] if f != FINALIZER]
-                released = {**deleting, "metadata": {**meta(deleting), "finalizers": kept}}
-                self._claims.update(released, field_manager=FIELD_MANAGER)
+                self._writer.remove_finalizer(deleting)
 
     def _live_pod(self, cached: KubeObject) -> KubeObject | None:
         """The pod as the API server has it now (None when it is gone or was recreated).
@@ -272,12 +269,7 @@ class ClaimGenerator:
     # -- status ----------------------------------------------------------------------------------
 
     def _write_status(self, pod: KubeObject, new_entries: dict[str, str]) -> None:
-        wanted = {
-            str(e["name"]): str(e["resourceClaimName"])
-            for e in pod_claim_status_entries(pod)
-            if e.get("resourceClaimName")
-        }
-        wanted.update(new_entries)
+        wanted = {**_recorded(pod), **new_entries}
         body = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -338,6 +330,15 @@ def claim_from_template(pod: KubeObject, pod_claim_name: str, template: KubeObje
         "kind": RESOURCE_CLAIMS.kind,
         "metadata": metadata,
         "spec": copy.deepcopy(template_spec.get("spec") or {}),
+    }
+
+
+def _recorded(pod: KubeObject) -> dict[str, str]:
+    """The pod claims its status names a claim for: pod claim name -> claim name."""
+    return {
+        str(e["name"]): str(e["resourceClaimName"])
+        for e in pod_claim_status_entries(pod)
+        if e.get("resourceClaimName")
     }
 
 
