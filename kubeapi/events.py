@@ -81,6 +81,9 @@ class EventRecorder:
         self._refill = 1.0 / refill_seconds
         self._clock = clock
         self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
+        # Series with repeats not written yet: the writer's timeout and flush look at these
+        # only, not at every tracked series (up to MAX_TRACKED, scanned per event before).
+        self._pending: dict[tuple[str, ...], _Series] = {}
         self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
         self._queue: queue.SimpleQueue[_Occurrence | threading.Event | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._write_loop, name="event-recorder", daemon=True)
@@ -179,6 +182,8 @@ class EventRecorder:
             self._series.move_to_end(occ.key)
             if now - series.last_written >= self._min_interval:
                 self._write_series(occ.key, series)
+            else:
+                self._pending[occ.key] = series
             return
         if not self._allowed(occ.bucket_key):
             logger.debug("Event dropped by rate limit", extra={"object": occ.bucket_key})
@@ -212,6 +217,7 @@ class EventRecorder:
             )
             return
         meta = created["metadata"]
+        self._pending.pop(occ.key, None)  # a new Event replaces the old series, as before
         self._series[occ.key] = _Series(
             name=meta["name"],
             namespace=meta["namespace"],
@@ -222,7 +228,8 @@ class EventRecorder:
             last_seen_time=occ.observed,
         )
         if len(self._series) > MAX_TRACKED:
-            self._series.popitem(last=False)
+            evicted, _ = self._series.popitem(last=False)
+            self._pending.pop(evicted, None)
 
     def _write_series(self, key: tuple[str, ...], series: _Series) -> None:
         patch = {"series": {"count": series.count, "lastObservedTime": series.last_seen_time}}
@@ -230,6 +237,7 @@ class EventRecorder:
             self._events.patch(series.name, patch, series.namespace, patch_type=PatchType.MERGE)
         except NotFound:
             self._series.pop(key, None)  # expired (events have a TTL): the next repeat recreates
+            self._pending.pop(key, None)
             return
         except ApiError as err:
             logger.warning(
@@ -237,20 +245,19 @@ class EventRecorder:
             )
         series.written_count = series.count
         series.last_written = self._clock()
+        self._pending.pop(key, None)
 
     def _flush_due(self, *, force: bool) -> None:
         now = self._clock()
-        for key, series in list(self._series.items()):
-            if series.count != series.written_count and (
-                force or now - series.last_written >= self._min_interval
-            ):
+        for key, series in list(self._pending.items()):
+            if force or now - series.last_written >= self._min_interval:
                 self._write_series(key, series)
 
     def _next_flush_in(self) -> float | None:
-        pending = [s.last_written for s in self._series.values() if s.count != s.written_count]
-        if not pending:
+        if not self._pending:
             return None
-        return max(0.0, min(pending) + self._min_interval - self._clock())
+        oldest = min(s.last_written for s in self._pending.values())
+        return max(0.0, oldest + self._min_interval - self._clock())
 
 
 def _reference(obj: KubeObject) -> dict[str, str]:

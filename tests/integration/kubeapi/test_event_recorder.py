@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from helpers.waiting import eventually
 
 from kubeapi.events import EventRecorder
 from kubeapi.objects import KubeObject
@@ -72,6 +73,22 @@ def test_repeats_are_aggregated_into_one_event_series(
     assert sorted(by_reason) == ["Scheduled", "Unschedulable"]
     assert by_reason["Unschedulable"]["series"]["count"] == 100
     assert "series" not in by_reason["Scheduled"]
+
+
+def test_held_back_repeats_are_written_by_the_timer_without_a_flush(
+    api: Any, namespace: str, pod: KubeObject, recorder: Callable[..., EventRecorder]
+) -> None:
+    rec = recorder(min_interval=1.0)
+    for _ in range(3):
+        rec.warning(pod, "Unschedulable", "Schedule", "0/3 nodes have a free gpu")
+    rec.normal(pod, "Scheduled", "Bind", "bound to node-1")  # a series with nothing pending
+
+    def series_count() -> int | None:
+        by_reason = {e["reason"]: e for e in events_in(api, namespace)}
+        event = by_reason.get("Unschedulable")
+        return (event.get("series") or {}).get("count") if event else None
+
+    assert eventually(lambda: series_count() == 3, "the timer writes the repeats", timeout=30)
 
 
 def test_a_loop_of_ever_different_events_is_capped_per_object(
