@@ -12,7 +12,11 @@ Also reported: the plugin's idle RSS (VmRSS after start-up, before any call).
 When the kubelet plugin of sigs.k8s.io/dra-example-driver (the Go reference on
 the kubeletplugin helper, pinned in hack/tools/dra-example-driver) is built or
 can be built, it is measured in the same run with the same client and the
-ratio is printed.
+ratio is printed. The two plugins serve side by side (the Go one as driver
+``gpu-go.example.com``, each with its own claims) and their calls alternate, the
+order swapped every round: measured one after the other, the load drifting on a
+shared machine decided the ratio (the 1-claim ratio moved between 0.7x and 1.9x
+in four back-to-back runs).
 
     .venv/bin/python tests/bench/bench_node_prepare.py [--iterations N] [--batch-iterations N]
 """
@@ -41,6 +45,7 @@ REPO = Path(__file__).resolve().parents[2]
 GO_PACKAGE = "sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin"
 
 DRIVER = "gpu.example.com"
+GO_DRIVER = "gpu-go.example.com"
 NODE = "bench-node"
 BATCH = 32
 
@@ -77,7 +82,7 @@ def p(values: Sequence[float], percentile: int) -> float:
     return ordered[index]
 
 
-def create_claims(api: Any, namespace: str, count: int) -> list[v1.Claim]:
+def create_claims(api: Any, namespace: str, count: int, driver: str = DRIVER) -> list[v1.Claim]:
     claims = Resource(api, RESOURCE_CLAIMS)
     out = []
     for i in range(count):
@@ -86,7 +91,7 @@ def create_claims(api: Any, namespace: str, count: int) -> list[v1.Claim]:
                 "metadata": {"name": f"claim-{i}", "namespace": namespace},
                 "spec": {
                     "devices": {
-                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]
                     }
                 },
             }
@@ -95,7 +100,7 @@ def create_claims(api: Any, namespace: str, count: int) -> list[v1.Claim]:
             "allocation": {
                 "devices": {
                     "results": [
-                        {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": f"gpu-{i}"}
+                        {"request": "gpu", "driver": driver, "pool": NODE, "device": f"gpu-{i}"}
                     ]
                 }
             }
@@ -104,6 +109,12 @@ def create_claims(api: Any, namespace: str, count: int) -> list[v1.Claim]:
         meta = obj["metadata"]
         out.append(v1.Claim(namespace=namespace, uid=meta["uid"], name=meta["name"]))
     return out
+
+
+def new_namespace(api: Any) -> str:
+    namespace = f"bench-{uuid.uuid4().hex[:6]}"
+    Resource(api, NAMESPACES).create({"metadata": {"name": namespace}})
+    return namespace
 
 
 def rss_mib(pid: int) -> float:
@@ -123,52 +134,84 @@ def wait_for(path: Path, process: subprocess.Popen[bytes], timeout: float = 120)
         time.sleep(0.05)
 
 
-def measure(
-    *,
-    name: str,
-    command: list[str],
-    env: dict[str, str],
-    socket: Path,
-    claims: list[v1.Claim],
-    iterations: int,
-    batch_iterations: int,
-    log: Path,
-) -> Result:
-    with log.open("wb") as log_file:
-        process = subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT)
-    try:
-        wait_for(socket, process)
-        time.sleep(3)  # let start-up work (publishing, informers) settle before sampling RSS
-        idle = rss_mib(process.pid)
-        with grpc.insecure_channel(f"unix:{socket}") as channel:
-            stub = v1_grpc.DRAPluginStub(channel)
+class Plugin:
+    """One plugin process serving the DRA v1 socket, with the claims allocated for it."""
 
-            def cycle(batch: list[v1.Claim]) -> float:
-                started = time.perf_counter()
-                response = stub.NodePrepareResources(
-                    v1.NodePrepareResourcesRequest(claims=batch), timeout=60
-                )
-                elapsed = (time.perf_counter() - started) * 1000
-                errors = {uid: r.error for uid, r in response.claims.items() if r.error}
-                if errors or len(response.claims) != len(batch):
-                    raise RuntimeError(f"{name}: prepare failed: {errors}")
-                stub.NodeUnprepareResources(
-                    v1.NodeUnprepareResourcesRequest(claims=batch), timeout=60
-                )
-                return elapsed
+    def __init__(
+        self, name: str, command: list[str], env: dict[str, str], socket: Path, log: Path
+    ) -> None:
+        self.name = name
+        with log.open("wb") as log_file:
+            self.process = subprocess.Popen(
+                command, env=env, stdout=log_file, stderr=subprocess.STDOUT
+            )
+        self.socket = socket
+        self.claims: list[v1.Claim] = []
+        self.single_ms: list[float] = []
+        self.batch_ms: list[float] = []
+        self.idle_rss_mib = float("nan")
+        self._channel: grpc.Channel | None = None
+        self._stub: Any = None
 
-            for _ in range(5):  # warm-up: connections, caches
-                cycle(claims[:1])
-                cycle(claims[:BATCH])
-            single = [cycle(claims[:1]) for _ in range(iterations)]
-            batch = [cycle(claims[:BATCH]) for _ in range(batch_iterations)]
-        return Result(name, single, batch, idle)
-    finally:
-        process.send_signal(signal.SIGTERM)
+    def serve(self) -> None:
+        """Wait for the socket, let start-up work settle, sample the idle RSS, connect."""
+        wait_for(self.socket, self.process)
+        time.sleep(3)  # start-up work (publishing, informers) settles before sampling RSS
+        self.idle_rss_mib = rss_mib(self.process.pid)
+        self._channel = grpc.insecure_channel(f"unix:{self.socket}")
+        self._stub = v1_grpc.DRAPluginStub(self._channel)
+
+    def cycle(self, count: int) -> float:
+        """Prepare ``count`` claims (timed, in ms), then unprepare them (untimed)."""
+        batch = self.claims[:count]
+        started = time.perf_counter()
+        response = self._stub.NodePrepareResources(
+            v1.NodePrepareResourcesRequest(claims=batch), timeout=60
+        )
+        elapsed = (time.perf_counter() - started) * 1000
+        errors = {uid: r.error for uid, r in response.claims.items() if r.error}
+        if errors or len(response.claims) != len(batch):
+            raise RuntimeError(f"{self.name}: prepare failed: {errors}")
+        self._stub.NodeUnprepareResources(
+            v1.NodeUnprepareResourcesRequest(claims=batch), timeout=60
+        )
+        return elapsed
+
+    def result(self) -> Result:
+        return Result(self.name, self.single_ms, self.batch_ms, self.idle_rss_mib)
+
+    def stop(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+        self.process.send_signal(signal.SIGTERM)
         try:
-            process.wait(timeout=30)
+            self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            process.kill()
+            self.process.kill()
+            self.process.wait()
+
+
+def measure_interleaved(plugins: Sequence[Plugin], iterations: int, batch_iterations: int) -> None:
+    """Time the plugins' cycles alternately, swapping their order every round.
+
+    On a shared machine the load drifts within seconds; measuring one plugin after the
+    other lets that drift decide the ratio. Alternating gives every plugin the same load.
+    """
+    for _ in range(5):  # warm-up: connections, caches
+        for plugin in plugins:
+            plugin.cycle(1)
+            plugin.cycle(BATCH)
+    for i in range(iterations):
+        for plugin in in_turn(plugins, i):
+            plugin.single_ms.append(plugin.cycle(1))
+    for i in range(batch_iterations):
+        for plugin in in_turn(plugins, i):
+            plugin.batch_ms.append(plugin.cycle(BATCH))
+
+
+def in_turn(plugins: Sequence[Plugin], round_number: int) -> Sequence[Plugin]:
+    """The plugins in the order they go in this round: reversed every other round."""
+    return plugins if round_number % 2 == 0 else list(reversed(plugins))
 
 
 def build_go_plugin() -> str | None:
@@ -205,9 +248,6 @@ def main() -> int:
         api = load_client(cluster.kubeconfig)
         with contextlib.suppress(AlreadyExists):
             Resource(api, NODES).create({"metadata": {"name": NODE}})
-        namespace = f"bench-{uuid.uuid4().hex[:6]}"
-        Resource(api, NAMESPACES).create({"metadata": {"name": namespace}})
-        claims = create_claims(api, namespace, BATCH)
         env = {k: v for k, v in os.environ.items() if k not in ("POD_UID",)}
         env["KUBECONFIG"] = cluster.kubeconfig
         # Both plugins get client-side API limits far above what the benchmark sends, so
@@ -216,52 +256,57 @@ def main() -> int:
         env["KUBE_API_QPS"] = "1000"
         env["KUBE_API_BURST"] = "2000"
 
-        results = []
         py_root = root / "py"
         py_root.mkdir()
         backend_config = root / "example.yaml"
         backend_config.write_text(f"gpus: {BATCH}\n")
-        results.append(
-            measure(
-                name="drakit (Python)",
-                command=[
-                    str(REPO / ".venv/bin/python"), "-m", "drakit.cli", "node-plugin",
-                    "--driver-name", DRIVER, "--node-name", NODE,
-                    "--kubeconfig", cluster.kubeconfig,
-                    "--kubelet-registrar-dir", str(py_root / "registry"),
-                    "--kubelet-plugins-dir", str(py_root / "plugins"),
-                    "--cdi-root", str(cdi_root / "py"),
-                    "--backend", "example", "--backend-config", str(backend_config),
-                ],
-                env=env,
-                socket=py_root / "plugins" / DRIVER / "dra.sock",
-                claims=claims,
-                iterations=args.iterations,
-                batch_iterations=args.batch_iterations,
-                log=root / "drakit.log",
-            )
-        )  # fmt: skip
-        if go_problem is None:
-            go_root = root / "go"
-            (go_root / "registry").mkdir(parents=True)
-            results.append(
-                measure(
-                    name="dra-example-driver v0.4.0 (Go)",
-                    command=[
-                        str(GO_PLUGIN), "--node-name", NODE, "--driver-name", DRIVER,
-                        "--num-devices", str(BATCH),
-                        "--cdi-root", str(cdi_root / "go"),
-                        "--kubelet-registrar-directory-path", str(go_root / "registry"),
-                        "--kubelet-plugins-directory-path", str(go_root / "plugins"),
+        plugins: list[Plugin] = []
+        try:
+            plugins.append(
+                Plugin(
+                    "drakit (Python)",
+                    [
+                        str(REPO / ".venv/bin/python"), "-m", "drakit.cli", "node-plugin",
+                        "--driver-name", DRIVER, "--node-name", NODE,
+                        "--kubeconfig", cluster.kubeconfig,
+                        "--kubelet-registrar-dir", str(py_root / "registry"),
+                        "--kubelet-plugins-dir", str(py_root / "plugins"),
+                        "--cdi-root", str(cdi_root / "py"),
+                        "--backend", "example", "--backend-config", str(backend_config),
                     ],
-                    env=env,
-                    socket=go_root / "plugins" / DRIVER / "dra.sock",
-                    claims=claims,
-                    iterations=args.iterations,
-                    batch_iterations=args.batch_iterations,
-                    log=root / "go.log",
+                    env,
+                    py_root / "plugins" / DRIVER / "dra.sock",
+                    root / "drakit.log",
                 )
             )  # fmt: skip
+            plugins[0].claims = create_claims(api, new_namespace(api), BATCH, DRIVER)
+            if go_problem is None:
+                # Its own driver name: both plugins serve and publish side by side.
+                go_root = root / "go"
+                (go_root / "registry").mkdir(parents=True)
+                plugins.append(
+                    Plugin(
+                        "dra-example-driver v0.4.0 (Go)",
+                        [
+                            str(GO_PLUGIN), "--node-name", NODE, "--driver-name", GO_DRIVER,
+                            "--num-devices", str(BATCH),
+                            "--cdi-root", str(cdi_root / "go"),
+                            "--kubelet-registrar-directory-path", str(go_root / "registry"),
+                            "--kubelet-plugins-directory-path", str(go_root / "plugins"),
+                        ],
+                        env,
+                        go_root / "plugins" / GO_DRIVER / "dra.sock",
+                        root / "go.log",
+                    )
+                )  # fmt: skip
+                plugins[1].claims = create_claims(api, new_namespace(api), BATCH, GO_DRIVER)
+            for plugin in plugins:
+                plugin.serve()
+            measure_interleaved(plugins, args.iterations, args.batch_iterations)
+        finally:
+            for plugin in plugins:
+                plugin.stop()
+        results = [plugin.result() for plugin in plugins]
 
     print(
         f"NodePrepareResources through the v1 socket, claim GET against the local apiserver; "

@@ -63,10 +63,9 @@ def main() -> int:
         stubs, claims = {}, {}
         try:
             for side, tree in trees.items():
-                single.DRIVER = DRIVERS[side]  # create_claims allocates for this driver
                 namespace = f"bench-{uuid.uuid4().hex[:6]}"
                 single.Resource(api, single.NAMESPACES).create({"metadata": {"name": namespace}})
-                claims[side] = single.create_claims(api, namespace, 1)
+                claims[side] = single.create_claims(api, namespace, 1, DRIVERS[side])
                 root = Path(tmp) / side.replace(" ", "-")
                 command = [
                     str(tree / ".venv/bin/python"), "-m", "drakit.cli", "node-plugin",
