@@ -191,25 +191,35 @@ def load_light_client(
     qps: float = DEFAULT_QPS,
     burst: int = DEFAULT_BURST,
     user_agent: str = "drakit",
+    pool_size: int = POOL_SIZE,
 ) -> Any:
     """A :class:`LightApiClient` for the configuration ``load_client`` would pick.
 
     Same order: ``kubeconfig`` if given, else the pod's service account, else
     ``$KUBECONFIG``, else ``~/.kube/config``. Falls back to the full client
     (``kubeapi.client.load_client``) for configurations it does not understand.
+    ``pool_size`` connections per host are kept open for reuse: at least one per thread
+    that sends requests at the same time, or the surplus pays a TLS handshake each.
     """
     try:
-        return _light_client(kubeconfig, qps=qps, burst=burst, user_agent=user_agent)
+        return _light_client(
+            kubeconfig, qps=qps, burst=burst, user_agent=user_agent, pool_size=pool_size
+        )
     except UnsupportedConfigError:
         from kubeapi.client import load_client  # noqa: PLC0415  (imports kubernetes: only here)
+        from kubeapi.pool import widen_connection_pool  # noqa: PLC0415
 
-        return load_client(kubeconfig, qps=qps, burst=burst, user_agent=user_agent)
+        api = load_client(kubeconfig, qps=qps, burst=burst, user_agent=user_agent)
+        widen_connection_pool(api, pool_size)
+        return api
 
 
 def _light_client(
-    kubeconfig: str | None, *, qps: float, burst: int, user_agent: str
+    kubeconfig: str | None, *, qps: float, burst: int, user_agent: str, pool_size: int
 ) -> LightApiClient:
-    limits: dict[str, Any] = {"qps": qps, "burst": burst, "user_agent": user_agent}
+    limits: dict[str, Any] = {
+        "qps": qps, "burst": burst, "user_agent": user_agent, "pool_size": pool_size
+    }  # fmt: skip
     if kubeconfig:
         return from_kubeconfig(Path(kubeconfig), **limits)
     if os.environ.get(_IN_CLUSTER_HOST_ENV):
