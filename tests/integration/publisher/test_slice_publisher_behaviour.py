@@ -10,7 +10,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from prometheus_client import generate_latest
 from publisher_support import (
     DRIVER,
     Pool,
@@ -32,6 +31,7 @@ from node_plugin.driver import HealthStatus
 from node_plugin.metrics import PluginMetrics
 from node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL
 from node_plugin.wiring import build_publisher
+from telemetry.endpoint import render_text
 
 pytestmark = pytest.mark.integration
 
@@ -349,7 +349,7 @@ def test_the_wired_publisher_publishes_the_example_backend_and_taints_unhealthy_
         )
         assert (
             "drakit_node_plugin_publisher_slice_writes_total"
-            in generate_latest(metrics.registry).decode()
+            in render_text(metrics.registry)
         )
 
         backend.set_health("gpu-2", HealthStatus.UNHEALTHY)
