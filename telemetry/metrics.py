@@ -116,7 +116,7 @@ def format_float(value: float) -> str:
     text = repr(float(value))
     dot = text.find(".")
     if value > 0 and dot > 6:
-        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1:]}".rstrip("0.")
+        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
         return f"{mantissa}e+{dot - 1:02d}"
     return text
 
@@ -436,9 +436,7 @@ class Histogram(_Metric[HistogramChild]):
         if len(bounds) < 2:
             raise ValueError("Must have at least two buckets")
         self._bounds = tuple(bounds)
-        super().__init__(
-            name, documentation, labelnames, namespace=namespace, registry=registry
-        )
+        super().__init__(name, documentation, labelnames, namespace=namespace, registry=registry)
 
     def _new_child(self) -> HistogramChild:
         return HistogramChild(self._bounds)

@@ -347,10 +347,7 @@ def test_the_wired_publisher_publishes_the_example_backend_and_taints_unhealthy_
         eventually(
             lambda: len(_published_devices(node_slices(slices, name))) == 4, what="published"
         )
-        assert (
-            "drakit_node_plugin_publisher_slice_writes_total"
-            in render_text(metrics.registry)
-        )
+        assert "drakit_node_plugin_publisher_slice_writes_total" in render_text(metrics.registry)
 
         backend.set_health("gpu-2", HealthStatus.UNHEALTHY)
 
