@@ -207,6 +207,11 @@ class CounterChild(_Child):
         with self._lock:
             self._value += amount
 
+    def get(self) -> float:
+        """The current count."""
+        with self._lock:
+            return self._value
+
     def samples(self, created: bool) -> list[tuple[str, dict[str, str], float]]:
         with self._lock:
             value = self._value
@@ -236,6 +241,11 @@ class GaugeChild(_Child):
     def set(self, value: float) -> None:
         with self._lock:
             self._value = float(value)
+
+    def get(self) -> float:
+        """The current value."""
+        with self._lock:
+            return self._value
 
     def samples(self, created: bool) -> list[tuple[str, dict[str, str], float]]:
         with self._lock:
@@ -392,6 +402,10 @@ class Counter(_Metric[CounterChild]):
         """Add ``amount`` to the counter without labels."""
         self._only().inc(amount)
 
+    def get(self) -> float:
+        """The count of the counter without labels."""
+        return self._only().get()
+
 
 class Gauge(_Metric[GaugeChild]):
     """A gauge; exposed as ``<name>``."""
@@ -409,6 +423,10 @@ class Gauge(_Metric[GaugeChild]):
 
     def set(self, value: float) -> None:
         self._only().set(value)
+
+    def get(self) -> float:
+        """The value of the gauge without labels."""
+        return self._only().get()
 
 
 class Histogram(_Metric[HistogramChild]):

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 
 
 def _metric(counter: Any) -> float:
-    return float(counter._value.get())
+    return float(counter.get())
 
 
 def _events(api: Any, node_name: str, reason: str) -> list[KubeObject]:

@@ -18,6 +18,7 @@ def test_counter_exposes_total_and_created_samples_under_a_name_without_total() 
     assert (family.name, family.type) == ("drakit_claims", "counter")
     assert [s.name for s in family.samples] == ["drakit_claims_total", "drakit_claims_created"]
     assert registry.get_sample_value("drakit_claims_total") == 3.5
+    assert counter.get() == 3.5
     assert registry.get_sample_value("drakit_claims_created") is not None
 
 
@@ -89,6 +90,7 @@ def test_gauge_goes_up_down_and_is_set() -> None:
     assert registry.get_sample_value("in_flight", {"operation": "prepare"}) == 3
     child.set(-1.5)
     assert registry.get_sample_value("in_flight", {"operation": "prepare"}) == -1.5
+    assert child.get() == -1.5
     assert registry.get_sample_value("in_flight", {"operation": "other"}) is None
     assert registry.get_sample_value("in_flight") is None
 
