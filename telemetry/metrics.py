@@ -393,7 +393,7 @@ class Counter(_Metric[CounterChild]):
     """A counter; exposed as ``<name>_total`` (and ``<name>_created``)."""
 
     _type = "counter"
-    _suffixes = ("_total", "_created")
+    _suffixes = ("", "_total", "_created")
 
     def _new_child(self) -> CounterChild:
         return CounterChild()
@@ -433,7 +433,7 @@ class Histogram(_Metric[HistogramChild]):
     """A histogram over fixed ``buckets`` (upper bounds, ascending; ``+Inf`` is added)."""
 
     _type = "histogram"
-    _suffixes = ("_bucket", "_count", "_sum", "_created")
+    _suffixes = ("", "_bucket", "_count", "_sum", "_created")
     _reserved_labels = ("le",)
 
     def __init__(
