@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from controller.app import Controller
 from controller.config import ControllerConfig
@@ -20,7 +21,9 @@ from kubeapi.errors import ConfigError as KubeConfigError
 from kubeapi.events import EventRecorder
 from kubeapi.leaderelection import LeaderElectionConfig
 from kubeapi.lightclient import load_light_client
-from telemetry.endpoint import MetricsEndpoint
+
+if TYPE_CHECKING:
+    from telemetry.endpoint import MetricsEndpoint
 
 __all__ = ["EXIT_FAILED", "LeaderElection", "RunConfig", "run"]
 
@@ -57,6 +60,9 @@ def _fail(message: str) -> int:
 
 
 def _serve_metrics(address: tuple[str, int], metrics: ControllerMetrics) -> MetricsEndpoint:
+    # prometheus_client loads here, only for a controller that serves /metrics.
+    from telemetry.endpoint import MetricsEndpoint  # noqa: PLC0415
+
     # On the host network a new replica starts while the old one still holds the port
     # (rolling update); the endpoint waits for the port instead of failing the controller.
     endpoint = MetricsEndpoint(metrics.registry, *address)

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the controller, on a registry of its own.
+"""Metrics of the controller, on a registry of its own (exposed for Prometheus).
 
 Names follow Kubernetes where it has them:
 ``dynamic_resource_allocation_resourceclaim_creates_total`` (counter, labels ``status``,
@@ -28,15 +28,12 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
-
 from allocator.model import ResourceClaim, ResourceSlice
 from allocator.usage import STATES, build_usage
 from controller.naming import POD_CLAIM_NAME_ANNOTATION, meta
 from kubeapi.objects import KubeObject, decodable
 from telemetry.families import MetricFamilies
+from telemetry.metrics import GaugeFamily, Registry
 
 __all__ = [
     "DEFAULT_TOP_NAMESPACES",
@@ -75,14 +72,14 @@ def _claim_source(claim: KubeObject) -> str:
     return ""
 
 
-class _ClaimGauge(Collector):
+class _ClaimGauge:
     """``dynamic_resource_allocation_resource_claims`` counted from the cache when scraped."""
 
     def __init__(self, list_claims: Callable[[], Iterable[KubeObject]]) -> None:
         self._list_claims = list_claims
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily(
+    def collect(self) -> Iterator[GaugeFamily]:
+        family = GaugeFamily(
             "dynamic_resource_allocation_resource_claims",
             "Number of ResourceClaims, by allocation state, admin access and source.",
             labels=["allocated", "admin_access", "source"],
@@ -97,7 +94,7 @@ class _ClaimGauge(Collector):
         yield family
 
 
-class _PoolCollector(Collector):
+class _PoolCollector:
     """Device, counter, capacity and claim gauges, counted from the caches when scraped."""
 
     def __init__(self, top_namespaces: int) -> None:
@@ -105,12 +102,12 @@ class _PoolCollector(Collector):
         self.list_slices: Callable[[], Iterable[KubeObject]] = list
         self.list_claims: Callable[[], Iterable[KubeObject]] = list
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeFamily]:
         claims = list(self.list_claims())
         usage = build_usage(
             decodable(ResourceSlice, self.list_slices()), decodable(ResourceClaim, claims)
         )
-        devices = GaugeMetricFamily(
+        devices = GaugeFamily(
             "drakit_pool_devices",
             "Devices per pool and node by state (free, allocated, shared, admin-access, "
             "tainted, unhealthy).",
@@ -130,12 +127,12 @@ class _PoolCollector(Collector):
         yield self._claims(claims)
 
     @staticmethod
-    def _uses(pools: Any, kind: str, what: str) -> Iterator[GaugeMetricFamily]:
-        consumed = GaugeMetricFamily(
+    def _uses(pools: Any, kind: str, what: str) -> Iterator[GaugeFamily]:
+        consumed = GaugeFamily(
             f"drakit_pool_{kind}_consumed", f"Amount of {what} used by allocations.",
             labels=[*POOL_LABELS, kind],
         )  # fmt: skip
-        total = GaugeMetricFamily(
+        total = GaugeFamily(
             f"drakit_pool_{kind}_total", f"Amount of {what} the pool offers.",
             labels=[*POOL_LABELS, kind],
         )  # fmt: skip
@@ -147,8 +144,8 @@ class _PoolCollector(Collector):
         yield consumed
         yield total
 
-    def _claims(self, claims: list[KubeObject]) -> GaugeMetricFamily:
-        family = GaugeMetricFamily(
+    def _claims(self, claims: list[KubeObject]) -> GaugeFamily:
+        family = GaugeFamily(
             "drakit_resource_claims",
             "ResourceClaims by namespace and state (allocated or pending); namespaces beyond "
             "the largest --metrics-claim-namespaces are summed under namespace=_other.",
@@ -176,11 +173,11 @@ class ControllerMetrics:
 
     def __init__(
         self,
-        registry: CollectorRegistry | None = None,
+        registry: Registry | None = None,
         *,
         top_namespaces: int = DEFAULT_TOP_NAMESPACES,
     ) -> None:
-        self.registry = registry or CollectorRegistry()
+        self.registry = registry or Registry()
         self._pools = _PoolCollector(top_namespaces)
         self.registry.register(self._pools)
         # The claim-create counter keeps kube-controller-manager's name (no drakit prefix).

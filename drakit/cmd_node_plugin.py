@@ -279,7 +279,8 @@ def _fail(message: str, code: int) -> int:
 def run(args: argparse.Namespace, build: Wiring | None = None) -> int:
     """Validate, configure logging, run until a signal. ``build`` replaces the real wiring
     (``node_plugin.wiring.build``), for tests that run the command with an in-memory core."""
-    # gRPC, protobuf and prometheus_client load only when the plugin runs.
+    # gRPC and protobuf load only when the plugin runs; prometheus_client only with a /metrics
+    # endpoint (node_plugin.metrics.serve_metrics).
     from node_plugin import wiring  # noqa: PLC0415
     from node_plugin.app import NodePlugin, run_until_signal  # noqa: PLC0415
 

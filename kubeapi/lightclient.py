@@ -34,8 +34,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 import urllib3
-import yaml
 
+from kubeapi.documents import DocumentError, parse_document
 from kubeapi.errors import ConfigError
 from kubeapi.ratelimit import TokenBucket
 
@@ -250,8 +250,12 @@ def in_cluster(*, folder: Path = SERVICE_ACCOUNT_DIR, **limits: Any) -> LightApi
 def from_kubeconfig(path: Path, **limits: Any) -> LightApiClient:
     """A client for the current context of one kubeconfig file."""
     try:
-        document = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
-    except (OSError, yaml.YAMLError) as err:
+        document = parse_document(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise ConfigError(f"kubeconfig {path}: no such file") from err
+    except OSError as err:
+        raise ConfigError(f"kubeconfig {path}: {err.strerror or err}") from err
+    except DocumentError as err:
         raise ConfigError(f"kubeconfig {path}: {err}") from err
     if not isinstance(document, dict):
         raise ConfigError(f"kubeconfig {path}: not a mapping")
@@ -273,9 +277,6 @@ def from_kubeconfig(path: Path, **limits: Any) -> LightApiClient:
     return LightApiClient(
         server, ssl_context, token=token, server_hostname=cluster.get("tls-server-name"), **limits
     )
-
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _named(document: dict[str, Any], section: str, name: Any, path: Path) -> dict[str, Any]:

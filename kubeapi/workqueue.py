@@ -13,9 +13,10 @@ The rules are client-go's:
 Delayed adds (``add_after``) are kept in a heap and moved into the queue by whichever worker is
 waiting when they fall due, so no extra thread is needed.
 
-Optional Prometheus metrics carry client-go's names (``workqueue_depth``,
-``workqueue_adds_total``, ``workqueue_retries_total``, ``workqueue_queue_duration_seconds``,
-``workqueue_work_duration_seconds``) with the queue's name as label ``name``.
+Optional metrics (:mod:`telemetry.metrics`, exposed for Prometheus) carry client-go's names
+(``workqueue_depth``, ``workqueue_adds_total``, ``workqueue_retries_total``,
+``workqueue_queue_duration_seconds``, ``workqueue_work_duration_seconds``)
+with the queue's name as label ``name``.
 """
 
 from __future__ import annotations
@@ -29,10 +30,9 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
 from kubeapi.errors import ApiError
 from kubeapi.ratelimit import TokenBucket
+from telemetry.metrics import Counter, Gauge, Histogram, Registry
 
 __all__ = ["RateLimiter", "WorkQueue", "WorkQueueMetrics"]
 
@@ -86,7 +86,7 @@ class WorkQueueMetrics:
     """The work queue metrics in one registry; share one instance between the queues of a
     process (each queue reports under its own ``name`` label)."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: Registry) -> None:
         buckets = tuple(1e-8 * 10**i for i in range(10))  # client-go's: 10 ns to 10 s
         self.depth = Gauge(
             "workqueue_depth", "Current depth of the work queue.", ["name"], registry=registry

@@ -14,15 +14,19 @@ import gc
 import signal
 import threading
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from node_plugin import wiring
 from node_plugin.driver import DriverCore, PluginConfig
-from node_plugin.metrics import MetricsEndpoint, PluginMetrics, serve_metrics
+from node_plugin.metrics import PluginMetrics, serve_metrics
 from node_plugin.service.calls import DriverCalls
 from node_plugin.service.registration import RegistrationStatus
 from node_plugin.service.server import DEFAULT_GRACE_SECONDS, DraServer, RegistrationServer
 from node_plugin.sockets import SocketPaths, socket_paths
 from telemetry.logs import get_logger
+
+if TYPE_CHECKING:
+    from telemetry.endpoint import MetricsEndpoint
 
 _log = get_logger(__name__)
 

@@ -1,4 +1,4 @@
-"""Prometheus metrics of one node-plugin instance.
+"""Metrics of one node-plugin instance.
 
 Each :class:`PluginMetrics` owns its own registry, so two plugin instances in
 one process (tests) never share counters, and ``/metrics`` shows exactly this
@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry
-
-from telemetry.endpoint import MetricsEndpoint, parse_address, serve
+from telemetry.address import parse_address
 from telemetry.families import MetricFamilies
+from telemetry.metrics import Registry
 
-__all__ = ["MetricsEndpoint", "PluginMetrics", "parse_address", "serve_metrics"]
+if TYPE_CHECKING:
+    from telemetry.endpoint import MetricsEndpoint
+
+__all__ = ["PluginMetrics", "parse_address", "serve_metrics"]
 
 _NAMESPACE = "drakit_node_plugin"
 
@@ -31,7 +34,7 @@ class PluginMetrics:
     """The node plugin's metrics; every method is thread-safe."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = Registry()
         metric = MetricFamilies(self.registry, _NAMESPACE)
         self.claims_total = metric.counter(
             "claims",
@@ -98,4 +101,7 @@ class PluginMetrics:
 
 def serve_metrics(metrics: PluginMetrics, address: str) -> MetricsEndpoint:
     """Start serving ``metrics`` at ``address`` (``HOST:PORT``) in a daemon thread."""
+    # prometheus_client loads here, only for a plugin that serves /metrics.
+    from telemetry.endpoint import serve  # noqa: PLC0415
+
     return serve(metrics.registry, address)

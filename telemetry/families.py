@@ -1,4 +1,4 @@
-"""Prometheus metrics of one component: one registry, one name prefix.
+"""Metrics of one component: one registry, one name prefix.
 
 The node plugin, its slice publisher and the controller each declare a dozen metrics; this
 keeps each declaration to its name, help text and label names.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from telemetry.metrics import Counter, Gauge, Histogram, Registry
 
 __all__ = ["MetricFamilies"]
 
@@ -17,7 +17,7 @@ class MetricFamilies:
     """Makes metrics registered on ``registry`` whose names start with ``prefix`` + ``_``
     (Prometheus' ``namespace``; none when ``prefix`` is empty)."""
 
-    def __init__(self, registry: CollectorRegistry, prefix: str = "") -> None:
+    def __init__(self, registry: Registry, prefix: str = "") -> None:
         self.registry = registry
         self.prefix = prefix
 
@@ -26,6 +26,7 @@ class MetricFamilies:
         return Counter(name, documentation, labels, namespace=self.prefix, registry=self.registry)
 
     def gauge(self, name: str, documentation: str, *labels: str) -> Gauge:
+        """A gauge."""
         return Gauge(name, documentation, labels, namespace=self.prefix, registry=self.registry)
 
     def histogram(

@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from drakit.localcluster import assets
 from drakit.localcluster.certs import CertPaths, write_certificates
 from drakit.localcluster.kubeversions import (
@@ -435,7 +433,9 @@ class LocalCluster(StartedByWith):
             "current-context": "drakit-local",
         }
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(yaml.safe_dump(config))
+        # JSON (every kubeconfig reader takes it: it is YAML) so that a drakit program
+        # started with it does not need PyYAML (kubeapi.documents).
+        tmp.write_text(json.dumps(config, indent=2) + "\n")
         tmp.chmod(0o600)
         tmp.replace(path)
 

@@ -9,9 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import yaml
-
 from allocator.model import Device
+from kubeapi.documents import DocumentError, parse_document
 from node_plugin.backends.base import Backend, BackendConfigError, BackendContext, PoolDescription
 from node_plugin.publisher.layout import InvalidPoolError, check_pool
 
@@ -33,8 +32,8 @@ def read_backend_config(path: Path | None) -> dict[str, Any]:
     except OSError as exc:
         raise BackendConfigError(f"--backend-config {path}: cannot read: {exc.strerror}") from exc
     try:
-        data = yaml.safe_load(text) if path.suffix != ".json" else json.loads(text)
-    except (yaml.YAMLError, ValueError) as exc:
+        data = parse_document(text) if path.suffix != ".json" else json.loads(text)
+    except (DocumentError, ValueError) as exc:
         raise BackendConfigError(f"--backend-config {path}: not valid YAML/JSON: {exc}") from exc
     if data is None:
         return {}

@@ -1,10 +1,9 @@
-"""Prometheus metrics of the ResourceSlice publisher (registered on the plugin's registry)."""
+"""Metrics of the ResourceSlice publisher (registered on the plugin's registry)."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
-
 from telemetry.families import MetricFamilies
+from telemetry.metrics import Registry
 
 __all__ = ["PublisherMetrics"]
 
@@ -14,8 +13,8 @@ _NAMESPACE = "drakit_node_plugin_publisher"
 class PublisherMetrics:
     """Counters of syncs, writes and reported problems. Thread-safe."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry(auto_describe=True)
+    def __init__(self, registry: Registry | None = None) -> None:
+        self.registry = registry or Registry()
         metric = MetricFamilies(self.registry, _NAMESPACE)
         self.writes_total = metric.counter(
             "slice_writes",

@@ -32,8 +32,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry
-
 from allocator.model import CounterSet, Device, DeviceTaint
 from kubeapi.clusterversion import SliceFields, detect, slice_fields
 from kubeapi.errors import ApiError
@@ -49,6 +47,7 @@ from node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL, PoolState, PoolSyn
 from node_plugin.publisher.versionfields import trim_pool
 from node_plugin.publisher.view import POOL_INDEX, SliceView, pool_index
 from telemetry.logs import get_logger
+from telemetry.metrics import Registry
 
 __all__ = ["PoolDescriptionLike", "PoolSource", "Publisher"]
 
@@ -110,7 +109,7 @@ class Publisher:
         node_name: str,
         backend: PoolSource,
         *,
-        registry: CollectorRegistry | None = None,
+        registry: Registry | None = None,
         events: EventRecorder | None = None,
         repair_delay: float = DEFAULT_REPAIR_DELAY,
         node_retry_max_seconds: float = 10.0,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -258,8 +259,9 @@ def main() -> int:
 
         py_root = root / "py"
         py_root.mkdir()
-        backend_config = root / "example.yaml"
-        backend_config.write_text(f"gpus: {BATCH}\n")
+        # JSON, as the Helm chart writes it (no PyYAML in the plugin; kubeapi.documents).
+        backend_config = root / "example.json"
+        backend_config.write_text(json.dumps({"gpus": BATCH}) + "\n")
         plugins: list[Plugin] = []
         try:
             plugins.append(

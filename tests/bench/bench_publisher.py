@@ -94,7 +94,7 @@ def slice_writes(cluster: LocalCluster) -> int:
 
 
 def changed_syncs(publisher: Publisher) -> float:
-    return float(publisher.metrics.syncs_total.labels("changed")._value.get())
+    return float(publisher.metrics.syncs_total.labels("changed").get())
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 120.0) -> None:

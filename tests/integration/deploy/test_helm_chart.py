@@ -7,7 +7,6 @@ import subprocess
 from typing import Any
 
 import pytest
-import yaml
 from conftest import Installed
 from deploy_support import CHART, KUBE_VERSION, ROOT, Helm, by_kind, one
 
@@ -161,7 +160,8 @@ def test_hostdev_backend_sees_the_host_dev_read_only_with_its_config_and_device_
     assert volume["hostPath"] == {"path": "/dev", "type": "Directory"}
     assert _env(container)["BACKEND_CONFIG"] == "/etc/drakit/backend/config.yaml"
     config = one(objects, "ConfigMap")
-    assert yaml.safe_load(config["data"]["config.yaml"]) == {
+    # JSON, which the plugin reads without PyYAML (kubeapi.documents)
+    assert json.loads(config["data"]["config.yaml"]) == {
         "devices": [{"glob": "/dev/fuse"}],
         "hostRoot": "/host",
     }

@@ -183,3 +183,63 @@ def test_drakit_node_plugin_with_example_backend_prepares_a_claim(
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
     assert process.returncode == 0
+
+
+# Runs ``drakit node-plugin`` as the DaemonSet does, and writes the modules it loaded when it
+# exits (after SIGTERM, atexit runs as the process ends normally).
+_MODULES_AT_EXIT = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))
+sys.argv[0] = "drakit"
+runpy.run_module("drakit.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("metrics_address", [None, "127.0.0.1:0"])
+def test_running_plugin_loads_prometheus_client_only_to_serve_metrics_and_no_yaml_for_json(
+    cluster: LocalCluster,
+    claims: Resource,
+    namespace: str,
+    short_root: Path,
+    metrics_address: str | None,
+) -> None:
+    backend_config = short_root / "example.json"
+    backend_config.write_text(json.dumps({"gpus": 2}))
+    assert json.loads(Path(cluster.kubeconfig).read_text())["kind"] == "Config"  # JSON, no YAML
+    modules = short_root / "modules.txt"
+    metrics_flags = ["--metrics-address", metrics_address] if metrics_address else []
+    log = (short_root / "plugin.log").open("w")
+    process = subprocess.Popen(
+        [
+            sys.executable, "-c", _MODULES_AT_EXIT, str(modules), "node-plugin",
+            "--driver-name", DRIVER, "--node-name", NODE, "--kubeconfig", cluster.kubeconfig,
+            "--kubelet-registrar-dir", str(short_root / "registry"),
+            "--kubelet-plugins-dir", str(short_root / "plugins"),
+            "--cdi-root", str(short_root / "cdi"),
+            "--backend", "example", "--backend-config", str(backend_config), *metrics_flags,
+        ],
+        stderr=log,
+    )  # fmt: skip
+    try:
+        socket = short_root / "plugins" / DRIVER / "dra.sock"
+        deadline = time.monotonic() + 60
+        while not socket.exists():
+            assert process.poll() is None, (short_root / "plugin.log").read_text()
+            assert time.monotonic() < deadline, "plugin never served"
+            time.sleep(0.1)
+        ref = create_claim(claims, namespace, [result("gpu", "gpu-0")])
+        with grpc.insecure_channel(f"unix:{socket}") as channel:
+            response = v1_grpc.DRAPluginStub(channel).NodePrepareResources(
+                v1.NodePrepareResourcesRequest(claims=[v1_claim(ref)]), timeout=30
+            )
+        assert response.claims[ref.uid].error == ""
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+        log.close()
+    assert process.returncode == 0
+    loaded = set(modules.read_text().split())
+    assert "node_plugin.core" in loaded  # the probe saw the real plugin
+    assert ("prometheus_client" in loaded) == (metrics_address is not None)
+    assert "yaml" not in loaded

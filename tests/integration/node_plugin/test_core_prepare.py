@@ -233,7 +233,7 @@ def test_prepared_claims_are_known_again_after_restart(
     second = make_core(backend=backend)
     assert second.prepare([ref], call(second.config)) == answer
     assert backend.prepared == []
-    assert second.metrics.prepared_claims._value.get() == 1
+    assert second.metrics.prepared_claims.get() == 1
 
 
 def test_prepare_refuses_device_already_in_use_by_another_claim(

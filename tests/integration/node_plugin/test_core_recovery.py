@@ -74,7 +74,7 @@ def test_prepare_completed_record_torn_in_half_leaves_a_half_prepared_claim_that
     out = restarted.prepare([ref], call(restarted.config))[ref.uid]
     assert out.error == "" and [d.device_name for d in out.devices] == ["gpu-0"]
     assert checkpoint_of(tmp_path)["claims"][ref.uid]["state"] == "PrepareCompleted"  # type: ignore[index]
-    assert restarted.metrics.corrupt_checkpoints._value.get() == 0
+    assert restarted.metrics.corrupt_checkpoints.get() == 0
     assert restarted.unprepare([ref], call(restarted.config)) == {ref.uid: ""}
     assert checkpoint_of(tmp_path)["claims"] == {}
 
@@ -110,7 +110,7 @@ def test_corrupt_checkpoint_is_moved_aside_reported_and_rebuilt_from_cdi_specs(
     assert [p.name for p in path.parent.glob(f"{FILE_NAME}.corrupt-*")]
     assert events.events[0][1] == "CheckpointCorrupt"
     assert events.events[0][0]["kind"] == "Node"
-    assert restarted.metrics.corrupt_checkpoints._value.get() == 1
+    assert restarted.metrics.corrupt_checkpoints.get() == 1
     # the plugin keeps serving: the rebuilt checkpoint knows the claim
     assert restarted.prepare([ref], call(restarted.config)) == answer
     other = create_claim(claims, namespace, [result("gpu", "gpu-0")])
@@ -131,7 +131,7 @@ def test_changed_boot_id_drops_stale_prepared_claims_and_their_cdi_specs(
     assert checkpoint_of(tmp_path)["claims"] == {}
     assert checkpoint_of(tmp_path)["bootID"] == "boot-2"
     assert not rebooted.cdi.spec_path(ref.uid).exists()
-    assert rebooted.metrics.prepared_claims._value.get() == 0
+    assert rebooted.metrics.prepared_claims.get() == 0
 
 
 def test_checkpoint_keeps_fields_it_does_not_know(

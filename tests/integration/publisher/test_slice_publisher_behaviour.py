@@ -10,7 +10,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from prometheus_client import generate_latest
 from publisher_support import (
     DRIVER,
     Pool,
@@ -32,12 +31,13 @@ from node_plugin.driver import HealthStatus
 from node_plugin.metrics import PluginMetrics
 from node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL
 from node_plugin.wiring import build_publisher
+from telemetry.endpoint import render_text
 
 pytestmark = pytest.mark.integration
 
 
 def _metric(counter: Any) -> float:
-    return float(counter._value.get())
+    return float(counter.get())
 
 
 def _events(api: Any, node_name: str, reason: str) -> list[KubeObject]:
@@ -347,10 +347,7 @@ def test_the_wired_publisher_publishes_the_example_backend_and_taints_unhealthy_
         eventually(
             lambda: len(_published_devices(node_slices(slices, name))) == 4, what="published"
         )
-        assert (
-            "drakit_node_plugin_publisher_slice_writes_total"
-            in generate_latest(metrics.registry).decode()
-        )
+        assert "drakit_node_plugin_publisher_slice_writes_total" in render_text(metrics.registry)
 
         backend.set_health("gpu-2", HealthStatus.UNHEALTHY)
 

@@ -89,7 +89,7 @@ def test_publishing_the_same_state_again_makes_no_write(
     name = node["metadata"]["name"]
     publisher, backend = _publish_1000(node, publishers, slices, eventually)
     writes.reset()
-    before = publisher.metrics.syncs_total.labels("unchanged")._value.get()
+    before = publisher.metrics.syncs_total.labels("unchanged").get()
 
     asked = backend.discoveries
     backend.set(list(backend.pools))  # the backend reports a change that changes nothing
@@ -97,7 +97,7 @@ def test_publishing_the_same_state_again_makes_no_write(
     # A sync of the pool (queued by hand) must find nothing to do either.
     publisher._queue.add(name)
     eventually(
-        lambda: publisher.metrics.syncs_total.labels("unchanged")._value.get() > before,
+        lambda: publisher.metrics.syncs_total.labels("unchanged").get() > before,
         what="a pool sync ran",
     )
     settle(publisher, slices, name)
@@ -288,7 +288,7 @@ def test_a_restarted_publisher_with_unchanged_hardware_makes_no_write(
     second = publishers(name, StaticBackend(list(backend.pools)))
     assert second.wait_ready(timeout=30)
     eventually(
-        lambda: second.metrics.syncs_total.labels("unchanged")._value.get() >= 1,
+        lambda: second.metrics.syncs_total.labels("unchanged").get() >= 1,
         what="restarted publisher synced the pool",
     )
     settle(second, slices, name)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import generate_latest
-
 from controller.metrics import ControllerMetrics
 from controller.naming import POD_CLAIM_NAME_ANNOTATION
+from telemetry.endpoint import render_text
 
 
 def test_claim_gauge_counts_claims_by_allocation_admin_access_and_source():
@@ -18,7 +17,7 @@ def test_claim_gauge_counts_claims_by_allocation_admin_access_and_source():
     metrics = ControllerMetrics()
     metrics.watch_claims(lambda: claims)
     metrics.claim_creates.labels("success", "false").inc()
-    text = generate_latest(metrics.registry).decode()
+    text = render_text(metrics.registry)
     assert (
         'dynamic_resource_allocation_resource_claims{admin_access="false",allocated="true",'
         'source="resource_claim_template"} 1.0' in text
@@ -46,7 +45,7 @@ def test_claims_by_namespace_keep_the_top_namespaces_and_sum_the_rest_as_other()
     metrics = ControllerMetrics(top_namespaces=2)
     metrics.watch_pools(list, lambda: claims)
     lines = [
-        line for line in generate_latest(metrics.registry).decode().splitlines()
+        line for line in render_text(metrics.registry).splitlines()
         if line.startswith("drakit_resource_claims{")
     ]  # fmt: skip
     assert sorted(lines) == [
@@ -73,7 +72,7 @@ def test_pool_gauges_export_every_state_of_every_pool():
     ]  # fmt: skip
     metrics = ControllerMetrics()
     metrics.watch_pools(lambda: slices, list)
-    text = generate_latest(metrics.registry).decode()
+    text = render_text(metrics.registry)
     labels = 'driver="d.example.com",node="n",pool="p"'
     assert f'drakit_pool_devices{{{labels},state="free"}} 1.0' in text
     assert f'drakit_pool_devices{{{labels},state="tainted"}} 1.0' in text

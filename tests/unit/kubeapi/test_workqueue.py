@@ -8,11 +8,11 @@ from collections import defaultdict
 
 import pytest
 from helpers.clock import FakeClock
-from prometheus_client import CollectorRegistry
 
 from kubeapi.errors import Conflict
 from kubeapi.ratelimit import TokenBucket
 from kubeapi.workqueue import RateLimiter, WorkQueue, WorkQueueMetrics
+from telemetry.metrics import Registry
 
 
 def test_adding_a_waiting_key_twice_queues_it_once() -> None:
@@ -214,7 +214,7 @@ def test_shutdown_wakes_waiting_workers_and_drops_queued_keys() -> None:
 
 
 def test_metrics_report_depth_adds_retries_and_durations_per_queue() -> None:
-    registry = CollectorRegistry()
+    registry = Registry()
     metrics = WorkQueueMetrics(registry)
     clock = FakeClock()
     q: WorkQueue[str] = WorkQueue("resource_claim", clock=clock, metrics=metrics)

@@ -170,7 +170,7 @@ def test_start_rewrites_the_checkpoint_only_under_the_cross_process_lock(
         with SerializeLock(config.plugin_data_dir / "serialize.lock"):  # the other instance
             core.start()  # returns: it must not wait for the other instance's calls
             assert path.read_bytes() == written, "no rewrite without the lock"
-            assert metrics.prepared_claims._value.get() == 0  # claims of an earlier boot
+            assert metrics.prepared_claims.get() == 0  # claims of an earlier boot
         core.unprepare([ClaimRef("default", str(uuid.uuid4()), "c2")], call(config))
         assert core.checkpoint.get(dropped) is None  # the reboot drop, done under the lock
         assert path.read_bytes() != written

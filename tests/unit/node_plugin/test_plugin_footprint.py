@@ -19,6 +19,21 @@ def test_node_plugin_does_not_load_the_cel_engine_the_allocator_or_the_kubernete
     assert out.strip() == "[]"
 
 
+def test_node_plugin_modules_load_neither_prometheus_client_nor_pyyaml() -> None:
+    # Both load on demand: prometheus_client with a /metrics endpoint (telemetry.endpoint),
+    # PyYAML for a kubeconfig or --backend-config that is not JSON (kubeapi.documents).
+    probe = (
+        "import sys\n"
+        "import drakit.cli, drakit.cmd_node_plugin\n"
+        "import node_plugin.app, node_plugin.core, node_plugin.wiring, node_plugin.publisher\n"
+        "from node_plugin.metrics import PluginMetrics\n"
+        "from node_plugin.publisher.metrics import PublisherMetrics\n"
+        "PublisherMetrics(PluginMetrics().registry)\n"
+        "print(sorted(m for m in ('prometheus_client', 'yaml') if m in sys.modules))\n"
+    )
+    assert python_output(probe).strip() == "[]"
+
+
 _LAZY_PYDANTIC_PROBE = """
 import sys
 import drakit.cli, drakit.cmd_node_plugin

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from helpers.clock import FakeClock
-from prometheus_client import CollectorRegistry
 
 from kubeapi.workqueue import WorkQueue
 from node_plugin.publisher import Publisher
+from telemetry.metrics import Registry
 
 DRIVER = "gpu.example.com"
 REPAIR_DELAY = 0.5
@@ -52,7 +52,7 @@ def publisher(clock: FakeClock, queue: WorkQueue[str]) -> Publisher:
         DRIVER,
         "node-a",
         NoDevices(),
-        registry=CollectorRegistry(),
+        registry=Registry(),
         events=object(),  # type: ignore[arg-type]
         repair_delay=REPAIR_DELAY,
         clock=clock,
