@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -165,24 +165,35 @@ def test_drakit_node_plugin_with_example_backend_prepares_a_claim(
         text=True,
     )  # fmt: skip
     try:
-        socket = short_root / "plugins" / DRIVER / "dra.sock"
-        deadline = time.monotonic() + 60
-        while not socket.exists():
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            assert time.monotonic() < deadline, "plugin never served"
-            time.sleep(0.1)
-        ref = create_claim(claims, namespace, [result("gpu", "gpu-1")])
-        with grpc.insecure_channel(f"unix:{socket}") as channel:
-            response = v1_grpc.DRAPluginStub(channel).NodePrepareResources(
-                v1.NodePrepareResourcesRequest(claims=[v1_claim(ref)]), timeout=30
-            )
-        assert response.claims[ref.uid].error == ""
+        ref = prepare_one_when_served(
+            process,
+            short_root / "plugins" / DRIVER / "dra.sock",
+            lambda: process.stderr.read() if process.stderr else "",
+            create_claim(claims, namespace, [result("gpu", "gpu-1")]),
+        )
         spec = json.loads((short_root / "cdi" / f"k8s.{DRIVER}-claim_{ref.uid}.json").read_text())
         assert spec["devices"][0]["name"] == f"{ref.uid}-gpu-1"
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
     assert process.returncode == 0
+
+
+def prepare_one_when_served(
+    process: subprocess.Popen[Any], socket: Path, output: Callable[[], str], ref: ClaimRef
+) -> ClaimRef:
+    """Wait for the plugin's DRA socket, then prepare ``ref`` through it successfully."""
+    deadline = time.monotonic() + 60
+    while not socket.exists():
+        assert process.poll() is None, output()
+        assert time.monotonic() < deadline, "plugin never served"
+        time.sleep(0.1)
+    with grpc.insecure_channel(f"unix:{socket}") as channel:
+        response = v1_grpc.DRAPluginStub(channel).NodePrepareResources(
+            v1.NodePrepareResourcesRequest(claims=[v1_claim(ref)]), timeout=30
+        )
+    assert response.claims[ref.uid].error == ""
+    return ref
 
 
 # Runs ``drakit node-plugin`` as the DaemonSet does, and writes the modules it loaded when it
@@ -209,35 +220,28 @@ def test_running_plugin_loads_prometheus_client_only_to_serve_metrics_and_no_yam
     assert json.loads(Path(cluster.kubeconfig).read_text())["kind"] == "Config"  # JSON, no YAML
     modules = short_root / "modules.txt"
     metrics_flags = ["--metrics-address", metrics_address] if metrics_address else []
-    log = (short_root / "plugin.log").open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable, "-c", _MODULES_AT_EXIT, str(modules), "node-plugin",
-            "--driver-name", DRIVER, "--node-name", NODE, "--kubeconfig", cluster.kubeconfig,
-            "--kubelet-registrar-dir", str(short_root / "registry"),
-            "--kubelet-plugins-dir", str(short_root / "plugins"),
-            "--cdi-root", str(short_root / "cdi"),
-            "--backend", "example", "--backend-config", str(backend_config), *metrics_flags,
-        ],
-        stderr=log,
-    )  # fmt: skip
+    with (short_root / "plugin.log").open("w") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-c", _MODULES_AT_EXIT, str(modules), "node-plugin",
+                "--driver-name", DRIVER, "--node-name", NODE, "--kubeconfig", cluster.kubeconfig,
+                "--kubelet-registrar-dir", str(short_root / "registry"),
+                "--kubelet-plugins-dir", str(short_root / "plugins"),
+                "--cdi-root", str(short_root / "cdi"),
+                "--backend", "example", "--backend-config", str(backend_config), *metrics_flags,
+            ],
+            stderr=log,
+        )  # fmt: skip
     try:
-        socket = short_root / "plugins" / DRIVER / "dra.sock"
-        deadline = time.monotonic() + 60
-        while not socket.exists():
-            assert process.poll() is None, (short_root / "plugin.log").read_text()
-            assert time.monotonic() < deadline, "plugin never served"
-            time.sleep(0.1)
-        ref = create_claim(claims, namespace, [result("gpu", "gpu-0")])
-        with grpc.insecure_channel(f"unix:{socket}") as channel:
-            response = v1_grpc.DRAPluginStub(channel).NodePrepareResources(
-                v1.NodePrepareResourcesRequest(claims=[v1_claim(ref)]), timeout=30
-            )
-        assert response.claims[ref.uid].error == ""
+        prepare_one_when_served(
+            process,
+            short_root / "plugins" / DRIVER / "dra.sock",
+            (short_root / "plugin.log").read_text,
+            create_claim(claims, namespace, [result("gpu", "gpu-0")]),
+        )
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
-        log.close()
     assert process.returncode == 0
     loaded = set(modules.read_text().split())
     assert "node_plugin.core" in loaded  # the probe saw the real plugin
