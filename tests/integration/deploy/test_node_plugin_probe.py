@@ -88,7 +88,7 @@ def test_liveness_probe_passes_while_the_plugin_serves_and_fails_after_it_stops(
         assert healthy.returncode == 0, healthy.stderr
     finally:
         process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
+        process.communicate(timeout=30)  # also closes the stderr pipe
     stopped = _probe(container, env)
     assert stopped.returncode == 1
     assert stopped.stderr.startswith("drakit node plugin probe: UNAVAILABLE")

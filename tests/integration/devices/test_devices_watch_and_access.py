@@ -39,8 +39,9 @@ class Lines:
 
     def _read(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
-        for line in process.stdout:
-            self.lines.put(line.rstrip("\n"))
+        with process.stdout as stream:  # closed at EOF, when the process has gone
+            for line in stream:
+                self.lines.put(line.rstrip("\n"))
 
     def wait_for(self, predicate: Any) -> tuple[str, float]:
         """The first line for which ``predicate`` holds, and the seconds it took to come."""
@@ -76,6 +77,8 @@ def watching(cluster: LocalCluster, workload: Workload) -> Iterator[Lines]:
     finally:
         process.terminate()
         process.wait(timeout=30)
+        if process.stderr is not None:
+            process.stderr.close()
 
 
 def test_watch_prints_the_table_again_when_a_free_device_gets_allocated(

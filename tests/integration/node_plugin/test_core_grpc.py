@@ -175,7 +175,7 @@ def test_drakit_node_plugin_with_example_backend_prepares_a_claim(
         assert spec["devices"][0]["name"] == f"{ref.uid}-gpu-1"
     finally:
         process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
+        process.communicate(timeout=30)  # also closes the stderr pipe
     assert process.returncode == 0
 
 

@@ -33,8 +33,9 @@ class Harness:
 
     def _read(self) -> None:
         assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.events.put(json.loads(line))
+        with self.process.stdout as stream:  # closed at EOF, when the harness has gone
+            for line in stream:
+                self.events.put(json.loads(line))
 
     def next_event(self, kind: str) -> dict[str, Any]:
         deadline = time.monotonic() + 60
