@@ -19,22 +19,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-import uuid
 from pathlib import Path
-
-import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_node_prepare as single
-
-from kubeletapi.gen.dra.v1 import api_pb2 as v1
-from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
 
 DRIVERS = {"this tree": "gpu.example.com", "baseline": "gpu-baseline.example.com"}
 WARM_UP = 10
@@ -59,57 +50,41 @@ def main() -> int:
         env.update(KUBECONFIG=cluster.kubeconfig, KUBE_API_QPS="1000", KUBE_API_BURST="2000")
         config = Path(tmp) / "example.yaml"
         config.write_text(f"gpus: {single.BATCH}\n")
-        processes: list[subprocess.Popen[bytes]] = []
-        stubs, claims = {}, {}
+        plugins: dict[str, single.Plugin] = {}
         try:
             for side, tree in trees.items():
-                namespace = f"bench-{uuid.uuid4().hex[:6]}"
-                single.Resource(api, single.NAMESPACES).create({"metadata": {"name": namespace}})
-                claims[side] = single.create_claims(api, namespace, 1, DRIVERS[side])
                 root = Path(tmp) / side.replace(" ", "-")
-                command = [
-                    str(tree / ".venv/bin/python"), "-m", "drakit.cli", "node-plugin",
-                    "--driver-name", DRIVERS[side], "--node-name", single.NODE,
-                    "--kubeconfig", cluster.kubeconfig,
-                    "--kubelet-registrar-dir", str(root / "registry"),
-                    "--kubelet-plugins-dir", str(root / "plugins"),
-                    "--cdi-root", str(Path(cdi) / root.name),
-                    "--backend", "example", "--backend-config", str(config),
-                ]  # fmt: skip
                 root.mkdir()
-                with (root / "plugin.log").open("wb") as log:
-                    processes.append(
-                        subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-                    )
-                socket = root / "plugins" / DRIVERS[side] / "dra.sock"
-                single.wait_for(socket, processes[-1])
-                stubs[side] = v1_grpc.DRAPluginStub(grpc.insecure_channel(f"unix:{socket}"))
-
-            def cycle(side: str) -> float:
-                started = time.perf_counter()
-                response = stubs[side].NodePrepareResources(
-                    v1.NodePrepareResourcesRequest(claims=claims[side]), timeout=60
+                plugins[side] = single.Plugin(
+                    side,
+                    [
+                        str(tree / ".venv/bin/python"), "-m", "drakit.cli", "node-plugin",
+                        "--driver-name", DRIVERS[side], "--node-name", single.NODE,
+                        "--kubeconfig", cluster.kubeconfig,
+                        "--kubelet-registrar-dir", str(root / "registry"),
+                        "--kubelet-plugins-dir", str(root / "plugins"),
+                        "--cdi-root", str(Path(cdi) / root.name),
+                        "--backend", "example", "--backend-config", str(config),
+                    ],
+                    env,
+                    root / "plugins" / DRIVERS[side] / "dra.sock",
+                    root / "plugin.log",
+                )  # fmt: skip
+                plugins[side].claims = single.create_claims(
+                    api, single.new_namespace(api), 1, DRIVERS[side]
                 )
-                elapsed = (time.perf_counter() - started) * 1000
-                errors = [r.error for r in response.claims.values() if r.error]
-                if errors:
-                    raise RuntimeError(f"{side}: prepare failed: {errors}")
-                stubs[side].NodeUnprepareResources(
-                    v1.NodeUnprepareResourcesRequest(claims=claims[side]), timeout=60
-                )
-                return elapsed
-
+            for plugin in plugins.values():
+                plugin.serve()
             for _ in range(WARM_UP):
-                for side in trees:
-                    cycle(side)
-            times: dict[str, list[float]] = {side: [] for side in trees}
+                for plugin in plugins.values():
+                    plugin.cycle(1)
             for i in range(args.iterations):
-                for side in list(trees)[:: 1 if i % 2 == 0 else -1]:
-                    times[side].append(cycle(side))
+                for plugin in single.in_turn(list(plugins.values()), i):
+                    plugin.single_ms.append(plugin.cycle(1))
         finally:
-            for process in processes:
-                process.send_signal(signal.SIGTERM)
-                process.wait(timeout=30)
+            for plugin in plugins.values():
+                plugin.stop()
+    times = {side: plugin.single_ms for side, plugin in plugins.items()}
     for side, values in times.items():
         print(
             f"{side} ({trees[side]}): p50 {single.p(values, 50):.2f} ms, "
