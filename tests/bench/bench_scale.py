@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=0.0,
                         help="seconds per side (default 1800, or 0.5 s a pod if more)")  # fmt: skip
     parser.add_argument("--sides", default="drakit,go", choices=("drakit,go", "drakit", "go"),
+                        metavar="drakit,go|drakit|go",
                         help="which sides to run (default both: the ratios need both)")  # fmt: skip
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.nodes.split(",") if n]
