@@ -171,13 +171,18 @@ def test_the_callers_grpc_deadline_reaches_the_core_as_a_monotonic_deadline(
     core = FakeCore()
     plugin, _ = start_plugin(core)
     stub = v1_stub(plugin)
-    before = time.monotonic()
+    # The client fixes each deadline when it sends the call, somewhere between these readings.
+    before_prepare = time.monotonic()
     stub.NodePrepareResources(v1.NodePrepareResourcesRequest(claims=v1_claims("a")), timeout=40)
+    before_unprepare = time.monotonic()
     stub.NodeUnprepareResources(v1.NodeUnprepareResourcesRequest(claims=v1_claims("a")), timeout=9)
+    after = time.monotonic()
     prepare_deadline, unprepare_deadline = core.deadlines
     slack = 0.1  # gRPC carries the deadline in wall-clock time, with rounding
-    assert prepare_deadline is not None and before < prepare_deadline <= before + 40 + slack
-    assert unprepare_deadline is not None and before < unprepare_deadline <= before + 9 + slack
+    assert prepare_deadline is not None
+    assert before_prepare + 40 - slack < prepare_deadline <= before_unprepare + 40 + slack
+    assert unprepare_deadline is not None
+    assert before_unprepare + 9 - slack < unprepare_deadline <= after + 9 + slack
 
 
 def test_a_call_without_a_grpc_deadline_reaches_the_core_without_one(
