@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from allocator.model import DeviceRequestAllocationResult, ModelError, ResourceClaim
+from allocator.model import AllocationResult, DeviceRequestAllocationResult, ModelError
 from kubeapi.errors import ApiError, NotFound
 from node_plugin.backends.base import ClaimToPrepare, DeviceToPrepare
 from node_plugin.config import ConfigError, resolve_config
@@ -131,13 +131,18 @@ class ClaimReader:
                 "ResourceClaimReplaced",
                 f"{name} has UID {uid}, not {ref.uid}: it was deleted and re-created",
             )
+        # Only the allocation is decoded (and validated): prepare reads nothing else, and
+        # the whole claim (spec, managed fields) cost most of the decode.
+        status = obj.get("status") or {}
+        if not isinstance(status, Mapping):
+            raise ClaimError("InvalidResourceClaim", f"{name}: status: must be an object")
+        raw_allocation = status.get("allocation")
+        if raw_allocation is None:
+            raise ClaimError("ResourceClaimNotAllocated", f"{name} is not allocated")
         try:
-            claim = ResourceClaim.from_dict(obj)
+            allocation = AllocationResult.from_dict(raw_allocation, "status.allocation")
         except ModelError as exc:
             raise ClaimError("InvalidResourceClaim", f"{name}: {exc}") from exc
-        allocation = claim.status.allocation
-        if allocation is None:
-            raise ClaimError("ResourceClaimNotAllocated", f"{name} is not allocated")
         ours = tuple(r for r in allocation.devices.results if r.driver == self.driver)
         devices = []
         for r in ours:

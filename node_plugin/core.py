@@ -71,7 +71,7 @@ from node_plugin.driver import (
     PreparedDevice,
     PrepareResult,
 )
-from node_plugin.guard import Inventory, claim_from_results, find_conflicts
+from node_plugin.guard import Inventory, find_conflicts
 from node_plugin.metrics import PluginMetrics
 from node_plugin.serialize import (
     LOCK_FILE_NAME,
@@ -262,13 +262,7 @@ class PrepareCore:
                 # runtime could not resolve the CDI IDs, so prepare again.
                 log.warning("CDI spec of a prepared claim is missing", claim_uid=claim.ref.uid)
             others = [e for e in self.checkpoint.entries() if e.uid != claim.ref.uid]
-            as_claim = claim_from_results(
-                claim.ref.uid,
-                claim.ref.namespace,
-                claim.ref.name,
-                [r.to_dict() for r in claim.results],
-            )
-            conflicts = find_conflicts(self.driver, as_claim, others, inventory)
+            conflicts = find_conflicts(self.driver, claim.ref, claim.results, others, inventory)
             if conflicts:
                 # The holders are named in the log only: the Event goes on this claim,
                 # whose owner must not learn which other claims exist.

@@ -34,6 +34,7 @@ from allocator.model import Device, DeviceID, DeviceRequestAllocationResult, Res
 from allocator.quantity import Quantity, nanos
 from node_plugin.backends.base import PoolDescription
 from node_plugin.checkpoint import ClaimEntry
+from node_plugin.driver import ClaimRef
 
 
 def claim_from_results(
@@ -85,13 +86,12 @@ def _same(text: str) -> GuardConflict:
 
 def find_conflicts(
     driver: str,
-    claim: ResourceClaim,
+    claim: ClaimRef,
+    results: Sequence[DeviceRequestAllocationResult],
     held_by_others: Sequence[ClaimEntry],
     inventory: Inventory,
 ) -> list[GuardConflict]:
-    """Why ``claim`` (its results of ``driver``) cannot be prepared now; empty = safe."""
-    allocation = claim.status.allocation
-    results = allocation.devices.results if allocation else ()
+    """Why ``claim`` (its ``results`` of ``driver``) cannot be prepared now; empty = safe."""
     problems = [
         _same(f"request {r.request}: device {r.pool}/{r.device} is not a device of this node")
         for r in results
@@ -99,6 +99,53 @@ def find_conflicts(
     ]
     if problems:
         return problems
+    if not may_conflict(driver, results, held_by_others, inventory):
+        return []
+    return bookkept_conflicts(driver, claim, results, held_by_others, inventory)
+
+
+def may_conflict(
+    driver: str,
+    results: Sequence[DeviceRequestAllocationResult],
+    held_by_others: Sequence[ClaimEntry],
+    inventory: Inventory,
+) -> bool:
+    """False only when :func:`bookkept_conflicts` must find nothing: no device of
+    ``results`` is held by another claim, none consumes capacity (which can be exceeded
+    by the claim alone) and none consumes counters of a shared counter set.
+
+    The common case on a node, checked without decoding every prepared claim into the
+    allocator's bookkeeping: that made each prepare O(claims prepared on the node).
+    """
+    wanted = [r for r in results if not r.admin_access]
+    if not wanted:
+        return False
+    for r in wanted:
+        if r.consumed_capacity:
+            return True
+        device = inventory.devices.get(DeviceID(driver, r.pool, r.device))
+        if device is not None and device.consumes_counters:
+            return True
+    held = {
+        (h.get("driver"), h.get("pool"), h.get("device"))
+        for entry in held_by_others
+        for h in entry.results
+        if not h.get("adminAccess")
+    }
+    return any((driver, r.pool, r.device) in held for r in wanted)
+
+
+def bookkept_conflicts(
+    driver: str,
+    claim: ClaimRef,
+    results: Sequence[DeviceRequestAllocationResult],
+    held_by_others: Sequence[ClaimEntry],
+    inventory: Inventory,
+) -> list[GuardConflict]:
+    """The conflicts the allocator's bookkeeping finds (devices known to ``inventory``)."""
+    as_claim = claim_from_results(
+        claim.uid, claim.namespace, claim.name, [r.to_dict() for r in results]
+    )
     state = AllocatedState(
         claim_from_results(e.uid, e.namespace, e.name, e.results) for e in held_by_others
     )
@@ -108,7 +155,7 @@ def find_conflicts(
             "(held by another claim on this node)",
             detail=str(c),
         )
-        for c in state.conflicts(claim, inventory.capacities())
+        for c in state.conflicts(as_claim, inventory.capacities())
     ]
     if problems:
         return problems
