@@ -101,7 +101,10 @@ def find_conflicts(
         return problems
     if not may_conflict(driver, results, held_by_others, inventory):
         return []
-    return bookkept_conflicts(driver, claim, results, held_by_others, inventory)
+    as_claim = claim_from_results(
+        claim.uid, claim.namespace, claim.name, [r.to_dict() for r in results]
+    )
+    return bookkept_conflicts(driver, as_claim, held_by_others, inventory)
 
 
 def may_conflict(
@@ -136,16 +139,10 @@ def may_conflict(
 
 
 def bookkept_conflicts(
-    driver: str,
-    claim: ClaimRef,
-    results: Sequence[DeviceRequestAllocationResult],
-    held_by_others: Sequence[ClaimEntry],
-    inventory: Inventory,
+    driver: str, claim: ResourceClaim, held_by_others: Sequence[ClaimEntry], inventory: Inventory
 ) -> list[GuardConflict]:
-    """The conflicts the allocator's bookkeeping finds (devices known to ``inventory``)."""
-    as_claim = claim_from_results(
-        claim.uid, claim.namespace, claim.name, [r.to_dict() for r in results]
-    )
+    """The conflicts the allocator's bookkeeping finds for ``claim`` (an allocated claim
+    whose devices ``inventory`` knows)."""
     state = AllocatedState(
         claim_from_results(e.uid, e.namespace, e.name, e.results) for e in held_by_others
     )
@@ -155,12 +152,14 @@ def bookkept_conflicts(
             "(held by another claim on this node)",
             detail=str(c),
         )
-        for c in state.conflicts(as_claim, inventory.capacities())
+        for c in state.conflicts(claim, inventory.capacities())
     ]
     if problems:
         return problems
     held = [DeviceRequestAllocationResult.from_dict(r) for e in held_by_others for r in e.results]
-    return [_same(p) for p in _counter_conflicts(driver, held, list(results), inventory)]
+    allocation = claim.status.allocation
+    wanted = list(allocation.devices.results) if allocation else []
+    return [_same(p) for p in _counter_conflicts(driver, held, wanted, inventory)]
 
 
 def _counter_conflicts(

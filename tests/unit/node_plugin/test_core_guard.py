@@ -10,7 +10,13 @@ from allocator.model import CounterSet, Device, DeviceRequestAllocationResult
 from node_plugin.backends.base import PoolDescription
 from node_plugin.checkpoint import COMPLETED, ClaimEntry
 from node_plugin.driver import ClaimRef
-from node_plugin.guard import Inventory, bookkept_conflicts, find_conflicts, may_conflict
+from node_plugin.guard import (
+    Inventory,
+    bookkept_conflicts,
+    claim_from_results,
+    find_conflicts,
+    may_conflict,
+)
 
 DRIVER = "d"
 POOL = PoolDescription(
@@ -127,8 +133,11 @@ def test_guard_skips_the_bookkeeping_only_where_the_bookkeeping_finds_no_conflic
             held(f"h{i}", *(random_result(rng) for _ in range(rng.randint(1, 2))))
             for i in range(rng.randint(0, 3))
         ]
-        results = decoded([random_result(rng) for _ in range(rng.randint(1, 2))])
-        full = bookkept_conflicts(DRIVER, ClaimRef("ns", "c", "c"), results, others, inventory)
+        raw = [random_result(rng) for _ in range(rng.randint(1, 2))]
+        results = decoded(raw)
+        full = bookkept_conflicts(
+            DRIVER, claim_from_results("c", "ns", "c", raw), others, inventory
+        )
         if not may_conflict(DRIVER, results, others, inventory):
             skipped += 1
             assert full == [], (results, others)
