@@ -86,17 +86,19 @@ def make_stack(assets: NodeAssets, work: Path, controllers: str) -> Iterator[Rea
             node.start()
             import_images(node, assets.image_archive)
             helm = Helm(assets.helm, work / "helm", cluster.kubeconfig)
+            client = load_client(cluster.kubeconfig)
             stack = RealNodeStack(
                 cluster=cluster,
                 node=node,
                 helm=helm,
                 image_repository=IMAGE_REPOSITORY,
                 image_tag=assets.image_tag,
-                client=load_client(cluster.kubeconfig),
+                client=client,
             )
             try:
                 yield stack
             finally:
                 stack.uninstall_all()
+                client.close()
         finally:
             node.stop()

@@ -87,6 +87,7 @@ def test_down_after_a_sigkilled_launcher_restores_the_machine(
         assert during.top_cgroups != before.top_cgroups
         assert _node_processes(during) != _node_processes(before)
 
+        client.close()
         launcher = int((node_dir / "launcher.pid").read_text())
         os.kill(launcher, signal.SIGKILL)
         down = drakit("local-node", "down", str(node_dir))

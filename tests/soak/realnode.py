@@ -125,7 +125,10 @@ class RealNode:
 
     def _label(self, labels: dict[str, str]) -> None:
         client = load_client(self.kubeconfig)
-        Resource(client, NODES).patch(REAL_NODE, {"metadata": {"labels": labels}})
+        try:
+            Resource(client, NODES).patch(REAL_NODE, {"metadata": {"labels": labels}})
+        finally:
+            client.close()
 
     def _helm_upgrade(self, *, install: bool = False) -> None:
         assert self.helm_binary is not None
