@@ -44,6 +44,8 @@ from allocator.quantity import NANO, nanos
 
 __all__ = ["NANO", "DeviceEntry", "Inventory", "Pool", "SliceEntry", "nanos"]
 
+_BLOCKING_EFFECTS = (TAINT_EFFECT_NO_SCHEDULE, TAINT_EFFECT_NO_EXECUTE)
+
 
 class DeviceEntry:
     """One device of one slice, prepared for allocation. Treat as read-only."""
@@ -76,28 +78,39 @@ class DeviceEntry:
         self.id = DeviceID(slice_entry.driver, slice_entry.pool, device.name)
         self.pool_id = slice_entry.pool_id
         self.multi = bool(device.allow_multiple_allocations)
-        self.blocking_taints: tuple[DeviceTaint, ...] = tuple(
-            t
-            for t in device.taints
-            if t.effect in (TAINT_EFFECT_NO_SCHEDULE, TAINT_EFFECT_NO_EXECUTE)
+        # explicit loops rather than generator expressions: this runs once per device of
+        # every slice whenever slices change (the cold pass), and most devices have no
+        # taints and no counters
+        taints = device.taints
+        self.blocking_taints: tuple[DeviceTaint, ...] = (
+            tuple(t for t in taints if t.effect in _BLOCKING_EFFECTS) if taints else ()
         )
-        counters = tuple(
-            (cc.counter_set, tuple((name, nanos(c.value)) for name, c in cc.counters.items()))
-            for cc in device.consumes_counters
-        )
-        # devices of one kind consume alike: one shared tuple keeps the heap small
-        self.counters: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = (
-            interned.setdefault(counters, counters)
-            if interned is not None and counters
-            else counters
-        )
-        self.uses_compat_groups = any(cc.compatibility_groups for cc in device.consumes_counters)
-        self.capacity: Mapping[str, DeviceCapacity] = device.capacity
+        consumption = device.consumes_counters
+        counters: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+        uses_compat_groups = False
+        if consumption:
+            counters = tuple(
+                (cc.counter_set, tuple((name, c.value.nanos()) for name, c in cc.counters.items()))
+                for cc in consumption
+            )
+            for cc in consumption:
+                if cc.compatibility_groups:
+                    uses_compat_groups = True
+            # devices of one kind consume alike: one shared tuple keeps the heap small
+            if interned is not None:
+                counters = interned.setdefault(counters, counters)
+        self.counters = counters
+        self.uses_compat_groups = uses_compat_groups
+        capacity = device.capacity
+        self.capacity: Mapping[str, DeviceCapacity] = capacity
         #: Whether a request without capacity requests takes every capacity whole, so that
         #: it fits whenever nothing of the device is in use (see ``fits_capacity``).
-        self.whole_capacity = all(
-            cap.request_policy is None and cap.value.sign() >= 0 for cap in self.capacity.values()
-        )
+        whole = True
+        for cap in capacity.values():
+            if cap.request_policy is not None or cap.value.sign() < 0:
+                whole = False
+                break
+        self.whole_capacity = whole
         self.binding_conditions = device.binding_conditions
         self.binding_failure_conditions = device.binding_failure_conditions
         self.binds_to_node = bool(device.binds_to_node)
