@@ -125,6 +125,11 @@ class _Request:
     tolerations: tuple[DeviceToleration, ...]
     capacity: Mapping[str, Quantity] | None
     all_devices: list[DeviceEntry] = field(default_factory=list)
+    #: what a device's kept result for this request depends on besides the device (see
+    #: _plain_result; the last item is the allocator's binding-conditions feature gate)
+    result_key: tuple[Any, ...] = ()
+    #: the same for a kept one-device allocation (see _single_allocation)
+    allocation_key: tuple[Any, ...] = ()
 
 
 @dataclass(slots=True)
@@ -513,6 +518,8 @@ class _Run:
             tolerations=req.tolerations,
             capacity=req.capacity.requests if req.capacity is not None else None,
         )
+        rd.result_key = (full, rd.admin, rd.tolerations, features.device_binding_conditions)
+        rd.allocation_key = ("allocation", *rd.result_key)
         mode = req.allocation_mode
         if mode == ALLOCATION_MODE_EXACT_COUNT:
             rd.num_devices = req.count or 0
@@ -1060,8 +1067,9 @@ class _Run:
         ]
 
     def _node_selector(self, picks: list[_Pick]) -> NodeSelector | None:
-        fields: list[NodeSelectorRequirement] = []
-        expressions: list[NodeSelectorRequirement] = []
+        # made when the first selector is merged: most allocations are bound to a node or
+        # to none
+        merged: tuple[list[NodeSelectorRequirement], list[NodeSelectorRequirement]] | None = None
         for p in picks:
             d = p.device
             s = d.slice
@@ -1074,14 +1082,17 @@ class _Run:
             if selector is not None:
                 terms = selector.node_selector_terms
                 if len(terms) == 1:
-                    _merge(terms[0].match_fields, fields)
-                    _merge(terms[0].match_expressions, expressions)
+                    if merged is None:
+                        merged = ([], [])
+                    _merge(terms[0].match_fields, merged[0])
+                    _merge(terms[0].match_expressions, merged[1])
                 elif len(terms) > 1:
                     raise AllocationError(
                         f"create NodeSelector for claim {self.claims[p.request.claim_index].name}: "
                         f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms"
                     )
-        if fields or expressions:
+        if merged is not None and (merged[0] or merged[1]):
+            fields, expressions = merged
             return NodeSelector(
                 node_selector_terms=(
                     NodeSelectorTerm(
@@ -1101,7 +1112,7 @@ def _plain_result(rd: _Request, d: DeviceEntry, binding: bool) -> DeviceRequestA
     """The result naming ``d`` for ``rd`` without a share (no shareID, no consumed
     capacity). Results are immutable and depend only on the request's name, admin flag
     and tolerations and on the device, so the device keeps them for the next pod."""
-    key = (rd.full_name, rd.admin, rd.tolerations, binding)
+    key = rd.result_key  # binding is the allocator's feature gate, part of the key
     cache = d.result_cache
     if cache is None:
         cache = d.result_cache = {}
@@ -1120,7 +1131,7 @@ def _single_allocation(
     """The allocation of one device for ``rd`` without a share and without
     configuration: kept by the device next to its plain result (both immutable, keyed
     alike) and used again for the same request signature and node selector."""
-    key = ("allocation", rd.full_name, rd.admin, rd.tolerations, binding)
+    key = rd.allocation_key
     cache = d.result_cache
     hit: AllocationResult | None = cache.get(key) if cache is not None else None
     if hit is None or hit.node_selector is not node_selector:

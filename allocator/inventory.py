@@ -89,13 +89,15 @@ class DeviceEntry:
         counters: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
         uses_compat_groups = False
         if consumption:
-            counters = tuple(
-                (cc.counter_set, tuple((name, c.value.nanos()) for name, c in cc.counters.items()))
-                for cc in consumption
-            )
+            sets = []
             for cc in consumption:
+                amounts = []
+                for name, c in cc.counters.items():
+                    amounts.append((name, c.value.nanos()))
+                sets.append((cc.counter_set, tuple(amounts)))
                 if cc.compatibility_groups:
                     uses_compat_groups = True
+            counters = tuple(sets)
             # devices of one kind consume alike: one shared tuple keeps the heap small
             if interned is not None:
                 counters = interned.setdefault(counters, counters)
