@@ -50,6 +50,7 @@ from allocator.model import (
     DeviceID,
     DeviceRequest,
     DeviceRequestAllocationResult,
+    DeviceSelector,
     DeviceSubRequest,
     DeviceToleration,
     ExactDeviceRequest,
@@ -501,8 +502,8 @@ class _Run:
                 claim=ref,
                 request=full,
             )
-        class_exprs = tuple(s.cel.expression for s in device_class.spec.selectors if s.cel)
-        request_exprs = tuple(s.cel.expression for s in req.selectors if s.cel)
+        class_exprs = _expressions(device_class.spec.selectors)
+        request_exprs = _expressions(req.selectors)
         rd = _Request(
             claim_index=ci,
             request_index=ri,
@@ -1185,6 +1186,18 @@ def _node_name_selector(node_name: str) -> NodeSelector:
             ),
         )
     )
+
+
+def _expressions(selectors: Sequence[DeviceSelector]) -> tuple[str, ...]:
+    """The CEL expressions of ``selectors`` (a loop, not a generator: once per request
+    of every pod)."""
+    if not selectors:
+        return ()
+    out = []
+    for sel in selectors:
+        if sel.cel:
+            out.append(sel.cel.expression)
+    return tuple(out)
 
 
 def _is_guarded(selector_key: tuple[tuple[str, ...], tuple[str, ...]]) -> bool:

@@ -22,6 +22,7 @@ Pool gathering follows Kubernetes 1.37 (experimental channel):
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -45,6 +46,9 @@ from allocator.quantity import NANO, nanos
 __all__ = ["NANO", "DeviceEntry", "Inventory", "Pool", "SliceEntry", "nanos"]
 
 _BLOCKING_EFFECTS = (TAINT_EFFECT_NO_SCHEDULE, TAINT_EFFECT_NO_EXECUTE)
+# DeviceID from a (driver, pool, device) tuple without the NamedTuple's Python-level
+# __new__ (as its own _make does): one per device whenever slices change
+_new_device_id = functools.partial(tuple.__new__, DeviceID)
 
 
 class DeviceEntry:
@@ -75,7 +79,7 @@ class DeviceEntry:
     ) -> None:
         self.device = device
         self.slice = slice_entry
-        self.id = DeviceID(slice_entry.driver, slice_entry.pool, device.name)
+        self.id = _new_device_id((slice_entry.driver, slice_entry.pool, device.name))
         self.pool_id = slice_entry.pool_id
         self.multi = bool(device.allow_multiple_allocations)
         # explicit loops rather than generator expressions: this runs once per device of
@@ -109,7 +113,8 @@ class DeviceEntry:
         #: it fits whenever nothing of the device is in use (see ``fits_capacity``).
         whole = True
         for cap in capacity.values():
-            if cap.request_policy is not None or cap.value.sign() < 0:
+            # nanos() is kept by the (shared) quantity; its sign is the value's sign
+            if cap.request_policy is not None or cap.value.nanos() < 0:
                 whole = False
                 break
         self.whole_capacity = whole
