@@ -23,6 +23,7 @@ Pool gathering follows Kubernetes 1.37 (experimental channel):
 from __future__ import annotations
 
 import functools
+import operator
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -250,10 +251,15 @@ class NodePools:
         for p in pools:
             self.by_id.setdefault(p.id, p)
         # pool order -> slice order -> device order, usable pools only
-        self.candidates: tuple[DeviceEntry, ...] = tuple(
-            d for p in pools if not (p.incomplete or p.invalid) for d in p.candidates
-        )
+        candidates: list[DeviceEntry] = []
+        for p in pools:
+            if not (p.incomplete or p.invalid):
+                candidates.extend(p.candidates)
+        self.candidates: tuple[DeviceEntry, ...] = tuple(candidates)
 
+
+_by_name = operator.attrgetter("name")
+_by_id = operator.attrgetter("id")
 
 # Bound of the per-node caches (a cluster's nodes; cleared when exceeded).
 _MAX_NODES = 10000
@@ -349,8 +355,8 @@ class Inventory:
             if pool is None:
                 continue
             (late if pool.has_binding_conditions else pools).append(pool)
-        pools.sort(key=lambda p: p.id)
-        late.sort(key=lambda p: p.id)
+        pools.sort(key=_by_id)
+        late.sort(key=_by_id)
         return pools + late
 
     def _complete_pool(self, pool_id: tuple[str, str], slices: list[SliceEntry]) -> Pool | None:
@@ -378,7 +384,7 @@ class Inventory:
         all_for_pool: Sequence[SliceEntry] | None,
     ) -> Pool:
         features = self.features
-        ordered = sorted(slices, key=lambda s: s.name)
+        ordered = sorted(slices, key=_by_name) if len(slices) > 1 else slices
         device_slices: list[SliceEntry] = []
         counter_slices: list[SliceEntry] = []
         not_targeting: list[SliceEntry] = []
@@ -410,14 +416,21 @@ class Inventory:
             return pool
         pool.targeting = tuple(device_slices)
         pool.not_targeting = tuple(not_targeting)
-        pool.candidates = tuple(d for s in device_slices for d in s.devices)
-        pool.counter_devices = tuple(
-            d for slices in (device_slices, not_targeting) for s in slices for d in s.devices
-            if d.counters
-        )  # fmt: skip
-        pool.has_binding_conditions = any(
-            d.device.binding_conditions for s in device_slices for d in s.devices
-        )
+        # loops, not generators: once per pool of every node after slices change
+        candidates: list[DeviceEntry] = []
+        for s in device_slices:
+            candidates.extend(s.devices)
+        pool.candidates = tuple(candidates)
+        counter_devices = [d for d in candidates if d.counters]
+        for s in not_targeting:
+            for d in s.devices:
+                if d.counters:
+                    counter_devices.append(d)
+        pool.counter_devices = tuple(counter_devices)
+        for d in candidates:
+            if d.binding_conditions:
+                pool.has_binding_conditions = True
+                break
         return pool
 
 
