@@ -50,6 +50,7 @@ from allocator.model import (
     DeviceID,
     DeviceRequest,
     DeviceRequestAllocationResult,
+    DeviceSelector,
     DeviceSubRequest,
     DeviceToleration,
     ExactDeviceRequest,
@@ -125,6 +126,11 @@ class _Request:
     tolerations: tuple[DeviceToleration, ...]
     capacity: Mapping[str, Quantity] | None
     all_devices: list[DeviceEntry] = field(default_factory=list)
+    #: what a device's kept result for this request depends on besides the device (see
+    #: _plain_result; the last item is the allocator's binding-conditions feature gate)
+    result_key: tuple[Any, ...] = ()
+    #: the same for a kept one-device allocation (see _single_allocation)
+    allocation_key: tuple[Any, ...] = ()
 
 
 @dataclass(slots=True)
@@ -160,12 +166,14 @@ class _RequestSlot:
     """Per top-level request: its alternatives (read-only once prepared, so calls on other
     nodes share it; which alternative a call chose is kept by the call)."""
 
-    __slots__ = ("alternatives", "first_available", "request")
+    __slots__ = ("alternatives", "class_config", "first_available", "request")
 
     def __init__(self, request: DeviceRequest, alternatives: list[_Request]) -> None:
         self.request = request
         self.alternatives = alternatives
         self.first_available = bool(request.first_available)
+        #: whether the class of any alternative has configuration to copy into results
+        self.class_config = any(rd.device_class.spec.config for rd in alternatives)
 
 
 class Allocator:
@@ -233,12 +241,6 @@ class Allocator:
         run.evaluate_guarded_selectors()
 
     # -- shared per-allocator caches --------------------------------------------------------
-    def prepared(self, ci: int, claim: ResourceClaim) -> list[_RequestSlot] | None:
-        """The requests of ``claim`` (at position ``ci``) as prepared by an earlier call on
-        another node (read-only); None when there is none."""
-        hit = self._prepared.get((id(claim), ci))
-        return hit.slots if hit is not None and hit.claim is claim else None
-
     def keep_prepared(self, ci: int, claim: ResourceClaim, slots: list[_RequestSlot]) -> None:
         with self._lock:
             if len(self._prepared) >= _MAX_PREPARED:
@@ -259,9 +261,12 @@ class Allocator:
 
     def _count_available(self, pool: Pool) -> dict[str, dict[str, int]]:
         available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
-        is_allocated = self.state.is_allocated
+        state = self.state
+        # AllocatedState.is_allocated, its three maps read here: once per pool and change
+        dedicated, shared, capacity = state.dedicated, state.shared_devices, state.capacity
         for d in pool.counter_devices:
-            if not is_allocated(d.id):
+            dev_id = d.id
+            if not (dev_id in dedicated or dev_id in shared or dev_id in capacity):
                 continue
             for set_name, counters in d.counters:
                 target = available.get(set_name)
@@ -288,6 +293,7 @@ class _Run:
         "consumed_counters",
         "deadline",
         "dedicated",
+        "depth",
         "features",
         "node",
         "pools",
@@ -326,13 +332,15 @@ class _Run:
         self.consumed_counters: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
         self.dedicated = allocator.state.dedicated
         self.calls = 0
+        #: frames the search may need: one per device slot, request and claim boundary,
+        #: plus helpers (summed while preparing the claims)
+        self.depth = 100
 
     # -- preparation ------------------------------------------------------------------------
     def execute(self) -> list[AllocationResult] | None:
         for ci, claim in enumerate(self.claims):
             self._prepare_claim(ci, claim)
-        # one frame per device slot, request and claim boundary (plus helpers)
-        depth = sum(MAX_RESULTS + 2 * len(slots) + 4 for slots in self.slots) + 100
+        depth = self.depth
         if depth * 2 > sys.getrecursionlimit():
             sys.setrecursionlimit(depth * 2 + 1000)
         try:
@@ -344,17 +352,24 @@ class _Run:
             if any(p.invalid for p in self.pools):
                 raise NodeUnsuitableError("invalid resource pools were encountered")
             return None
-        return [self._build_result(ci, claim) for ci, claim in enumerate(self.claims)]
+        results = []
+        for ci, claim in enumerate(self.claims):
+            results.append(self._build_result(ci, claim))
+        return results
 
     def _prepare_claim(self, ci: int, claim: ResourceClaim) -> None:
-        slots = self.a.prepared(ci, claim)
+        # requests prepared by an earlier call on another node (read-only), if any
+        hit = self.a._prepared.get((id(claim), ci))
+        slots = hit.slots if hit is not None and hit.claim is claim else None
         if slots is None:
             slots = self._prepare_requests(ci, claim)
             if not any(rd.all_mode for slot in slots for rd in slot.alternatives):
                 self.a.keep_prepared(ci, claim, slots)
         self.slots.append(slots)
+        self.depth += MAX_RESULTS + 2 * len(slots) + 4
         self.selected.append([0] * len(slots))
-        self.constraints.append(self._constraints(claim) if claim.spec.devices.constraints else ())
+        constraints = claim.spec.devices.constraints
+        self.constraints.append(self._constraints(claim) if constraints else ())
         self.results.append([])
 
     def _prepare_requests(self, ci: int, claim: ResourceClaim) -> list[_RequestSlot]:
@@ -487,8 +502,8 @@ class _Run:
                 claim=ref,
                 request=full,
             )
-        class_exprs = tuple(s.cel.expression for s in device_class.spec.selectors if s.cel)
-        request_exprs = tuple(s.cel.expression for s in req.selectors if s.cel)
+        class_exprs = _expressions(device_class.spec.selectors)
+        request_exprs = _expressions(req.selectors)
         rd = _Request(
             claim_index=ci,
             request_index=ri,
@@ -504,6 +519,8 @@ class _Run:
             tolerations=req.tolerations,
             capacity=req.capacity.requests if req.capacity is not None else None,
         )
+        rd.result_key = (full, rd.admin, rd.tolerations, features.device_binding_conditions)
+        rd.allocation_key = ("allocation", *rd.result_key)
         mode = req.allocation_mode
         if mode == ALLOCATION_MODE_EXACT_COUNT:
             rd.num_devices = req.count or 0
@@ -693,11 +710,16 @@ class _Run:
             ri, si, di, in_sub, start = ri + 1, 0, 0, False, 0
         if rd.num_devices - di > MAX_RESULTS - len(self.results[ci]):
             raise _MAX_SIZE
+        # A pick for the last slot of the last request of the last claim completes the
+        # search: the step after it would only walk past the ends and succeed.
+        last = di + 1 >= rd.num_devices and ri + 1 >= len(slots) and ci + 1 >= n_claims
         if rd.all_mode:
             d = rd.all_devices[di]
             pick = self._allocate_device(rd, d, True)
             if pick is None:
                 return False
+            if last:
+                return True
             try:
                 done = self._allocate_one(ci, ri, si, di + 1, in_sub, 0)
             except BaseException:
@@ -716,11 +738,11 @@ class _Run:
         for index in range(start, len(candidates)):
             d = candidates[index]
             dev_id = d.id
-            holders = allocating.get(dev_id)
             if admin:
+                holders = allocating.get(dev_id)
                 if holders and ci in holders:
                     continue
-            elif holders or dev_id in dedicated:
+            elif dev_id in dedicated or dev_id in allocating:  # holder sets are never empty
                 continue
             # _selectable and _capacity_fits, their common outcomes decided inline
             if not (d.plain_selection and d.selector_cache.get(key) is True) and (
@@ -737,6 +759,8 @@ class _Run:
             pick = self._allocate_device(rd, d, False)
             if pick is None:
                 continue
+            if last:
+                return True
             try:
                 done = self._allocate_one(ci, ri, si, di + 1, in_sub, index + 1)
             except BaseException:
@@ -774,16 +798,20 @@ class _Run:
 
     def _allocate_device(self, rd: _Request, d: DeviceEntry, must: bool) -> _Pick | None:
         """Tentatively add ``d`` for ``rd``; returns the pick (undo it with
-        :meth:`_deallocate`), or None if refused (then nothing changed)."""
+        :meth:`_deallocate`), or None if refused (then nothing changed).
+
+        A device that ``must`` be added (All mode) is checked for holders here; the
+        search over candidates has checked that already, more strictly."""
         features = self.features
         ci = rd.claim_index
         dev_id = d.id
         multi = features.consumable_capacity and d.multi
-        holders = self.allocating.get(dev_id)
-        if not multi and rd.admin and holders and ci in holders:
-            return None
-        if not rd.admin and (holders or dev_id in self.dedicated):
-            return None
+        if must:
+            holders = self.allocating.get(dev_id)
+            if not multi and rd.admin and holders and ci in holders:
+                return None
+            if not rd.admin and (holders or dev_id in self.dedicated):
+                return None
         if d.slice.skip_node_operations and not features.optional_node_operations:
             return None
         if d.counters and not features.partitionable_devices:
@@ -807,7 +835,11 @@ class _Run:
             marks.add(ci)
             pick.marked = True
         if features.consumable_capacity:
-            if not self._capacity_fits(rd, d):
+            # no capacity asked, taken whole, nothing of any device in use: fits
+            if (
+                rd.capacity or not d.whole_capacity or self.allocating_capacity
+                or self.a.state.capacity
+            ) and not self._capacity_fits(rd, d):  # fmt: skip
                 self._undo(pick)
                 return None
             if multi:
@@ -904,18 +936,32 @@ class _Run:
         return self.a.state.capacity_in_use(dev_id) or dev_id in self.allocating_capacity
 
     def _reserve_counters(self, d: DeviceEntry) -> bool:
-        pool = self.pools_by_id[d.pool_id]  # candidates always come from a pool
-        available = self.a.available_counters(pool)
-        consumed = self.consumed_counters.get(pool.id)
+        pool_id = d.pool_id
+        pool = self.pools_by_id[pool_id]  # candidates always come from a pool
+        a = self.a
+        kept = pool.available_cache  # Allocator.available_counters, its hit inline
+        if kept is not None and kept[0] == a.state.pool_stamp(pool_id):
+            available = kept[1]
+        else:
+            available = a.available_counters(pool)
+        consumed = self.consumed_counters.get(pool_id)
         if consumed is None:
-            consumed = self.consumed_counters[pool.id] = {}
+            consumed = self.consumed_counters[pool_id] = {}
         for set_name, counters in d.counters:
-            used = consumed.setdefault(set_name, {})
+            used = consumed.get(set_name)
+            if used is None:
+                used = consumed[set_name] = {}
             for name, amount in counters:
                 used[name] = used.get(name, 0) + amount
         for set_name, counters_available in available.items():
-            used_in_set = consumed.get(set_name) or {}
+            used_in_set = consumed.get(set_name)
             # every counter of the pool must stay covered, also untouched over-committed ones
+            if used_in_set is None:
+                for value in counters_available.values():
+                    if value < 0:
+                        self._release_counters(d)
+                        return False
+                continue
             for name, value in counters_available.items():
                 if value < used_in_set.get(name, 0):
                     self._release_counters(d)
@@ -933,6 +979,18 @@ class _Run:
     def _build_result(self, ci: int, claim: ResourceClaim) -> AllocationResult:
         picks = self.results[ci]
         binding = self.features.device_binding_conditions
+        has_config = bool(claim.spec.devices.config)
+        if not has_config:
+            for slot in self.slots[ci]:
+                if slot.class_config:
+                    has_config = True
+                    break
+        config = self._build_config(ci, claim) if has_config else []
+        node_selector = self._node_selector(picks)
+        if len(picks) == 1 and not config:
+            p = picks[0]
+            if p.share_id is None and p.consumed is None:
+                return _single_allocation(p.request, p.device, binding, node_selector)
         results = []
         for p in picks:
             if p.share_id is None and p.consumed is None:
@@ -948,10 +1006,6 @@ class _Run:
                     }
                 )
             results.append(_device_result(p.request, d, binding, p.share_id, consumed))
-        config = self._build_config(ci, claim)
-        node_selector = self._node_selector(picks)
-        if len(results) == 1 and not config and picks[0].share_id is None:
-            return _single_allocation(picks[0].device, results[0], node_selector)
         return AllocationResult(
             devices=DeviceAllocationResult(results=tuple(results), config=tuple(config)),
             node_selector=node_selector,
@@ -961,11 +1015,9 @@ class _Run:
         return self.slots[ci][ri].alternatives[self.selected[ci][ri]]
 
     def _build_config(self, ci: int, claim: ResourceClaim) -> list[DeviceAllocationConfiguration]:
+        """The configuration of the claim's allocation (call it only when the claim or the
+        class of one of its requests' alternatives has some)."""
         requests = claim.spec.devices.requests
-        if not claim.spec.devices.config and not any(
-            self._selected(ci, ri).device_class.spec.config for ri in range(len(requests))
-        ):
-            return []  # no configuration anywhere: nothing to copy
         out: list[list[Any]] = []  # [source, requests(list|None), opaque]
         class_ranges: dict[str, tuple[int, int]] = {}
         for ri in range(len(requests)):
@@ -1016,8 +1068,9 @@ class _Run:
         ]
 
     def _node_selector(self, picks: list[_Pick]) -> NodeSelector | None:
-        fields: list[NodeSelectorRequirement] = []
-        expressions: list[NodeSelectorRequirement] = []
+        # made when the first selector is merged: most allocations are bound to a node or
+        # to none
+        merged: tuple[list[NodeSelectorRequirement], list[NodeSelectorRequirement]] | None = None
         for p in picks:
             d = p.device
             s = d.slice
@@ -1030,14 +1083,17 @@ class _Run:
             if selector is not None:
                 terms = selector.node_selector_terms
                 if len(terms) == 1:
-                    _merge(terms[0].match_fields, fields)
-                    _merge(terms[0].match_expressions, expressions)
+                    if merged is None:
+                        merged = ([], [])
+                    _merge(terms[0].match_fields, merged[0])
+                    _merge(terms[0].match_expressions, merged[1])
                 elif len(terms) > 1:
                     raise AllocationError(
                         f"create NodeSelector for claim {self.claims[p.request.claim_index].name}: "
                         f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms"
                     )
-        if fields or expressions:
+        if merged is not None and (merged[0] or merged[1]):
+            fields, expressions = merged
             return NodeSelector(
                 node_selector_terms=(
                     NodeSelectorTerm(
@@ -1057,7 +1113,7 @@ def _plain_result(rd: _Request, d: DeviceEntry, binding: bool) -> DeviceRequestA
     """The result naming ``d`` for ``rd`` without a share (no shareID, no consumed
     capacity). Results are immutable and depend only on the request's name, admin flag
     and tolerations and on the device, so the device keeps them for the next pod."""
-    key = (rd.full_name, rd.admin, rd.tolerations, binding)
+    key = rd.result_key  # binding is the allocator's feature gate, part of the key
     cache = d.result_cache
     if cache is None:
         cache = d.result_cache = {}
@@ -1071,20 +1127,18 @@ def _plain_result(rd: _Request, d: DeviceEntry, binding: bool) -> DeviceRequestA
 
 
 def _single_allocation(
-    d: DeviceEntry, result: DeviceRequestAllocationResult, node_selector: NodeSelector | None
+    rd: _Request, d: DeviceEntry, binding: bool, node_selector: NodeSelector | None
 ) -> AllocationResult:
-    """The allocation of one device without configuration: kept by the device next to
-    its result (both immutable) and used again for the same result and node selector."""
+    """The allocation of one device for ``rd`` without a share and without
+    configuration: kept by the device next to its plain result (both immutable, keyed
+    alike) and used again for the same request signature and node selector."""
+    key = rd.allocation_key
     cache = d.result_cache
-    if cache is None:
-        cache = d.result_cache = {}
-    key = ("allocation", id(result))
-    hit: AllocationResult | None = cache.get(key)
-    if (
-        hit is None
-        or hit.devices.results[0] is not result
-        or hit.node_selector is not node_selector
-    ):
+    hit: AllocationResult | None = cache.get(key) if cache is not None else None
+    if hit is None or hit.node_selector is not node_selector:
+        result = _plain_result(rd, d, binding)
+        cache = d.result_cache
+        assert cache is not None  # made by _plain_result
         if len(cache) >= _MAX_RESULTS_PER_DEVICE:
             cache.clear()
         hit = AllocationResult(
@@ -1132,6 +1186,18 @@ def _node_name_selector(node_name: str) -> NodeSelector:
             ),
         )
     )
+
+
+def _expressions(selectors: Sequence[DeviceSelector]) -> tuple[str, ...]:
+    """The CEL expressions of ``selectors`` (a loop, not a generator: once per request
+    of every pod)."""
+    if not selectors:
+        return ()
+    out = []
+    for sel in selectors:
+        if sel.cel:
+            out.append(sel.cel.expression)
+    return tuple(out)
 
 
 def _is_guarded(selector_key: tuple[tuple[str, ...], tuple[str, ...]]) -> bool:

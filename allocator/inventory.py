@@ -22,6 +22,8 @@ Pool gathering follows Kubernetes 1.37 (experimental channel):
 
 from __future__ import annotations
 
+import functools
+import operator
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -43,6 +45,11 @@ from allocator.nodeselector import NodeSelectorError, node_selector_matches
 from allocator.quantity import NANO, nanos
 
 __all__ = ["NANO", "DeviceEntry", "Inventory", "Pool", "SliceEntry", "nanos"]
+
+_BLOCKING_EFFECTS = (TAINT_EFFECT_NO_SCHEDULE, TAINT_EFFECT_NO_EXECUTE)
+# DeviceID from a (driver, pool, device) tuple without the NamedTuple's Python-level
+# __new__ (as its own _make does): one per device whenever slices change
+_new_device_id = functools.partial(tuple.__new__, DeviceID)
 
 
 class DeviceEntry:
@@ -73,31 +80,45 @@ class DeviceEntry:
     ) -> None:
         self.device = device
         self.slice = slice_entry
-        self.id = DeviceID(slice_entry.driver, slice_entry.pool, device.name)
+        self.id = _new_device_id((slice_entry.driver, slice_entry.pool, device.name))
         self.pool_id = slice_entry.pool_id
         self.multi = bool(device.allow_multiple_allocations)
-        self.blocking_taints: tuple[DeviceTaint, ...] = tuple(
-            t
-            for t in device.taints
-            if t.effect in (TAINT_EFFECT_NO_SCHEDULE, TAINT_EFFECT_NO_EXECUTE)
+        # explicit loops rather than generator expressions: this runs once per device of
+        # every slice whenever slices change (the cold pass), and most devices have no
+        # taints and no counters
+        taints = device.taints
+        self.blocking_taints: tuple[DeviceTaint, ...] = (
+            tuple(t for t in taints if t.effect in _BLOCKING_EFFECTS) if taints else ()
         )
-        counters = tuple(
-            (cc.counter_set, tuple((name, nanos(c.value)) for name, c in cc.counters.items()))
-            for cc in device.consumes_counters
-        )
-        # devices of one kind consume alike: one shared tuple keeps the heap small
-        self.counters: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = (
-            interned.setdefault(counters, counters)
-            if interned is not None and counters
-            else counters
-        )
-        self.uses_compat_groups = any(cc.compatibility_groups for cc in device.consumes_counters)
-        self.capacity: Mapping[str, DeviceCapacity] = device.capacity
+        consumption = device.consumes_counters
+        counters: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+        uses_compat_groups = False
+        if consumption:
+            sets = []
+            for cc in consumption:
+                amounts = []
+                for name, c in cc.counters.items():
+                    amounts.append((name, c.value.nanos()))
+                sets.append((cc.counter_set, tuple(amounts)))
+                if cc.compatibility_groups:
+                    uses_compat_groups = True
+            counters = tuple(sets)
+            # devices of one kind consume alike: one shared tuple keeps the heap small
+            if interned is not None:
+                counters = interned.setdefault(counters, counters)
+        self.counters = counters
+        self.uses_compat_groups = uses_compat_groups
+        capacity = device.capacity
+        self.capacity: Mapping[str, DeviceCapacity] = capacity
         #: Whether a request without capacity requests takes every capacity whole, so that
         #: it fits whenever nothing of the device is in use (see ``fits_capacity``).
-        self.whole_capacity = all(
-            cap.request_policy is None and cap.value.sign() >= 0 for cap in self.capacity.values()
-        )
+        whole = True
+        for cap in capacity.values():
+            # nanos() is kept by the (shared) quantity; its sign is the value's sign
+            if cap.request_policy is not None or cap.value.nanos() < 0:
+                whole = False
+                break
+        self.whole_capacity = whole
         self.binding_conditions = device.binding_conditions
         self.binding_failure_conditions = device.binding_failure_conditions
         self.binds_to_node = bool(device.binds_to_node)
@@ -230,10 +251,15 @@ class NodePools:
         for p in pools:
             self.by_id.setdefault(p.id, p)
         # pool order -> slice order -> device order, usable pools only
-        self.candidates: tuple[DeviceEntry, ...] = tuple(
-            d for p in pools if not (p.incomplete or p.invalid) for d in p.candidates
-        )
+        candidates: list[DeviceEntry] = []
+        for p in pools:
+            if not (p.incomplete or p.invalid):
+                candidates.extend(p.candidates)
+        self.candidates: tuple[DeviceEntry, ...] = tuple(candidates)
 
+
+_by_name = operator.attrgetter("name")
+_by_id = operator.attrgetter("id")
 
 # Bound of the per-node caches (a cluster's nodes; cleared when exceeded).
 _MAX_NODES = 10000
@@ -329,8 +355,8 @@ class Inventory:
             if pool is None:
                 continue
             (late if pool.has_binding_conditions else pools).append(pool)
-        pools.sort(key=lambda p: p.id)
-        late.sort(key=lambda p: p.id)
+        pools.sort(key=_by_id)
+        late.sort(key=_by_id)
         return pools + late
 
     def _complete_pool(self, pool_id: tuple[str, str], slices: list[SliceEntry]) -> Pool | None:
@@ -358,7 +384,7 @@ class Inventory:
         all_for_pool: Sequence[SliceEntry] | None,
     ) -> Pool:
         features = self.features
-        ordered = sorted(slices, key=lambda s: s.name)
+        ordered = sorted(slices, key=_by_name) if len(slices) > 1 else slices
         device_slices: list[SliceEntry] = []
         counter_slices: list[SliceEntry] = []
         not_targeting: list[SliceEntry] = []
@@ -390,14 +416,21 @@ class Inventory:
             return pool
         pool.targeting = tuple(device_slices)
         pool.not_targeting = tuple(not_targeting)
-        pool.candidates = tuple(d for s in device_slices for d in s.devices)
-        pool.counter_devices = tuple(
-            d for slices in (device_slices, not_targeting) for s in slices for d in s.devices
-            if d.counters
-        )  # fmt: skip
-        pool.has_binding_conditions = any(
-            d.device.binding_conditions for s in device_slices for d in s.devices
-        )
+        # loops, not generators: once per pool of every node after slices change
+        candidates: list[DeviceEntry] = []
+        for s in device_slices:
+            candidates.extend(s.devices)
+        pool.candidates = tuple(candidates)
+        counter_devices = [d for d in candidates if d.counters]
+        for s in not_targeting:
+            for d in s.devices:
+                if d.counters:
+                    counter_devices.append(d)
+        pool.counter_devices = tuple(counter_devices)
+        for d in candidates:
+            if d.binding_conditions:
+                pool.has_binding_conditions = True
+                break
         return pool
 
 

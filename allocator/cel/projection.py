@@ -79,7 +79,8 @@ class Projection:
             return None
         driver = device.driver
         parts: list[Any] = [_RAW_TAG]
-        parts.extend(device.scalar(name) for name in self._scalar_order)
+        for name in self._scalar_order:  # a loop, not a generator: once per fresh device
+            parts.append(device.scalar(name))
         for map_name, domain, ids in plan:
             items = device.raw_items(map_name)
             bare = domain == driver

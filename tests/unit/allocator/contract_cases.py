@@ -2023,6 +2023,16 @@ add(
 )
 add(
     scenario(
+        "class config of an unchosen subrequest's class stays out",
+        slices=GPU4,
+        classes=[dclass("gpu"), dclass("big", config=[opaque("big")])],
+        claims=[claim("c", first("r", sub("b", cls="big", count=8), sub("s")))],
+        devices=[["r/s=node-1/gpu-0"]],
+        check={"config": []},
+    )
+)
+add(
+    scenario(
         "class configs before claim configs",
         slices=GPU4,
         classes=[dclass("gpu", config=[opaque("c1"), opaque("c2")])],

@@ -258,3 +258,29 @@ def test_a_search_cancelled_midway_stops() -> None:
     with pytest.raises(AllocationCancelledError):
         allocator.allocate(Node.named(NODE), claims, timeout=None, cancelled=cancelled)
     assert allocator.allocate(Node.named(NODE), claims, timeout=None) is None
+
+
+def test_a_kept_one_device_allocation_is_reused_only_for_the_same_request_signature() -> None:
+    inventory = Inventory([ResourceSlice.from_dict(rslice("a", gpus(1)))])
+    node = Node.named(NODE)
+    toleration = {"key": "k", "operator": "Exists"}
+
+    def allocate(raw: dict[str, Any]) -> AllocationResult:
+        # a new allocator per pod, as a scheduler makes: the device keeps what is reused
+        results = Allocator(inventory, CLASSES, AllocatedState()).allocate(node, _claims(raw))
+        assert results is not None
+        return results[0]
+
+    first = allocate(claim("c1", req("first")))
+    second = allocate(claim("c2", req("second")))
+    tolerant = allocate(claim("c3", req("first", tolerations=[toleration])))
+    admin = allocate(claim("c4", req("first", adminAccess=True)))
+    again = allocate(claim("c5", req("first")))
+    assert again is first  # same request signature on the same device and node: kept
+    assert len({id(a) for a in (first, second, tolerant, admin)}) == 4
+    assert [r.request for r in second.devices.results] == ["second"]
+    assert [len(r.tolerations) for r in tolerant.devices.results] == [1]
+    assert [r.admin_access for r in admin.devices.results] == [True]
+    assert [(r.request, r.tolerations, r.admin_access) for r in first.devices.results] == [
+        ("first", (), None)
+    ]
