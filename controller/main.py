@@ -80,7 +80,8 @@ def run(config: RunConfig) -> int:
             # The light client: only kubeapi.resources talks to the apiserver here, and
             # the kubernetes client's request path costs about 1 ms of CPU more per call.
             load_light_client(config.kubeconfig, qps=config.qps, burst=config.burst,
-                              user_agent=f"drakit-controller{suffix}", pool_size=pool)
+                              user_agent=f"drakit-controller{suffix}", pool_size=pool,
+                              fast_json=True)
             for suffix, pool in (
                 ("", config.controller.workers + 8),  # workers and informers
                 ("/events", 2),

@@ -126,11 +126,23 @@ class LightApiClient:
         burst: int = DEFAULT_BURST,
         user_agent: str = "drakit",
         pool_size: int = POOL_SIZE,
+        fast_json: bool = False,
     ) -> None:
         self.host = server.rstrip("/")
         self.user_agent = user_agent
         self.rate_limiter = TokenBucket(qps, burst)
         self._token = token
+        #: How ``Resource`` decodes this client's answers and watch events.
+        self.json_loads: Callable[[bytes], Any] = json.loads
+        self._json_dumps: Callable[[Any], bytes] = _stdlib_dumps
+        if fast_json:
+            # orjson decodes about 3x and encodes about 10x faster than json; loaded only
+            # for a client that asks (the controller), not in the node plugin, whose idle
+            # RSS it would raise by about 1.4 MiB.
+            import orjson  # noqa: PLC0415
+
+            self.json_loads = orjson.loads
+            self._json_dumps = _orjson_dumps
         parts = urlsplit(self.host)
         self._origin = f"{parts.scheme}://{parts.netloc}"
         self.pool = ConnectionPool(
@@ -155,7 +167,7 @@ class LightApiClient:
         token = self._token()
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        data = None if body is None else json.dumps(body).encode("utf-8")
+        data = None if body is None else self._json_dumps(body)
         return method, url, headers, data, None
 
     def call_api(
@@ -191,6 +203,19 @@ class LightApiClient:
         self.pool.clear()
 
 
+def _stdlib_dumps(body: Any) -> bytes:
+    return json.dumps(body).encode("utf-8")
+
+
+def _orjson_dumps(body: Any) -> bytes:
+    import orjson  # noqa: PLC0415  (loaded already by a client that uses this)
+
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # what only json can write (an int beyond 64 bits, a non-str key)
+        return _stdlib_dumps(body)
+
+
 def load_light_client(
     kubeconfig: str | None = None,
     *,
@@ -198,6 +223,7 @@ def load_light_client(
     burst: int = DEFAULT_BURST,
     user_agent: str = "drakit",
     pool_size: int = POOL_SIZE,
+    fast_json: bool = False,
 ) -> Any:
     """A :class:`LightApiClient` for the configuration ``load_client`` would pick.
 
@@ -206,10 +232,16 @@ def load_light_client(
     (``kubeapi.client.load_client``) for configurations it does not understand.
     ``pool_size`` connections per host are kept open for reuse: at least one per thread
     that sends requests at the same time, or the surplus pays a TLS handshake each.
+    ``fast_json`` decodes and encodes with orjson (the full client ignores it).
     """
     try:
         return _light_client(
-            kubeconfig, qps=qps, burst=burst, user_agent=user_agent, pool_size=pool_size
+            kubeconfig,
+            qps=qps,
+            burst=burst,
+            user_agent=user_agent,
+            pool_size=pool_size,
+            fast_json=fast_json,
         )
     except UnsupportedConfigError:
         from kubeapi.client import load_client  # noqa: PLC0415  (imports kubernetes: only here)
@@ -221,10 +253,17 @@ def load_light_client(
 
 
 def _light_client(
-    kubeconfig: str | None, *, qps: float, burst: int, user_agent: str, pool_size: int
+    kubeconfig: str | None,
+    *,
+    qps: float,
+    burst: int,
+    user_agent: str,
+    pool_size: int,
+    fast_json: bool,
 ) -> LightApiClient:
     limits: dict[str, Any] = {
-        "qps": qps, "burst": burst, "user_agent": user_agent, "pool_size": pool_size
+        "qps": qps, "burst": burst, "user_agent": user_agent, "pool_size": pool_size,
+        "fast_json": fast_json,
     }  # fmt: skip
     if kubeconfig:
         return from_kubeconfig(Path(kubeconfig), **limits)
