@@ -202,7 +202,7 @@ def _read_head(connection: _Connection) -> tuple[int, dict[str, str]]:
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
         else:
             raise ProtocolError("too many header lines")
-        if status != 100:  # an interim "100 Continue" is followed by the real answer
+        if not 100 <= status < 200 or status == 101:  # interim answers precede the real one
             connection.used = True
             return status, headers
 
@@ -251,6 +251,9 @@ class ConnectionPool:
         """
         head = [f"{method} {target} HTTP/1.1", f"Host: {self.netloc}"]
         head += [f"{name}: {value}" for name, value in headers.items()]
+        if any(c in line for line in head for c in "\r\n"):
+            # A token or user agent with a line break would smuggle in headers of its own.
+            raise ValueError(f"{method} {target[:200]!r}: a line break in the request head")
         if body is not None or method in ("POST", "PUT", "PATCH"):
             head.append(f"Content-Length: {len(body or b'')}")
         message = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")

@@ -242,3 +242,27 @@ def test_shutdown_from_another_thread_ends_a_read_waiting_for_data(
     assert received == []
     response.close()
     release.set()
+
+
+def test_header_value_with_a_line_break_is_refused_before_sending(
+    serve: Callable[[Handler], ScriptedServer],
+) -> None:
+    server = serve(keep_answering)
+    pool = pool_for(server)
+    with pytest.raises(ValueError, match="line break"):
+        pool.request("GET", "/x", headers={"Authorization": "Bearer a\r\nX-Evil: 1"})
+    assert get(pool) == b'{"ok": true}'
+    assert server.requests == [b"GET /x HTTP/1.1"]  # the refused one was never sent
+    pool.clear()
+
+
+def test_interim_answers_are_skipped_for_the_final_one(
+    serve: Callable[[Handler], ScriptedServer],
+) -> None:
+    def early_hints(read: Reader, conn: socket.socket) -> None:
+        read()
+        conn.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + ok(b"final"))
+
+    pool = pool_for(serve(early_hints))
+    assert get(pool) == b"final"
+    pool.clear()
