@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import sys
@@ -28,6 +29,14 @@ if TYPE_CHECKING:
 __all__ = ["EXIT_FAILED", "LeaderElection", "RunConfig", "run"]
 
 EXIT_FAILED = 1  # start-up failed, or leadership was lost (the process should restart)
+#: The cycle collector's thresholds in the controller process (Python's default: 700, 10, 10).
+#: The informer caches hold hundreds of thousands of containers and every watch event
+#: allocates hundreds more, so the default ran a young collection every few events and
+#: full ones over the whole cache again and again: 0.49 s of the controller's 5 s of CPU
+#: per 1,000 scheduled pods, against 0.07 s with these (16 young collections, no older).
+#: The objects are JSON trees, without cycles; the rare cyclic garbage is still
+#: collected, in larger batches.
+GC_THRESHOLDS = (20_000, 20, 10)
 
 log = logging.getLogger("drakit.controller")
 
@@ -75,12 +84,14 @@ def _serve_metrics(address: tuple[str, int], metrics: ControllerMetrics) -> Metr
 def run(config: RunConfig) -> int:
     """Serve until SIGTERM/SIGINT (0) or until leadership is lost or start-up fails (1)."""
     identity = config.controller.identity
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         api, events_api, election_api = (
             # The light client: only kubeapi.resources talks to the apiserver here, and
             # the kubernetes client's request path costs about 1 ms of CPU more per call.
             load_light_client(config.kubeconfig, qps=config.qps, burst=config.burst,
-                              user_agent=f"drakit-controller{suffix}", pool_size=pool)
+                              user_agent=f"drakit-controller{suffix}", pool_size=pool,
+                              fast_json=True)
             for suffix, pool in (
                 ("", config.controller.workers + 8),  # workers and informers
                 ("/events", 2),

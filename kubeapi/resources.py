@@ -20,7 +20,7 @@ import random
 import socket
 import sys
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
@@ -167,9 +167,12 @@ class WatchStream:
     its timeout; the caller then watches again from the last resourceVersion it saw.
     """
 
-    def __init__(self, response: Any, rtype: ResourceType) -> None:
+    def __init__(
+        self, response: Any, rtype: ResourceType, loads: Callable[[bytes], Any] = json.loads
+    ) -> None:
         self._response = response
         self._rtype = rtype
+        self._loads = loads
         self._closed = False
 
     def __enter__(self) -> WatchStream:
@@ -216,7 +219,7 @@ class WatchStream:
 
     def _decode(self, line: bytes) -> WatchEvent:
         try:
-            raw = json.loads(line)
+            raw = self._loads(line)
         except ValueError as err:
             raise ApiError(f"watch {self._rtype.plural}: undecodable event: {err}") from err
         event_type = raw.get("type", "")
@@ -261,6 +264,8 @@ class Resource:
     ) -> None:
         self.api = api
         self.rtype = rtype
+        # The client's JSON decoder where it has one (the light client's may be orjson).
+        self._loads: Callable[[bytes], Any] = getattr(api, "json_loads", json.loads)
         #: (connect, read) seconds for every request but watches.
         self.request_timeout = request_timeout
 
@@ -338,7 +343,7 @@ class Resource:
             query=query,
             timeout=(self.request_timeout[0], timeout_seconds + 30.0),
         )
-        return WatchStream(response, self.rtype)
+        return WatchStream(response, self.rtype, self._loads)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -511,7 +516,7 @@ class Resource:
         finally:
             response.release_conn()
         try:
-            decoded = json.loads(data) if data else {}
+            decoded = self._loads(data) if data else {}
         except ValueError as err:
             raise ApiError(f"{method} {path}: answer is not JSON: {err}") from err
         if not isinstance(decoded, dict):

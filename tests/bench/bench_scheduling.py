@@ -18,12 +18,20 @@ pod until the last pod is bound, claim generation included. Two pairs of runs:
 Every run ends with the independent checker of the integration tests (no device in two
 claims, every allocation satisfies its claim), so a fast but wrong run cannot count.
 
+Each run also prints the CPU seconds (user + system) that the drakit controller process spent
+from the creation of the first pod until the last was bound: on a shared machine that figure
+moves far less than pods/s, so it is the one to compare two versions of the controller by.
+``--setups`` runs only some of the four setups (for example ``--setups unlimited-drakit`` while
+profiling the controller, whose pid is printed when it starts).
+
     hack/bench.sh scheduling            # or: .venv/bin/python tests/bench/bench_scheduling.py
     BENCH_SCHEDULING_RUNS=3 hack/bench.sh scheduling
+    .venv/bin/python tests/bench/bench_scheduling.py --setups unlimited-drakit --runs 3
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import socket
@@ -54,18 +62,36 @@ RUNS = int(os.environ.get("BENCH_SCHEDULING_RUNS", "1"))
 
 @dataclass(frozen=True)
 class Setup:
+    key: str  # the name --setups takes
     name: str
     scheduler: str  # "drakit" or "kube-scheduler"
     limited: bool  # default client-side rate limits
 
 
 SETUPS = (
-    Setup("defaults: drakit", "drakit", limited=True),
-    Setup("defaults: kube-scheduler + kube-controller-manager", "kube-scheduler", limited=True),
-    Setup("no client limits: drakit", "drakit", limited=False),
-    Setup("no client limits: kube-scheduler + drakit claim generation", "kube-scheduler",
-          limited=False),
+    Setup("defaults-drakit", "defaults: drakit", "drakit", limited=True),
+    Setup("defaults-go", "defaults: kube-scheduler + kube-controller-manager", "kube-scheduler",
+          limited=True),
+    Setup("unlimited-drakit", "no client limits: drakit", "drakit", limited=False),
+    Setup("unlimited-go", "no client limits: kube-scheduler + drakit claim generation",
+          "kube-scheduler", limited=False),
 )  # fmt: skip
+#: The pairs whose ratio is reported (drakit first), when both of a pair ran.
+PAIRS = (("defaults-drakit", "defaults-go"), ("unlimited-drakit", "unlimited-go"))
+
+
+@dataclass(frozen=True)
+class Result:
+    rate: float  # pods per second, creation of the first pod to the last bound
+    creating: float  # seconds spent creating the pods (part of the figure)
+    controller_cpu: float  # CPU seconds of the drakit controller meanwhile (0.0: none ran)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process, from /proc/<pid>/stat."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()  # the name may contain spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -97,12 +123,13 @@ def start_drakit(cluster: LocalCluster, log: Path, *args: str) -> ControllerProc
     while not any(line.get("msg") == "Caches synced, starting workers"
                   for line in process.log_lines()):  # fmt: skip
         time.sleep(0.1)
+    print(f"    drakit controller pid {process.process.pid} ({log.name})", flush=True)
     return process
 
 
-def run_once(setup: Setup) -> tuple[float, float]:
-    """One run on a fresh control plane; returns (pods per second, seconds spent creating the
-    pods: part of the figure, the same work in every setup)."""
+def run_once(setup: Setup) -> Result:
+    """One run on a fresh control plane. The time spent creating the pods is part of the
+    figure, the same work in every setup."""
     upstream = setup.scheduler == "kube-scheduler"
     config = ClusterConfig(
         build_missing=False,
@@ -144,7 +171,9 @@ def run_once(setup: Setup) -> tuple[float, float]:
                     "0",
                 )
             )
+        pids = [process.process.pid for process in processes]
         try:
+            cpu_before = sum(cpu_seconds(pid) for pid in pids)
             began = time.monotonic()
             create_pods(
                 objects,
@@ -156,33 +185,70 @@ def run_once(setup: Setup) -> tuple[float, float]:
             creating = time.monotonic() - began
             wait_all_bound(objects, "default", PODS, timeout=900, poll=0.5)
             elapsed = time.monotonic() - began
+            cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
         finally:
             for process in processes:
                 process.terminate()
         problems = check_allocations(objects, "default")
         if problems:
             raise SystemExit(f"{setup.name}: wrong allocations: {problems[:5]}")
-        return PODS / elapsed, creating
+        return Result(PODS / elapsed, creating, cpu)
 
 
-def main() -> int:
-    results: dict[str, list[float]] = {setup.name: [] for setup in SETUPS}
-    for _ in range(RUNS):
-        for setup in SETUPS:
-            rate, creating = run_once(setup)
-            results[setup.name].append(rate)
-            print(f"  {setup.name}: {rate:.1f} pods/s (creating the pods took {creating:.1f}s)",
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Scheduling throughput of drakit's controller against kube-scheduler "
+        f"v1.37.2: {PODS} pods onto {NODES} fake nodes x {DEVICES} devices.",
+    )
+    keys = [setup.key for setup in SETUPS]
+    parser.add_argument(
+        "--setups",
+        default=",".join(keys),
+        help="comma-separated setups to run, in this order each run; ratios are printed for "
+        f"the pairs that both ran (default: all four: {', '.join(keys)})",
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=RUNS,
+        help="runs of every setup; medians are reported (default: $BENCH_SCHEDULING_RUNS or 1)",
+    )
+    args = parser.parse_args(argv)
+    chosen = [key.strip() for key in args.setups.split(",") if key.strip()]
+    unknown = sorted(set(chosen) - set(keys))
+    if unknown or not chosen:
+        parser.error(f"--setups: unknown {unknown or 'empty'}; choose from {', '.join(keys)}")
+    if args.runs < 1:
+        parser.error("--runs: at least 1")
+    args.setups = [setup for setup in SETUPS if setup.key in chosen]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setups: list[Setup] = args.setups
+    results: dict[str, list[Result]] = {setup.key: [] for setup in setups}
+    for _ in range(args.runs):
+        for setup in setups:
+            result = run_once(setup)
+            results[setup.key].append(result)
+            print(f"  {setup.name}: {result.rate:.1f} pods/s (creating the pods took "
+                  f"{result.creating:.1f}s; drakit controller CPU {result.controller_cpu:.1f}s)",
                   flush=True)  # fmt: skip
-    medians = {name: statistics.median(rates) for name, rates in results.items()}
     print(
         f"scheduling {PODS} pods (1 device each) onto {NODES} nodes x {DEVICES} devices, "
-        f"creation to bound, median of {RUNS} run(s):"
+        f"creation to bound, median of {args.runs} run(s):"
     )
-    names = [s.name for s in SETUPS]
-    for drakit, upstream in ((names[0], names[1]), (names[2], names[3])):
-        print(f"  {drakit}: {medians[drakit]:.1f} pods/s")
-        print(f"  {upstream}: {medians[upstream]:.1f} pods/s")
-        print(f"  ratio drakit / kube-scheduler: {medians[drakit] / medians[upstream]:.2f}")
+    medians = {key: statistics.median(r.rate for r in runs) for key, runs in results.items()}
+    names = {setup.key: setup.name for setup in SETUPS}
+    for setup in setups:
+        cpu = statistics.median(r.controller_cpu for r in results[setup.key])
+        print(f"  {setup.name}: {medians[setup.key]:.1f} pods/s, drakit controller CPU "
+              f"{cpu:.1f}s")  # fmt: skip
+    for drakit, upstream in PAIRS:
+        if drakit in medians and upstream in medians:
+            print(f"  ratio drakit / kube-scheduler ({names[drakit].split(':')[0]}): "
+                  f"{medians[drakit] / medians[upstream]:.2f}")  # fmt: skip
     return 0
 
 

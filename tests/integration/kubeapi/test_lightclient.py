@@ -53,7 +53,7 @@ def test_kubeconfig_certificate_authority_is_the_only_authority_trusted(
     # As client-go: a cluster entry with a CA trusts that CA, not the system's trust store.
     api = load_light_client(cluster.kubeconfig)
     assert isinstance(api, LightApiClient)
-    context = api.pool.connection_pool_kw["ssl_context"]
+    context = api.pool.ssl_context
     assert len(context.get_ca_certs()) == 1
     assert Resource(api, NAMESPACES).get("default")["metadata"]["name"] == "default"
 
