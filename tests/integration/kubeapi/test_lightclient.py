@@ -44,7 +44,10 @@ def test_tls_material_in_files_relative_to_the_kubeconfig_reaches_the_apiserver(
         holder[key] = file_name
     api = load_light_client(write(tmp_path, config))
     assert isinstance(api, LightApiClient)
-    assert Resource(api, NAMESPACES).get("default")["metadata"]["name"] == "default"
+    try:
+        assert Resource(api, NAMESPACES).get("default")["metadata"]["name"] == "default"
+    finally:
+        api.close()
 
 
 def test_kubeconfig_certificate_authority_is_the_only_authority_trusted(
@@ -55,7 +58,10 @@ def test_kubeconfig_certificate_authority_is_the_only_authority_trusted(
     assert isinstance(api, LightApiClient)
     context = api.pool.ssl_context
     assert len(context.get_ca_certs()) == 1
-    assert Resource(api, NAMESPACES).get("default")["metadata"]["name"] == "default"
+    try:
+        assert Resource(api, NAMESPACES).get("default")["metadata"]["name"] == "default"
+    finally:
+        api.close()
 
 
 def test_kubeconfig_with_an_exec_plugin_falls_back_to_the_kubernetes_client(
