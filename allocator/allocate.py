@@ -241,6 +241,12 @@ class Allocator:
         run.evaluate_guarded_selectors()
 
     # -- shared per-allocator caches --------------------------------------------------------
+    def prepared(self, ci: int, claim: ResourceClaim) -> list[_RequestSlot] | None:
+        """The requests of ``claim`` (at position ``ci``) as prepared by an earlier call on
+        another node (read-only); None when there is none."""
+        hit = self._prepared.get((id(claim), ci))
+        return hit.slots if hit is not None and hit.claim is claim else None
+
     def keep_prepared(self, ci: int, claim: ResourceClaim, slots: list[_RequestSlot]) -> None:
         with self._lock:
             if len(self._prepared) >= _MAX_PREPARED:
@@ -261,12 +267,9 @@ class Allocator:
 
     def _count_available(self, pool: Pool) -> dict[str, dict[str, int]]:
         available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
-        state = self.state
-        # AllocatedState.is_allocated, its three maps read here: once per pool and change
-        dedicated, shared, capacity = state.dedicated, state.shared_devices, state.capacity
+        is_allocated = self.state.is_allocated
         for d in pool.counter_devices:
-            dev_id = d.id
-            if not (dev_id in dedicated or dev_id in shared or dev_id in capacity):
+            if not is_allocated(d.id):
                 continue
             for set_name, counters in d.counters:
                 target = available.get(set_name)
@@ -352,15 +355,10 @@ class _Run:
             if any(p.invalid for p in self.pools):
                 raise NodeUnsuitableError("invalid resource pools were encountered")
             return None
-        results = []
-        for ci, claim in enumerate(self.claims):
-            results.append(self._build_result(ci, claim))
-        return results
+        return [self._build_result(ci, claim) for ci, claim in enumerate(self.claims)]
 
     def _prepare_claim(self, ci: int, claim: ResourceClaim) -> None:
-        # requests prepared by an earlier call on another node (read-only), if any
-        hit = self.a._prepared.get((id(claim), ci))
-        slots = hit.slots if hit is not None and hit.claim is claim else None
+        slots = self.a.prepared(ci, claim)
         if slots is None:
             slots = self._prepare_requests(ci, claim)
             if not any(rd.all_mode for slot in slots for rd in slot.alternatives):
@@ -938,12 +936,7 @@ class _Run:
     def _reserve_counters(self, d: DeviceEntry) -> bool:
         pool_id = d.pool_id
         pool = self.pools_by_id[pool_id]  # candidates always come from a pool
-        a = self.a
-        kept = pool.available_cache  # Allocator.available_counters, its hit inline
-        if kept is not None and kept[0] == a.state.pool_stamp(pool_id):
-            available = kept[1]
-        else:
-            available = a.available_counters(pool)
+        available = self.a.available_counters(pool)
         consumed = self.consumed_counters.get(pool_id)
         if consumed is None:
             consumed = self.consumed_counters[pool_id] = {}
