@@ -37,9 +37,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "controller"))
 
 from controller_harness import ControllerProcess, Objects
+from procstats import cpu_seconds, peak_rss_mib
 from scale_workload import build_nodes, check_allocations
 
 from drakit.localcluster import ClusterConfig, LocalCluster
@@ -67,11 +69,7 @@ class SideResult:
 
 def proc_stats(pid: int) -> tuple[float, float]:
     """(peak RSS in MiB, CPU seconds) of a running process."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    hwm = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM"))
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime + stime
-    return hwm / 1024, ticks / 100
+    return peak_rss_mib(pid), cpu_seconds(pid)
 
 
 def apiserver_requests(cluster: LocalCluster) -> float:

@@ -44,9 +44,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "controller"))
 
 from controller_harness import ControllerProcess, Objects
+from procstats import cpu_seconds
 from scale_workload import build_nodes, check_allocations, create_pods, wait_all_bound
 
 from drakit.localcluster import ClusterConfig, LocalCluster
@@ -85,13 +87,6 @@ class Result:
     rate: float  # pods per second, creation of the first pod to the last bound
     creating: float  # seconds spent creating the pods (part of the figure)
     controller_cpu: float  # CPU seconds of the drakit controller meanwhile (0.0: none ran)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a running process, from /proc/<pid>/stat."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()  # the name may contain spaces
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
