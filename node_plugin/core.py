@@ -289,7 +289,9 @@ class PrepareCore:
         if not todo:
             return out
         try:
-            self.checkpoint.save()  # phase 1: every claim of the batch is PrepareStarted
+            # Phase 1: every claim of the batch is PrepareStarted. Not flushed on its own:
+            # phase 2's flush covers it (see the checkpoint module's rules).
+            self.checkpoint.save(flush=False)
         except OSError as exc:
             self.checkpoint.remove(*fresh)
             for claim in todo:
@@ -529,10 +531,19 @@ class PrepareCore:
         return sum(1 for e in self.checkpoint.entries() if e.completed)
 
     def _forget_reboot_leftovers(self) -> None:
-        """After a reboot the checkpoint dropped its claims; their CDI specs go too."""
-        for entry in self.checkpoint.dropped_after_reboot:
-            self.cdi.remove(entry.uid)
+        """After a reboot the checkpoint dropped its claims; every CDI spec of ours goes too.
+
+        Every one, not only those of the dropped claims: on a CDI root that survives a
+        reboot, a spec may outlive a ``PrepareStarted`` record the crash took (it is
+        not flushed on its own), and no spec of an earlier boot is valid.
+        """
+        stale = {entry.uid for entry in self.checkpoint.dropped_after_reboot}
+        if self.checkpoint.rebooted:
+            stale.update(uid for uid, _ in self.cdi.read_all())
+        for uid in sorted(stale):
+            self.cdi.remove(uid)
         self.checkpoint.dropped_after_reboot.clear()
+        self.checkpoint.rebooted = False
 
     def _rebuild_from_cdi_specs(self) -> list[ClaimEntry]:
         """Checkpoint entries recovered from the annotations of our CDI specs."""

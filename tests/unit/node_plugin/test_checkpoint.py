@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import pytest
+
+from node_plugin import checkpoint as checkpoint_module
 from node_plugin.checkpoint import (
     API_VERSION,
     COMPLETED,
@@ -239,3 +243,78 @@ def reopened_b2(path: Path) -> list[ClaimEntry]:
     checkpoint = Checkpoint(path, boot_id=lambda: "b2")
     checkpoint.refresh()
     return checkpoint.entries()
+
+
+def test_claims_prepared_after_a_reboot_with_an_empty_checkpoint_survive_a_reload(
+    tmp_path: Path,
+) -> None:
+    # The earlier boot left a snapshot without claims. Claims of this boot journaled on
+    # top of it must not be taken for the earlier boot's when the files are read again.
+    path = tmp_path / "checkpoint.json"
+    old = Checkpoint(path, boot_id=lambda: "b1")
+    old.refresh()
+    old.put(entry("u0"))
+    old.save()
+    old.remove("u0")
+    old.save()
+    new = Checkpoint(path, boot_id=lambda: "b2")
+    new.refresh()
+    new.put(entry("u1"))
+    new.save()
+    reloaded = Checkpoint(path, boot_id=lambda: "b2")
+    reloaded.refresh()
+    assert reloaded.get("u1") == entry("u1")
+    assert reloaded.dropped_after_reboot == []
+
+
+def count_fdatasyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The descriptors the checkpoint module fdatasyncs, in order (the calls still run)."""
+    calls: list[int] = []
+    real = os.fdatasync
+
+    def recording(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(checkpoint_module.os, "fdatasync", recording)
+    return calls
+
+
+def test_a_record_saved_without_flush_is_read_by_the_next_process_and_not_flushed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "checkpoint.json"
+    writer = Checkpoint(path, boot_id=lambda: "b")
+    writer.refresh()
+    writer.put(entry("u0"))
+    writer.save()  # the first save writes the snapshot and its journal
+    flushes = count_fdatasyncs(monkeypatch)
+    writer.put(entry("u1", STARTED))
+    writer.save(flush=False)
+    assert flushes == []
+    # What a restarted plugin reads after a SIGKILL here: the same files, no flush.
+    reader = Checkpoint(path, boot_id=lambda: "b")
+    reader.refresh()
+    assert reader.get("u1") == entry("u1", STARTED)
+
+
+def test_a_flushing_save_flushes_earlier_unflushed_records_even_when_nothing_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "checkpoint.json"
+    checkpoint = Checkpoint(path, boot_id=lambda: "b")
+    checkpoint.refresh()
+    checkpoint.put(entry("u0"))
+    checkpoint.save()
+    flushes = count_fdatasyncs(monkeypatch)
+    checkpoint.put(entry("u1", STARTED))
+    checkpoint.save(flush=False)
+    checkpoint.save()  # nothing new, but the STARTED record is not on the disk yet
+    assert len(flushes) == 1
+    checkpoint.save()  # now there is nothing left to flush
+    assert len(flushes) == 1
+    checkpoint.put(entry("u1"))
+    checkpoint.save(flush=False)
+    checkpoint.put(entry("u2"))
+    checkpoint.save()  # one flush covers both records of the one file
+    assert len(flushes) == 2

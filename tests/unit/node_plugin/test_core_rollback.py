@@ -14,13 +14,16 @@ from typing import Any
 import pytest
 
 from kubeapi.errors import NotFound
+from node_plugin import checkpoint as checkpoint_module
 from node_plugin.backends.base import (
     BackendError,
     BackendPrepared,
     ClaimToPrepare,
+    ContainerEdits,
     RequestContext,
 )
 from node_plugin.backends.registry import load_backend
+from node_plugin.cdi import CDIDevice
 from node_plugin.checkpoint import COMPLETED, FILE_NAME, Checkpoint, ClaimEntry
 from node_plugin.core import PrepareCore
 from node_plugin.driver import CallContext, ClaimRef, PluginConfig
@@ -224,3 +227,54 @@ def test_unprepare_of_a_claim_never_prepared_here_does_not_reach_the_backend(
     uid = str(uuid.uuid4())
     assert core.unprepare([ClaimRef("default", uid, "never")], call(config)) == {uid: ""}
     assert backend.unprepared_refs == [] and backend.contexts == []
+
+
+def test_a_prepare_flushes_the_checkpoint_journal_once_after_the_cdi_spec_is_written(
+    core: PrepareCore, claims: InMemoryClaims, config: PluginConfig,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # The PrepareStarted record is handed to the kernel before the backend acts; one
+    # flush, after the CDI spec, makes both records durable before the answer.
+    warm = claims.add_allocated("gpu-0")  # the first save writes a snapshot
+    assert core.prepare([warm], call(config))[warm.uid].error == ""
+    ref = claims.add_allocated("gpu-1")
+    events: list[str] = []
+    real_fdatasync, real_write = checkpoint_module.os.fdatasync, core.cdi.write
+
+    def fdatasync(fd: int) -> None:
+        events.append("flush")
+        real_fdatasync(fd)
+
+    def write(*args: Any, **kwargs: Any) -> Path:
+        started = Checkpoint(core.checkpoint.path, boot_id=lambda: "boot-1")
+        started.refresh()  # a plugin restarted here would find the claim PrepareStarted
+        assert not started.get(ref.uid).completed  # type: ignore[union-attr]
+        events.append("cdi")
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(checkpoint_module.os, "fdatasync", fdatasync)
+    monkeypatch.setattr(core.cdi, "write", write)
+    assert core.prepare([ref], call(config))[ref.uid].error == ""
+    assert events == ["cdi", "flush"]
+
+
+def test_start_after_a_reboot_removes_every_cdi_spec_of_the_driver(
+    config: PluginConfig, backend: RecordingBackend, claims: InMemoryClaims
+) -> None:
+    before = PrepareCore(config, PluginMetrics(), backend, claims, boot_id=lambda: "boot-0")  # type: ignore[arg-type]
+    before.start()
+    recorded = claims.add_allocated("gpu-0")
+    assert before.prepare([recorded], call(config))[recorded.uid].error == ""
+    before.stop()
+    # A spec whose PrepareStarted record a power cut took (a CDI root on a disk).
+    unrecorded = str(uuid.uuid4())
+    before.cdi.write(
+        unrecorded, [CDIDevice(before.cdi.device_name(unrecorded, "gpu-1"), ContainerEdits())]
+    )
+    after = PrepareCore(config, PluginMetrics(), backend, claims, boot_id=lambda: "boot-1")  # type: ignore[arg-type]
+    after.start()
+    try:
+        assert list(after.cdi.read_all()) == []
+        assert after.checkpoint.entries() == []
+    finally:
+        after.stop()
