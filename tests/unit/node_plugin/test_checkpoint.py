@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from node_plugin import checkpoint as checkpoint_module
 from node_plugin.checkpoint import (
     API_VERSION,
     COMPLETED,
@@ -251,20 +250,24 @@ def test_claims_prepared_after_a_reboot_with_an_empty_checkpoint_survive_a_reloa
     # The earlier boot left a snapshot without claims. Claims of this boot journaled on
     # top of it must not be taken for the earlier boot's when the files are read again.
     path = tmp_path / "checkpoint.json"
-    old = Checkpoint(path, boot_id=lambda: "b1")
-    old.refresh()
-    old.put(entry("u0"))
-    old.save()
+    old = saved_checkpoint(path, "b1", entry("u0"))
     old.remove("u0")
     old.save()
-    new = Checkpoint(path, boot_id=lambda: "b2")
-    new.refresh()
-    new.put(entry("u1"))
-    new.save()
-    reloaded = Checkpoint(path, boot_id=lambda: "b2")
-    reloaded.refresh()
+    saved_checkpoint(path, "b2", entry("u1"))
+    reloaded = saved_checkpoint(path, "b2")
     assert reloaded.get("u1") == entry("u1")
     assert reloaded.dropped_after_reboot == []
+
+
+def saved_checkpoint(path: Path, boot: str, *entries: ClaimEntry) -> Checkpoint:
+    """The checkpoint at ``path`` as a plugin of boot ``boot`` loads it, with ``entries``
+    put and saved (none: just loaded)."""
+    checkpoint = Checkpoint(path, boot_id=lambda: boot)
+    checkpoint.refresh()
+    if entries:
+        checkpoint.put(*entries)
+        checkpoint.save()
+    return checkpoint
 
 
 def count_fdatasyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -276,7 +279,7 @@ def count_fdatasyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         calls.append(fd)
         real(fd)
 
-    monkeypatch.setattr(checkpoint_module.os, "fdatasync", recording)
+    monkeypatch.setattr(os, "fdatasync", recording)
     return calls
 
 
@@ -284,28 +287,19 @@ def test_a_record_saved_without_flush_is_read_by_the_next_process_and_not_flushe
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "checkpoint.json"
-    writer = Checkpoint(path, boot_id=lambda: "b")
-    writer.refresh()
-    writer.put(entry("u0"))
-    writer.save()  # the first save writes the snapshot and its journal
+    writer = saved_checkpoint(path, "b", entry("u0"))  # a snapshot and its journal
     flushes = count_fdatasyncs(monkeypatch)
     writer.put(entry("u1", STARTED))
     writer.save(flush=False)
     assert flushes == []
     # What a restarted plugin reads after a SIGKILL here: the same files, no flush.
-    reader = Checkpoint(path, boot_id=lambda: "b")
-    reader.refresh()
-    assert reader.get("u1") == entry("u1", STARTED)
+    assert saved_checkpoint(path, "b").get("u1") == entry("u1", STARTED)
 
 
 def test_a_flushing_save_flushes_earlier_unflushed_records_even_when_nothing_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "checkpoint.json"
-    checkpoint = Checkpoint(path, boot_id=lambda: "b")
-    checkpoint.refresh()
-    checkpoint.put(entry("u0"))
-    checkpoint.save()
+    checkpoint = saved_checkpoint(tmp_path / "checkpoint.json", "b", entry("u0"))
     flushes = count_fdatasyncs(monkeypatch)
     checkpoint.put(entry("u1", STARTED))
     checkpoint.save(flush=False)

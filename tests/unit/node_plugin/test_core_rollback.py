@@ -6,6 +6,7 @@ tests/integration/node_plugin/); checkpoint, CDI specs and lock are real files i
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,7 +15,6 @@ from typing import Any
 import pytest
 
 from kubeapi.errors import NotFound
-from node_plugin import checkpoint as checkpoint_module
 from node_plugin.backends.base import (
     BackendError,
     BackendPrepared,
@@ -239,7 +239,7 @@ def test_a_prepare_flushes_the_checkpoint_journal_once_after_the_cdi_spec_is_wri
     assert core.prepare([warm], call(config))[warm.uid].error == ""
     ref = claims.add_allocated("gpu-1")
     events: list[str] = []
-    real_fdatasync, real_write = checkpoint_module.os.fdatasync, core.cdi.write
+    real_fdatasync, real_write = os.fdatasync, core.cdi.write
 
     def fdatasync(fd: int) -> None:
         events.append("flush")
@@ -252,7 +252,7 @@ def test_a_prepare_flushes_the_checkpoint_journal_once_after_the_cdi_spec_is_wri
         events.append("cdi")
         return real_write(*args, **kwargs)
 
-    monkeypatch.setattr(checkpoint_module.os, "fdatasync", fdatasync)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
     monkeypatch.setattr(core.cdi, "write", write)
     assert core.prepare([ref], call(config))[ref.uid].error == ""
     assert events == ["cdi", "flush"]
