@@ -7,7 +7,10 @@ Unix socket with the DRA v1 API. Every timed call does the full work: GET of
 the claims from the apiserver, checkpoint writes, CDI spec writes. (After each
 timed prepare the claims are unprepared, untimed, so the next prepare is not a
 checkpoint hit.) Two cases: 1 claim with 1 device, and a batch of 32 claims.
-Also reported: the plugin's idle RSS (VmRSS after start-up, before any call).
+Also reported: the plugin's idle RSS (VmRSS after start-up, before any call), and
+the latency of a call with no claims (the gRPC transport and the servicer's
+dispatch, nothing else), which splits the 1-claim difference into the part the
+gRPC server costs and the part the prepare costs.
 
 When the kubelet plugin of sigs.k8s.io/dra-example-driver (the Go reference on
 the kubeletplugin helper, pinned in hack/tools/dra-example-driver) is built or
@@ -67,6 +70,7 @@ class Result:
     single_ms: list[float]
     batch_ms: list[float]
     idle_rss_mib: float
+    empty_ms: list[float]
 
     def row(self) -> str:
         return (
@@ -150,6 +154,7 @@ class Plugin:
         self.claims: list[v1.Claim] = []
         self.single_ms: list[float] = []
         self.batch_ms: list[float] = []
+        self.empty_ms: list[float] = []
         self.idle_rss_mib = float("nan")
         self._channel: grpc.Channel | None = None
         self._stub: Any = None
@@ -178,8 +183,19 @@ class Plugin:
         )
         return elapsed
 
+    def empty_call(self) -> float:
+        """A NodePrepareResources call without claims (timed, in ms): transport only."""
+        started = time.perf_counter()
+        response = self._stub.NodePrepareResources(
+            v1.NodePrepareResourcesRequest(claims=[]), timeout=60
+        )
+        elapsed = (time.perf_counter() - started) * 1000
+        if response.claims:
+            raise RuntimeError(f"{self.name}: results for a call without claims")
+        return elapsed
+
     def result(self) -> Result:
-        return Result(self.name, self.single_ms, self.batch_ms, self.idle_rss_mib)
+        return Result(self.name, self.single_ms, self.batch_ms, self.idle_rss_mib, self.empty_ms)
 
     def stop(self) -> None:
         if self._channel is not None:
@@ -205,6 +221,7 @@ def measure_interleaved(plugins: Sequence[Plugin], iterations: int, batch_iterat
     for i in range(iterations):
         for plugin in in_turn(plugins, i):
             plugin.single_ms.append(plugin.cycle(1))
+            plugin.empty_ms.append(plugin.empty_call())
     for i in range(batch_iterations):
         for plugin in in_turn(plugins, i):
             plugin.batch_ms.append(plugin.cycle(BATCH))
@@ -323,6 +340,11 @@ def main() -> int:
         print(result.row())
     if len(results) == 2:
         py, go = results
+        print(
+            "call without claims (gRPC transport and dispatch only), p50: "
+            f"drakit {p(py.empty_ms, 50):.2f} ms, Go {p(go.empty_ms, 50):.2f} ms "
+            f"({p(py.empty_ms, 50) / p(go.empty_ms, 50):.2f}x)"
+        )
         print(
             "ratio drakit/Go (p50): "
             f"1 claim {p(py.single_ms, 50) / p(go.single_ms, 50):.2f}x, "
