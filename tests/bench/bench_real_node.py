@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -46,12 +47,31 @@ def one_run() -> dict[str, float]:
         timed("chart until plugin Ready + slices", real_node.install_chart)
         timed("gpu-pod.yaml until containers print", real_node.run_workload)
         timed("pod deleted until unprepared + claim deleted", real_node.clean_up)
+    except BaseException:
+        print(f"real node: run failed; its logs and data stay in {root}", file=sys.stderr)
+        raise
     finally:
         began = time.monotonic()
         real_node.stop(demo)
         phases["teardown (machine restored)"] = time.monotonic() - began
+    # A run that worked leaves nothing: its folder (node logs, etcd data) is about 63 MiB.
+    # Never while anything is still mounted below it: rmtree would go into the mount.
+    mounted = [m for m in mount_points() if m == root or root in m.parents]
+    if mounted:
+        print(f"real node: {root} kept, still mounted below it: {mounted}", file=sys.stderr)
+    else:
+        shutil.rmtree(root)
     phases["total to a running DRA pod"] = sum(phases[k] for k in list(phases)[:4])
     return phases
+
+
+def mount_points() -> list[Path]:
+    """Every mount point of this mount namespace (octal escapes of /proc/mounts decoded)."""
+    points = []
+    for line in Path("/proc/mounts").read_text().splitlines():
+        field = line.split()[1]
+        points.append(Path(field.encode().decode("unicode_escape")))
+    return points
 
 
 def main() -> int:
