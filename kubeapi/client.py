@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
-from kubernetes.config import kube_config as k8s_kube_config
 
 from kubeapi.errors import ConfigError
 from kubeapi.ratelimit import TokenBucket
@@ -114,56 +112,11 @@ def _load_kubeconfig(configuration: Any, path: str, context: str | None) -> None
     if not Path(path).is_file():
         raise ConfigError(f"kubeconfig {path}: no such file")
     try:
-        with _credentials_lock:
-            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=path, context=context, client_configuration=configuration
-            )
-            _move_credentials_to_memory(configuration)
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=path, context=context, client_configuration=configuration
+        )
     except (k8s_config.ConfigException, OSError, ValueError, KeyError, TypeError) as err:
         raise ConfigError(f"kubeconfig {path}: {err}") from err
-
-
-# A kubeconfig's inline certificate, key and CA (``*-data``) are written by the kubernetes
-# package to files in the temporary folder, which it deletes only at a normal exit: every
-# process killed with SIGKILL (tests and the soak do that on purpose) left its private key
-# behind. They move into memory files (memfd) instead, which go with the process however
-# it ends; ssl reads them through /proc/self/fd.
-_CREDENTIAL_FIELDS = ("ssl_ca_cert", "cert_file", "key_file")
-_credentials_lock = threading.Lock()
-_memory_files: dict[bytes, str] = {}  # content -> /proc/self/fd path, open for the process
-
-
-def _move_credentials_to_memory(configuration: Any) -> None:
-    """Replace the temporary credential files the package just wrote by memory files.
-
-    Only files the package wrote itself (its registry of them) are moved, and they are
-    removed from that registry: it would otherwise hand out a deleted path for the next
-    client with the same credentials. Without memfd (not Linux) the files stay.
-    """
-    if not hasattr(os, "memfd_create"):
-        return
-    written = k8s_kube_config._temp_files  # private: there is no public way to move them
-    for field in _CREDENTIAL_FIELDS:
-        path = getattr(configuration, field, None)
-        if not path or path not in written.values():
-            continue
-        content = Path(path).read_bytes()
-        setattr(configuration, field, _memory_file(content, field))
-        for key in [k for k, v in written.items() if v == path]:
-            del written[key]
-        Path(path).unlink(missing_ok=True)
-
-
-def _memory_file(content: bytes, name: str) -> str:
-    """A path that reads ``content`` for as long as this process lives (one per content)."""
-    path = _memory_files.get(content)
-    if path is None:
-        fd = os.memfd_create(f"drakit-kubeconfig-{name}", os.MFD_CLOEXEC)
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view) :]
-        path = _memory_files[content] = f"/proc/self/fd/{fd}"
-    return path
 
 
 def context_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
