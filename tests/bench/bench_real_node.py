@@ -27,6 +27,7 @@ from pathlib import Path
 
 from drakit.demo import real_node
 from drakit.demo.text import Printer
+from drakit.localcluster.leftovers import mount_points_under
 
 RUNS = 3
 
@@ -56,22 +57,13 @@ def one_run() -> dict[str, float]:
         phases["teardown (machine restored)"] = time.monotonic() - began
     # A run that worked leaves nothing: its folder (node logs, etcd data) is about 63 MiB.
     # Never while anything is still mounted below it: rmtree would go into the mount.
-    mounted = [m for m in mount_points() if m == root or root in m.parents]
+    mounted = mount_points_under(root) + ([root] if root.is_mount() else [])
     if mounted:
         print(f"real node: {root} kept, still mounted below it: {mounted}", file=sys.stderr)
     else:
         shutil.rmtree(root)
     phases["total to a running DRA pod"] = sum(phases[k] for k in list(phases)[:4])
     return phases
-
-
-def mount_points() -> list[Path]:
-    """Every mount point of this mount namespace (octal escapes of /proc/mounts decoded)."""
-    points = []
-    for line in Path("/proc/mounts").read_text().splitlines():
-        field = line.split()[1]
-        points.append(Path(field.encode().decode("unicode_escape")))
-    return points
 
 
 def main() -> int:
