@@ -42,6 +42,7 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _POD_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _BACKEND = re.compile(r"^([a-z][a-z0-9-]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
 _MAX_HEALTH_RESEND = 30.0  # the kubelet's default health timeout
+CPU_HOME_MODES = ("auto", "off")
 # The Go example driver's names; the kubelet's own client defaults (50/100) suffice: the
 # plugin GETs only the claims the kubelet asks for.
 KUBE_API_QPS_ENV = "KUBE_API_QPS"
@@ -162,6 +163,17 @@ def add_parser(sub: Subcommands) -> None:
         metavar="SECONDS",
         help="longest silence on a device-health stream, at most 30 (default: %(default)s)",
     )
+    p.add_argument(
+        "--cpu-home",
+        action=env,
+        env="CPU_HOME",
+        default="auto",
+        metavar="MODE",
+        help="auto: keep the plugin's threads on one CPU, the least busy one it may use, "
+        "re-chosen every 10 s (a gRPC call is then about a third faster: its threads hand "
+        "over without cross-CPU wake-ups); off: let the kernel place them (default: "
+        "%(default)s)",
+    )
     add_log_flags(p)
     p.set_defaults(func=run)
 
@@ -231,6 +243,12 @@ def _check_resend(value: str) -> float:
     return seconds
 
 
+def _check_cpu_home(value: str) -> bool:
+    if value not in CPU_HOME_MODES:
+        raise ConfigError(f"--cpu-home {value!r} must be one of {', '.join(CPU_HOME_MODES)}")
+    return value == "auto"
+
+
 def _check_metrics_address(address: str | None) -> str | None:
     check_address("--metrics-address", address)
     return address
@@ -263,6 +281,7 @@ def build_config(args: argparse.Namespace) -> PluginConfig:
         health_resend_seconds=_check_resend(args.health_resend_interval),
         kube_api_qps=qps,
         kube_api_burst=burst,
+        cpu_home=_check_cpu_home(args.cpu_home),
     )
     try:
         socket_paths(registrar_dir, config.plugin_data_dir, driver, pod_uid)

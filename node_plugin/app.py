@@ -17,6 +17,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from node_plugin import wiring
+from node_plugin.cpuhome import CpuHome
 from node_plugin.driver import DriverCore, PluginConfig
 from node_plugin.metrics import PluginMetrics, serve_metrics
 from node_plugin.service.calls import DriverCalls
@@ -186,13 +187,18 @@ def run_until_signal(plugin: NodePlugin) -> int:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    home = CpuHome() if plugin.config.cpu_home else None
     try:
         plugin.start()
         settle_heap()
+        if home is not None:
+            home.start()
         while not stop.wait(timeout=1.0):
             pass
         _log.info("Shutting down", signal=signal.Signals(received[0]).name)
     finally:
+        if home is not None:
+            home.stop()
         plugin.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -167,6 +167,9 @@ class PluginConfig:
     #: Client-side API limits (``$KUBE_API_QPS``, ``$KUBE_API_BURST``); a QPS of 0: no limit.
     kube_api_qps: float = 50.0
     kube_api_burst: int = 100
+    #: Keep the plugin process's threads on one home CPU (``node_plugin.cpuhome``) while it
+    #: runs as a command; in-process plugins (tests, embedders) leave affinity alone.
+    cpu_home: bool = False
 
     @property
     def plugin_data_dir(self) -> Path:

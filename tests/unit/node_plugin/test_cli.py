@@ -113,6 +113,7 @@ def test_socket_path_that_cannot_fit_is_rejected(
         ("--backend-config", "/nonexistent/config.yaml", "not a readable file"),
         ("--kubeconfig", "/nonexistent/kubeconfig", "not a readable file"),
         ("--node-name", "Node_1", "--node-name"),
+        ("--cpu-home", "on", "auto, off"),
     ],
 )
 def test_bad_flag_values_are_rejected_with_the_flag_named(

@@ -120,3 +120,48 @@ def test_metrics_are_served_on_the_metrics_address(plugin_process) -> None:  # t
     assert "drakit_node_plugin_registered 0.0" in text
     assert 'drakit_node_plugin_claims_total{operation="prepare",result="success"} 0.0' in text
     assert process.stop(signal.SIGTERM) == 0
+
+
+def _thread_affinities(pid: int) -> list[str]:
+    """Each thread's ``Cpus_allowed_list`` (threads that end meanwhile are skipped)."""
+    lists = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        lists += [ln.split(":", 1)[1].strip() for ln in status.splitlines()
+                  if ln.startswith("Cpus_allowed_list:")]  # fmt: skip
+    return lists
+
+
+needs_two_cpus = pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="a home CPU needs a choice of two CPUs"
+)
+
+
+@needs_two_cpus
+def test_plugin_threads_move_to_one_home_cpu_by_default(plugin_process) -> None:  # type: ignore[no-untyped-def]
+    process = plugin_process()
+    process.wait_started()
+    deadline = time.monotonic() + 30
+    while not any(e["msg"] == "Threads moved to their home CPU" for e in process.logs):
+        assert time.monotonic() < deadline, f"no home CPU chosen: {process.logs}"
+        time.sleep(0.1)
+    home = next(e["cpu"] for e in process.logs if e["msg"] == "Threads moved to their home CPU")
+    affinities = _thread_affinities(process.process.pid)
+    assert len(affinities) > 5  # grpc, informer-free fake core: still several threads
+    assert set(affinities) == {str(home)}
+    assert process.stop(signal.SIGTERM) == 0
+
+
+@needs_two_cpus
+def test_cpu_home_off_leaves_the_threads_where_the_kernel_puts_them(plugin_process) -> None:  # type: ignore[no-untyped-def]
+    process = plugin_process("--cpu-home", "off")
+    process.wait_started()
+    time.sleep(2.5)  # past the first choice a home would have made
+    allowed = os.sched_getaffinity(0)
+    expected = f"{min(allowed)}-{max(allowed)}" if len(allowed) > 1 else str(min(allowed))
+    assert set(_thread_affinities(process.process.pid)) == {expected}
+    assert not any(e["msg"] == "Threads moved to their home CPU" for e in process.logs)
+    assert process.stop(signal.SIGTERM) == 0
