@@ -50,6 +50,16 @@ def _always_active() -> bool:
     return True
 
 
+#: Registers a function to run once the call's reply is sent (gRPC's
+#: ``ServicerContext.add_callback``); returns False when it cannot, and the caller runs
+#: the function at once.
+AfterReply = Callable[[Callable[[], None]], bool]
+
+
+def _not_deferred(_report: Callable[[], None]) -> bool:
+    return False
+
+
 def call_deadline(time_remaining: float | None) -> float | None:
     """The :func:`time.monotonic` time a call with ``time_remaining`` seconds left ends;
     None when the caller set no deadline."""
@@ -103,12 +113,15 @@ class DriverCalls:
         api: str,
         is_active: Callable[[], bool] = _always_active,
         deadline: float | None = None,
+        after_reply: AfterReply = _not_deferred,
     ) -> dict[str, PrepareResult]:
         """Prepare ``claims``; one result per distinct claim UID.
 
         ``is_active`` turning False (caller gone) stops the core from starting work
         on further claims of this call; ``deadline`` (:func:`call_deadline`) is handed
-        to the backend.
+        to the backend. The call's closing log line is handed to ``after_reply``: it is
+        written once the reply is on its way, not before (metrics are counted before
+        this returns).
         """
         claims = unique_claims(claims)
         if not claims:
@@ -125,7 +138,7 @@ class DriverCalls:
                 }
         results = self._complete(claims, raw, _prepare_error, log, "prepare")
         failed = {uid: r.error for uid, r in results.items() if r.error}
-        self._finish(log, "prepare", results, failed, started)
+        self._finish(log, "prepare", results, failed, started, after_reply=after_reply)
         return results
 
     def unprepare(
@@ -134,8 +147,10 @@ class DriverCalls:
         api: str,
         is_active: Callable[[], bool] = _always_active,
         deadline: float | None = None,
+        after_reply: AfterReply = _not_deferred,
     ) -> dict[str, str]:
-        """Unprepare ``claims``; claim UID -> error text ("" on success)."""
+        """Unprepare ``claims``; claim UID -> error text ("" on success). ``after_reply``
+        as for :meth:`prepare`."""
         claims = unique_claims(claims)
         if not claims:
             return {}
@@ -149,7 +164,7 @@ class DriverCalls:
                 raw = {c.uid: f"unprepare failed: {_describe(exc)}" for c in claims}
         results = self._complete(claims, raw, str, log, "unprepare")
         failed = {uid: err for uid, err in results.items() if err}
-        self._finish(log, "unprepare", results, failed, started)
+        self._finish(log, "unprepare", results, failed, started, after_reply=after_reply)
         return results
 
     def _start(
@@ -207,12 +222,22 @@ class DriverCalls:
         results: Mapping[str, object],
         failed: Mapping[str, str],
         started: float,
+        *,
+        after_reply: AfterReply,
     ) -> None:
+        """Count the claims now; log the closing line after the reply (it is not part of
+        the answer, and writing it first made every call about 0.05 ms slower)."""
         self._metrics.count_claims(operation, len(results) - len(failed), len(failed))
         duration_ms = round((time.monotonic() - started) * 1000, 3)
-        if failed:
-            log.warning(
-                "Call finished with claim errors", errors=dict(failed), duration_ms=duration_ms
-            )
-        else:
-            log.info("Call finished", claims=len(results), duration_ms=duration_ms)
+        count, errors = len(results), dict(failed)
+
+        def report() -> None:
+            if errors:
+                log.warning(
+                    "Call finished with claim errors", errors=errors, duration_ms=duration_ms
+                )
+            else:
+                log.info("Call finished", claims=count, duration_ms=duration_ms)
+
+        if not after_reply(report):
+            report()

@@ -100,6 +100,7 @@ class _DRAPlugin:
             api=self.api,
             is_active=context.is_active,
             deadline=call_deadline(context.time_remaining()),
+            after_reply=context.add_callback,
         )
 
     def NodePrepareResources(  # noqa: N802 (gRPC method name)

@@ -222,6 +222,11 @@ def test_each_call_logs_structured_lines_with_one_request_id(
         v1_stub(plugin).NodePrepareResources(
             v1.NodePrepareResourcesRequest(claims=v1_claims("uid-1")), timeout=5
         )
+        # The closing line is written once the reply is sent, so it may trail the answer.
+        deadline = time.monotonic() + 5
+        while not any(r.getMessage() == "Call finished" for r in caplog.records):
+            assert time.monotonic() < deadline, "no closing line after the reply"
+            time.sleep(0.01)
     records = [r for r in caplog.records if r.name == "node_plugin.service.calls"]
     lines = [json.loads(JsonFormatter().format(r)) for r in records]
     assert [line["msg"] for line in lines] == ["Call started", "Call finished"]
