@@ -11,24 +11,25 @@ runs when the waker blocks. On the benchmark machine a call without claims took
 
 Rules:
 
-* The home is one of the CPUs the process may use: its affinity widened to every
-  CPU and read back, which the kernel cuts to the container's cpuset. So a cpuset
-  the kubelet's CPU manager shrinks is followed, and a one-CPU cpuset needs nothing.
+* The home is one of the CPUs the process may use: the affinity of the keeper thread,
+  which is never moved itself, so it keeps what the process was given (an operator's
+  ``taskset``, isolated CPUs left out) within the container's cpuset as the kernel
+  updates it. A cpuset the kubelet's CPU manager shrinks is followed; with one CPU
+  there is nothing to choose.
 * The home is the allowed CPU with the least busy time (``/proc/stat``: all but
   idle and iowait, steal included) over the last period, the plugin's own CPU time
   taken off its current home. It is chosen again every ``period`` seconds and moves
   only when another CPU was less busy by at least :data:`MOVE_MARGIN` of a CPU: a
   CPU a busy workload takes over is left within a period, and the plugin does not
   hop between equally idle CPUs.
-* Every thread of the process is moved (``/proc/self/task``). Threads started later
+* Every thread of the process but the keeper is moved (``/proc/self/task``). Threads started later
   inherit the home from the thread that starts them. Processes the plugin starts
   inherit it too (the built-in backends start none; a custom backend that runs
   CPU-heavy programs should widen their affinity or run with ``--cpu-home off``).
 * Nothing here may take the plugin down: a failure (no ``/proc/stat``, a CPU that
-  left the cpuset between reading and moving) lets every thread use every allowed
-  CPU again and is logged once; the next period tries again.
-* :meth:`CpuHome.stop` ends the keeper and gives every thread the affinity the process
-  had before :meth:`CpuHome.start`.
+  left the cpuset between reading and moving) gives every thread the keeper's CPUs
+  again and is logged once; the next period tries again.
+* :meth:`CpuHome.stop` ends the keeper, which gives every thread its CPUs back.
 """
 
 from __future__ import annotations
@@ -132,31 +133,29 @@ class CpuHome:
         self.home: int | None = None
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._keeper_id = 0  # the keeper's native thread id, once it runs
         self._failed_before = False
-        self._original: set[int] = set()  # the process's affinity before start
 
     def start(self) -> None:
         """Start the keeper thread (a daemon); the first home is chosen shortly after."""
         if self._thread is not None:
             return
-        self._original = set(os.sched_getaffinity(0))
         self._thread = threading.Thread(target=self._keep, name="cpu-home", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop choosing; every thread gets the process's affinity from before ``start``."""
+        """Stop choosing; every thread gets the CPUs the process may use back."""
         self._stopping.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
-        if self.home is not None:
-            try:
-                _move_all_threads(self._original)
-            except OSError:  # the cpuset changed since start
-                with contextlib.suppress(OSError):
-                    _move_all_threads(allowed_cpus())
-            self.home = None
 
     def _keep(self) -> None:
+        # The keeper itself is never moved: its affinity stays what the process was
+        # given (the kernel keeps it within the cpuset), so it always reads the CPUs
+        # the process may use.
+        self._keeper_id = threading.get_native_id()
+        with contextlib.suppress(OSError):  # its name in top -H and /proc: tells it apart
+            Path("/proc/thread-self/comm").write_text("cpu-home")
         wait = self._first_choice_after
         sample = self._sample()
         while not self._stopping.wait(wait):
@@ -165,6 +164,7 @@ class CpuHome:
             if sample is not None and latest is not None:
                 self._choose(sample, latest)
             sample = latest
+        self._leave_home()
 
     def _sample(self) -> tuple[dict[int, CpuTimes], float] | None:
         try:
@@ -180,40 +180,44 @@ class CpuHome:
         elapsed = _elapsed_seconds(before[0], after[0], self.home)
         own = (after[1] - before[1]) / elapsed if elapsed > 0 else 0.0
         try:
-            allowed = allowed_cpus()
+            allowed = os.sched_getaffinity(0)
             home = choose_home(allowed, shares, self.home, own)
             if home is None:
-                self.home = None
+                self._leave_home()
                 return
-            _move_all_threads({home})  # again when staying: threads started since then
+            # Also when staying: threads started since the last choice by a thread
+            # the kernel had put elsewhere (a cpuset change resets every affinity).
+            _move_threads({home}, but=self._keeper_id)
             if home != self.home:
                 _log.info("Threads moved to their home CPU", cpu=home, allowed=sorted(allowed))
             self.home = home
         except OSError as exc:
             self._give_up(f"cannot move the threads: {exc}")
 
-    def _give_up(self, reason: str) -> None:
-        """Let every thread use every allowed CPU; log the first time only."""
+    def _leave_home(self) -> None:
+        """Give every thread the CPUs the process may use (the keeper's own affinity)."""
+        if self.home is None:
+            return
         self.home = None
         with contextlib.suppress(OSError):
-            _move_all_threads(allowed_cpus())
+            _move_threads(os.sched_getaffinity(0), but=self._keeper_id)
+
+    def _give_up(self, reason: str) -> None:
+        """Leave the home for this period; log the first time only."""
+        self._leave_home()
         if not self._failed_before:
             self._failed_before = True
             _log.warning("No home CPU for the plugin's threads this period", reason=reason)
 
 
-def allowed_cpus() -> set[int]:
-    """The CPUs this process may use: the calling thread's affinity widened to every CPU
-    and read back (the kernel cuts it to the cpuset). Leaves the calling thread there."""
-    os.sched_setaffinity(0, range(os.cpu_count() or 1))
-    return set(os.sched_getaffinity(0))
-
-
-def _move_all_threads(cpus: set[int]) -> None:
-    """Set the affinity of every thread of the process; threads that ended are skipped."""
+def _move_threads(cpus: set[int], *, but: int) -> None:
+    """Set the affinity of every thread of the process but one; threads that ended are
+    skipped."""
     for task in Path("/proc/self/task").iterdir():
-        with contextlib.suppress(ProcessLookupError):
-            os.sched_setaffinity(int(task.name), cpus)
+        tid = int(task.name)
+        if tid != but:
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(tid, cpus)
 
 
 def _elapsed_seconds(
