@@ -70,6 +70,7 @@ from node_plugin.driver import (
     PluginConfig,
     PreparedDevice,
     PrepareResult,
+    run_after_reply,
 )
 from node_plugin.guard import Inventory, find_conflicts
 from node_plugin.metrics import PluginMetrics
@@ -313,6 +314,8 @@ class PrepareCore:
                         "CheckpointWriteFailed",
                         f"cannot record the prepare in the checkpoint: {exc}",
                     )
+        done = {c.ref.uid: r for c in todo if isinstance(r := out[c.ref.uid], PrepareResult)}
+        run_after_reply(call.after_reply, lambda: _log_done(log, "Prepared claim", done))
         return out
 
     def _prepare_recorded(
@@ -340,7 +343,6 @@ class PrepareCore:
             self._roll_back(claim.ref, earlier_state, call, log)
             return ClaimError("PrepareFailed", f"prepare failed: {describe(exc)}")
         self.checkpoint.put(entry)
-        log.info("Prepared claim", claim_uid=uid, devices=len(entry.devices))
         return PrepareResult(devices=entry.devices)
 
     def _entry(
@@ -450,6 +452,8 @@ class PrepareCore:
                     removed.append(ref)
             self._save_unprepared(removed, results, log)
             self.metrics.prepared_claims.set(self._prepared_count())
+        done = {ref.uid: None for ref in removed if not results[ref.uid]}
+        run_after_reply(call.after_reply, lambda: _log_done(log, "Unprepared claim", done))
         return results
 
     def _save_unprepared(
@@ -490,8 +494,6 @@ class PrepareCore:
         if error:
             error = f"ResourceClaim {ref.namespace}/{ref.name}: {error}"
             self._report(ref, None, ClaimError("UnprepareFailed", error), "Unprepare", log)
-        else:
-            log.info("Unprepared claim", claim_uid=ref.uid)
         return error
 
     # -- failures, recovery --------------------------------------------------------------
@@ -601,3 +603,14 @@ def peek_prepared_count(path: Path, boot_id: str) -> int:
         return sum(1 for uid, data in claims.items() if ClaimEntry.from_json(uid, data).completed)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return 0
+
+
+def _log_done(
+    log: StructuredLogger, message: str, done: Mapping[str, PrepareResult | None]
+) -> None:
+    """One line per claim whose new state is on disk (written once the reply is sent)."""
+    for uid, result in done.items():
+        if result is None:
+            log.info(message, claim_uid=uid)
+        else:
+            log.info(message, claim_uid=uid, devices=len(result.devices))

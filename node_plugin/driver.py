@@ -125,6 +125,23 @@ def _always_active() -> bool:
     return True
 
 
+#: Registers a function to run once a call's reply is sent (gRPC's
+#: ``ServicerContext.add_callback``); returns False when it cannot, and the caller runs
+#: the function at once.
+AfterReply = Callable[[Callable[[], None]], bool]
+
+
+def not_deferred(_work: Callable[[], None]) -> bool:
+    """An :data:`AfterReply` that takes nothing: the work runs at once."""
+    return False
+
+
+def run_after_reply(after_reply: AfterReply, work: Callable[[], None]) -> None:
+    """Hand ``work`` to ``after_reply``; run it now when that refuses."""
+    if not after_reply(work):
+        work()
+
+
 @dataclass(frozen=True)
 class CallContext:
     """What the servicer hands the core with every prepare/unprepare call.
@@ -135,13 +152,15 @@ class CallContext:
     ``is_active`` turns False once the caller is gone (its deadline passed or
     it hung up): the core stops starting new work for the call then.
     ``deadline`` is the :func:`time.monotonic` time the caller stops waiting
-    (None: it set none); the core hands it to the backend.
+    (None: it set none); the core hands it to the backend. ``after_reply`` takes
+    work nobody waits for (log lines of claims done) to run once the reply is sent.
     """
 
     request_id: str
     serialize: AbstractContextManager[object]
     is_active: Callable[[], bool] = _always_active
     deadline: float | None = None
+    after_reply: AfterReply = not_deferred
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
-from node_plugin.driver import CallContext, ClaimRef, DriverCore, PrepareResult
+from node_plugin.driver import (
+    AfterReply,
+    CallContext,
+    ClaimRef,
+    DriverCore,
+    PrepareResult,
+    not_deferred,
+    run_after_reply,
+)
 from node_plugin.metrics import PluginMetrics
 from telemetry.logs import StructuredLogger, get_logger
 
@@ -48,16 +56,6 @@ _NO_DEADLINE_SECONDS = 24 * 3600.0
 
 def _always_active() -> bool:
     return True
-
-
-#: Registers a function to run once the call's reply is sent (gRPC's
-#: ``ServicerContext.add_callback``); returns False when it cannot, and the caller runs
-#: the function at once.
-AfterReply = Callable[[Callable[[], None]], bool]
-
-
-def _not_deferred(_report: Callable[[], None]) -> bool:
-    return False
 
 
 def call_deadline(time_remaining: float | None) -> float | None:
@@ -113,7 +111,7 @@ class DriverCalls:
         api: str,
         is_active: Callable[[], bool] = _always_active,
         deadline: float | None = None,
-        after_reply: AfterReply = _not_deferred,
+        after_reply: AfterReply = not_deferred,
     ) -> dict[str, PrepareResult]:
         """Prepare ``claims``; one result per distinct claim UID.
 
@@ -126,7 +124,9 @@ class DriverCalls:
         claims = unique_claims(claims)
         if not claims:
             return {}
-        call, log = self._start("NodePrepareResources", claims, api, is_active, deadline)
+        call, log = self._start(
+            "NodePrepareResources", claims, api, is_active, deadline, after_reply=after_reply
+        )
         started = time.monotonic()
         with self._metrics.track_call("prepare"):
             try:
@@ -147,14 +147,16 @@ class DriverCalls:
         api: str,
         is_active: Callable[[], bool] = _always_active,
         deadline: float | None = None,
-        after_reply: AfterReply = _not_deferred,
+        after_reply: AfterReply = not_deferred,
     ) -> dict[str, str]:
         """Unprepare ``claims``; claim UID -> error text ("" on success). ``after_reply``
         as for :meth:`prepare`."""
         claims = unique_claims(claims)
         if not claims:
             return {}
-        call, log = self._start("NodeUnprepareResources", claims, api, is_active, deadline)
+        call, log = self._start(
+            "NodeUnprepareResources", claims, api, is_active, deadline, after_reply=after_reply
+        )
         started = time.monotonic()
         with self._metrics.track_call("unprepare"):
             try:
@@ -174,6 +176,8 @@ class DriverCalls:
         api: str,
         is_active: Callable[[], bool],
         deadline: float | None,
+        *,
+        after_reply: AfterReply,
     ) -> tuple[CallContext, StructuredLogger]:
         request_id = new_request_id()
         log = _log.bind(request_id=request_id, method=method, api=api)
@@ -187,6 +191,7 @@ class DriverCalls:
             serialize=self._serialize,
             is_active=is_active,
             deadline=deadline,
+            after_reply=after_reply,
         )
         return call, log
 
@@ -239,5 +244,4 @@ class DriverCalls:
             else:
                 log.info("Call finished", claims=count, duration_ms=duration_ms)
 
-        if not after_reply(report):
-            report()
+        run_after_reply(after_reply, report)

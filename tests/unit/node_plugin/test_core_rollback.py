@@ -6,9 +6,10 @@ tests/integration/node_plugin/); checkpoint, CDI specs and lock are real files i
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -278,3 +279,47 @@ def test_start_after_a_reboot_removes_every_cdi_spec_of_the_driver(
         assert after.checkpoint.entries() == []
     finally:
         after.stop()
+
+
+def test_claim_done_lines_come_after_the_reply_and_only_for_claims_recorded_on_disk(
+    core: PrepareCore, claims: InMemoryClaims, config: PluginConfig,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    deferred: list[Callable[[], None]] = []
+
+    def after_reply(work: Callable[[], None]) -> bool:
+        deferred.append(work)
+        return True
+
+    def done_lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.getMessage().endswith("ed claim")]
+
+    ref = claims.add_allocated("gpu-0")
+    lock = SerializeLock(config.plugin_data_dir / "serialize.lock")
+    with caplog.at_level(logging.INFO, logger="node_plugin.core"):
+        assert (
+            core.prepare([ref], CallContext("r1", lock, after_reply=after_reply))[ref.uid].error
+            == ""
+        )
+        assert done_lines() == []
+        deferred.pop()()
+        assert done_lines() == ["Prepared claim"]
+        assert core.unprepare([ref], CallContext("r2", lock, after_reply=after_reply)) == {
+            ref.uid: ""
+        }
+        deferred.pop()()
+        assert done_lines() == ["Prepared claim", "Unprepared claim"]
+        # A claim whose PrepareCompleted record cannot be written is rolled back: no line.
+        failing = claims.add_allocated("gpu-1")
+        real_save = core.checkpoint.save
+
+        def save(*, flush: bool = True) -> None:
+            if flush:
+                raise OSError(28, "No space left on device")
+            real_save(flush=False)
+
+        monkeypatch.setattr(core.checkpoint, "save", save)
+        result = core.prepare([failing], CallContext("r3", lock, after_reply=after_reply))
+        assert "cannot record the prepare" in result[failing.uid].error
+        deferred.pop()()
+        assert done_lines() == ["Prepared claim", "Unprepared claim"]
