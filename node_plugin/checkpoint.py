@@ -364,7 +364,13 @@ class Checkpoint:
         self._stamp = self._current_stamp()
 
     def _compact(self) -> None:
-        """Write the whole state as a snapshot with a new epoch, then start its journal."""
+        """Write the whole state as a snapshot with a new epoch, then start its journal.
+
+        Until both are written there is no journal to append to: a failure in between
+        leaves ``_epoch`` empty, so the next save compacts again instead of appending to
+        a journal whose header no longer matches the snapshot (records nobody replays).
+        """
+        self._epoch = ""
         epoch = os.urandom(8).hex()
         document = {
             **self._extra,

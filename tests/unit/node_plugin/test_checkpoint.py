@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from node_plugin import checkpoint as checkpoint_module
 from node_plugin.checkpoint import (
     API_VERSION,
     COMPLETED,
@@ -116,9 +117,11 @@ def test_checkpoint_with_wrong_kind_or_bad_state_counts_as_corrupt(tmp_path: Pat
     ):
         path.write_text(json.dumps(bad))
         reasons: list[str] = []
-        checkpoint = Checkpoint(
-            path, boot_id=lambda: "b", on_corrupt=lambda r, _, seen=reasons: seen.append(r)
-        )
+
+        def report(reason: str, _aside: Path, seen: list[str] = reasons) -> None:
+            seen.append(reason)
+
+        checkpoint = Checkpoint(path, boot_id=lambda: "b", on_corrupt=report)
         checkpoint.refresh()
         assert reasons and checkpoint.entries() == []
 
@@ -312,3 +315,28 @@ def test_a_flushing_save_flushes_earlier_unflushed_records_even_when_nothing_cha
     checkpoint.put(entry("u2"))
     checkpoint.save()  # one flush covers both records of the one file
     assert len(flushes) == 2
+
+
+def test_a_save_after_a_failed_journal_reset_is_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After a reboot the snapshot is rewritten (new boot id, new epoch); when the journal
+    # reset fails, the journal keeps the old header: records appended to it are never
+    # replayed.
+    path = tmp_path / "checkpoint.json"
+    saved(path, entry("u0"))
+    real_start = checkpoint_module._start_journal
+
+    def disk_full(journal: Path, epoch: str) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoint_module, "_start_journal", disk_full)
+    rebooted = Checkpoint(path, boot_id=lambda: "after-reboot")
+    with pytest.raises(OSError):
+        rebooted.refresh()
+    monkeypatch.setattr(checkpoint_module, "_start_journal", real_start)
+    rebooted.put(entry("after"))
+    rebooted.save()
+    again = Checkpoint(path, boot_id=lambda: "after-reboot")
+    again.refresh()
+    assert [e.uid for e in again.entries()] == ["after"]
