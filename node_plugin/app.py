@@ -61,6 +61,7 @@ class NodePlugin:
         self._parts: wiring.Parts | None = None
         self._metrics_endpoint: MetricsEndpoint | None = None
         self.dra_server: DraServer | None = None
+        self._calls: DriverCalls | None = None
         self.registration_server: RegistrationServer | None = None
         self._stopped = threading.Event()
 
@@ -102,11 +103,11 @@ class NodePlugin:
         self._core.start()
         for service in self._parts.services:
             service.start()
-        calls = DriverCalls(self._core, self._parts.serialize, self.metrics)
+        self._calls = DriverCalls(self._core, self._parts.serialize, self.metrics)
         self.dra_server = DraServer(
             self.sockets.dra,
             self._core,
-            calls,
+            self._calls,
             health_resend_seconds=config.health_resend_seconds,
             health_versions=_kubelet_health_services(self._core),
         )
@@ -145,6 +146,8 @@ class NodePlugin:
             self.registration_server.stop(grace=0)
         if self.dra_server is not None:
             self.dra_server.stop(grace)
+        if self._calls is not None:
+            self._calls.close()
         parts = self._parts
         for service in reversed(parts.services if parts else ()):
             try:

@@ -218,7 +218,7 @@ def test_each_call_logs_structured_lines_with_one_request_id(
     start_plugin: PluginFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     plugin, core = start_plugin()
-    with caplog.at_level(logging.INFO, logger="node_plugin.service.calls"):
+    with caplog.at_level(logging.DEBUG, logger="node_plugin.service.calls"):
         v1_stub(plugin).NodePrepareResources(
             v1.NodePrepareResourcesRequest(claims=v1_claims("uid-1")), timeout=5
         )
@@ -229,11 +229,14 @@ def test_each_call_logs_structured_lines_with_one_request_id(
             time.sleep(0.01)
     records = [r for r in caplog.records if r.name == "node_plugin.service.calls"]
     lines = [json.loads(JsonFormatter().format(r)) for r in records]
-    assert [line["msg"] for line in lines] == ["Call started", "Call finished"]
+    assert [(line["level"], line["msg"]) for line in lines] == [
+        ("debug", "Call started"),
+        ("info", "Call finished"),
+    ]
     request_ids = {line["request_id"] for line in lines}
     assert request_ids == {core.calls[0][1]}
-    assert lines[0]["method"] == "NodePrepareResources"
-    assert lines[0]["claims"] == ["default/claim-uid-1:uid-1"]
+    assert {line["method"] for line in lines} == {"NodePrepareResources"}
+    assert all(line["claims"] == ["default/claim-uid-1:uid-1"] for line in lines)
 
 
 def test_unknown_method_on_the_dra_socket_is_unimplemented(start_plugin: PluginFactory) -> None:
