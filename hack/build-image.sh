@@ -40,6 +40,11 @@ if [[ $EUID -ne 0 ]]; then
 fi
 
 BUILDAH=(buildah --root "$STORE/root" --runroot "$STORE/run" --storage-driver vfs)
+# buildah's network backend otherwise makes /etc/cni/net.d (and a cni.lock in it) on the
+# host for every command, even an inspect: keep its CNI configuration in the cache.
+mkdir -p "$STORE/cni"
+printf '[network]\nnetwork_config_dir = "%s"\n' "$STORE/cni" > "$STORE/containers.conf"
+export CONTAINERS_CONF="$STORE/containers.conf"
 SUITE=bookworm
 BASE_PACKAGES=python3,python3-venv,python3-pip,python-is-python3,ca-certificates
 BASE_KEY="$(echo "$SUITE $BASE_PACKAGES" | sha256sum | cut -c1-12)"
