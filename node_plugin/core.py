@@ -314,8 +314,12 @@ class PrepareCore:
                         "CheckpointWriteFailed",
                         f"cannot record the prepare in the checkpoint: {exc}",
                     )
-        done = {c.ref.uid: r for c in todo if isinstance(r := out[c.ref.uid], PrepareResult)}
-        run_after_reply(call.after_reply, lambda: _log_done(log, "Prepared claim", done))
+        done = {
+            c.ref.uid: {"devices": len(r.devices)}
+            for c in todo
+            if isinstance(r := out[c.ref.uid], PrepareResult)
+        }
+        _log_done_after_reply(call, log, "Prepared claim", done)
         return out
 
     def _prepare_recorded(
@@ -452,8 +456,10 @@ class PrepareCore:
                     removed.append(ref)
             self._save_unprepared(removed, results, log)
             self.metrics.prepared_claims.set(self._prepared_count())
-        done = {ref.uid: None for ref in removed if not results[ref.uid]}
-        run_after_reply(call.after_reply, lambda: _log_done(log, "Unprepared claim", done))
+        done: dict[str, Mapping[str, Any]] = {
+            ref.uid: {} for ref in removed if not results[ref.uid]
+        }
+        _log_done_after_reply(call, log, "Unprepared claim", done)
         return results
 
     def _save_unprepared(
@@ -605,12 +611,16 @@ def peek_prepared_count(path: Path, boot_id: str) -> int:
         return 0
 
 
-def _log_done(
-    log: StructuredLogger, message: str, done: Mapping[str, PrepareResult | None]
+def _log_done_after_reply(
+    call: CallContext, log: StructuredLogger, message: str, done: Mapping[str, Mapping[str, Any]]
 ) -> None:
-    """One line per claim whose new state is on disk (written once the reply is sent)."""
-    for uid, result in done.items():
-        if result is None:
-            log.info(message, claim_uid=uid)
-        else:
-            log.info(message, claim_uid=uid, devices=len(result.devices))
+    """Once the reply is sent, one line per claim whose new state is on disk (``done``:
+    claim UID -> the line's other fields)."""
+    if not done:
+        return
+
+    def report() -> None:
+        for uid, fields in done.items():
+            log.info(message, claim_uid=uid, **fields)
+
+    run_after_reply(call.after_reply, report)

@@ -321,5 +321,6 @@ def test_claim_done_lines_come_after_the_reply_and_only_for_claims_recorded_on_d
         monkeypatch.setattr(core.checkpoint, "save", save)
         result = core.prepare([failing], CallContext("r3", lock, after_reply=after_reply))
         assert "cannot record the prepare" in result[failing.uid].error
-        deferred.pop()()
+        for work in deferred:  # whatever was left for after the reply (nothing to log)
+            work()
         assert done_lines() == ["Prepared claim", "Unprepared claim"]
