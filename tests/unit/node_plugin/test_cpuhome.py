@@ -77,15 +77,19 @@ _CHILD = textwrap.dedent(
     def threads():
         out = set()
         for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/comm") as comm:
-                if comm.read().strip() == "cpu-home":
-                    continue  # the keeper stays where the process may run
-            out.add(frozenset(os.sched_getaffinity(int(tid))))
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as comm:
+                    if comm.read().strip() == "cpu-home":
+                        continue  # the keeper stays where the process may run
+                out.add(frozenset(os.sched_getaffinity(int(tid))))
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # a thread that ended while listed (the joined keeper's exit)
         return out
 
     before = frozenset(os.sched_getaffinity(0))
     stop = threading.Event()
-    workers = [threading.Thread(target=stop.wait) for _ in range(3)]
+    # Daemons: a failed check must end the child, not leave it waiting on them.
+    workers = [threading.Thread(target=stop.wait, daemon=True) for _ in range(3)]
     for w in workers:
         w.start()
     home = CpuHome(period=0.2, first_choice_after=0.2)
@@ -93,7 +97,7 @@ _CHILD = textwrap.dedent(
     deadline = time.monotonic() + 20
     while home.home is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    late = threading.Thread(target=stop.wait)  # started at home: inherits it
+    late = threading.Thread(target=stop.wait, daemon=True)  # started at home: inherits it
     late.start()
     print("home", home.home)
     print("at_home", sorted(sorted(s) for s in threads()))
