@@ -16,7 +16,7 @@ from controller.config import ClaimGeneration, ControllerConfig
 from controller.naming import FINALIZER, POD_CLAIM_NAME_ANNOTATION
 from kubeapi.errors import ServerError
 from kubeapi.events import EventRecorder
-from kubeapi.resources import EVENTS, PODS, Resource
+from kubeapi.resources import EVENTS, PODS, PatchType, Resource
 
 pytestmark = pytest.mark.integration
 
@@ -47,6 +47,26 @@ def test_generated_claim_copies_template_and_is_owned_by_the_pod(
     assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == cls
     cached = running.controller.caches.template(namespace, "tpl")
     assert POD_CLAIM_NAME_ANNOTATION not in cached["spec"]["metadata"]["annotations"]
+
+
+def test_recording_the_claims_keeps_the_rest_of_the_pod_status(
+    objects, namespace, start_controller, eventually
+):
+    # The claim names are recorded by replacing the status (a PUT at the cached version):
+    # what another writer put there before must survive it.
+    cls = objects.device_class()
+    objects.template(namespace, "tpl", cls)
+    pod = objects.pod(namespace, "p", templates={"gpu": "tpl"})
+    condition = {"type": "example.com/Checked", "status": "True", "reason": "Test"}
+    objects.pods.patch_status(
+        pod, {"status": {"conditions": [condition]}}, patch_type=PatchType.MERGE
+    )
+    start_controller()
+    eventually(lambda: pod_status_claims(objects, namespace, "p"))
+    status = objects.pods.get("p", namespace)["status"]
+    assert [c for c in status["conditions"] if c["type"] == condition["type"]] == [
+        {**condition, "lastProbeTime": None, "lastTransitionTime": None}
+    ]
 
 
 def test_long_pod_and_claim_names_are_truncated_proportionally(
@@ -122,16 +142,31 @@ def test_two_namespaces_with_identical_template_and_claim_names_get_their_own_cl
 
 
 class FailingStatusWrites(Resource):
-    """The pods resource with the first ``failures`` pod status applies failing."""
+    """The pods resource with the first ``failures`` pod status writes failing, whichever
+    kind of write (PUT, patch or apply) the generator uses."""
 
     def __init__(self, api: Any, failures: int) -> None:
         super().__init__(api, PODS)
         self.failures = failures
 
-    def apply(self, obj: Any, **kwargs: Any) -> Any:
-        if kwargs.get("subresource") == "status" and self.failures > 0:
+    def _fail(self) -> None:
+        if self.failures > 0:
             self.failures -= 1
             raise ServerError("injected failure of the pod status write", code=500)
+
+    def update(self, obj: Any, **kwargs: Any) -> Any:
+        if kwargs.get("subresource") == "status":
+            self._fail()
+        return super().update(obj, **kwargs)
+
+    def patch(self, name: str, patch: Any, namespace: str | None = None, **kwargs: Any) -> Any:
+        if kwargs.get("subresource") == "status":
+            self._fail()
+        return super().patch(name, patch, namespace, **kwargs)
+
+    def apply(self, obj: Any, **kwargs: Any) -> Any:
+        if kwargs.get("subresource") == "status":
+            self._fail()
         return super().apply(obj, **kwargs)
 
 
