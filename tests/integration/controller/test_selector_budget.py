@@ -128,7 +128,10 @@ def test_failing_selector_makes_its_pod_unschedulable_with_a_warning_on_the_clai
 def children_of(pid: int) -> list[int]:
     found: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        text = (task / "children").read_text().split()
+        try:
+            text = (task / "children").read_text().split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended while listed
         found += [int(c) for c in text]
     return found
 
