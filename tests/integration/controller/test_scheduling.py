@@ -14,7 +14,7 @@ from controller.claimwrites import ClaimWriteError, ClaimWriter
 from controller.config import ClaimGeneration
 from controller.naming import FIELD_MANAGER, FINALIZER
 from kubeapi.client import load_client
-from kubeapi.errors import Invalid
+from kubeapi.errors import Conflict, Invalid
 from kubeapi.resources import RESOURCE_CLAIMS, Resource
 
 pytestmark = pytest.mark.integration
@@ -30,17 +30,25 @@ def reserved_uids(claim: Any) -> set[str]:
 
 
 class RecordingClaims(Resource):
-    """The claims resource, recording which JSON patches the apiserver refused."""
+    """The claims resource, recording the status writes the apiserver refused (the written
+    claim or patch, and the error)."""
 
     def __init__(self, api: Any) -> None:
         super().__init__(api, RESOURCE_CLAIMS)
-        self.refused: list[Any] = []
+        self.refused: list[tuple[Any, Exception]] = []
+
+    def update(self, obj: Any, **kwargs: Any) -> Any:
+        try:
+            return super().update(obj, **kwargs)
+        except (Invalid, Conflict) as err:
+            self.refused.append((obj, err))
+            raise
 
     def patch(self, name: str, patch: Any, namespace: str | None = None, **kwargs: Any) -> Any:
         try:
             return super().patch(name, patch, namespace, **kwargs)
-        except Invalid:
-            self.refused.append(patch)
+        except (Invalid, Conflict) as err:
+            self.refused.append((patch, err))
             raise
 
 
@@ -62,8 +70,10 @@ def test_finalizer_removed_between_computing_and_writing_an_allocation_is_never_
     consumer = {"resource": "pods", "name": "p", "uid": str(uuid.uuid4())}
     written = writer.allocate_and_reserve(computed_from, allocation, consumer)
     assert len(claims.refused) == 1, "the allocation computed from the stale copy was written"
-    assert claims.refused[0][1] == {"op": "test", "path": "/metadata/finalizers/0",
-                                    "value": FINALIZER}  # fmt: skip
+    stale_write, error = claims.refused[0]
+    assert isinstance(error, Conflict)  # refused for its resourceVersion: the finalizer went
+    assert stale_write["status"]["allocation"] == allocation
+    assert FINALIZER in stale_write["metadata"]["finalizers"]
     assert FINALIZER in written["metadata"]["finalizers"]
     assert written["status"]["allocation"] == allocation
     assert written["status"]["reservedFor"] == [consumer]

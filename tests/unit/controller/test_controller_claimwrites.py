@@ -1,9 +1,10 @@
-"""The shapes of the claim writes: which preconditions each JSON patch carries."""
+"""The shapes of the claim writes: which preconditions each write carries."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from controller import claimwrites as writes
 from controller.claimwrites import ClaimWriter
 from controller.naming import FINALIZER
 
@@ -18,15 +19,23 @@ def claim(**status: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def test_allocation_write_tests_uid_and_the_finalizer_at_its_index_before_writing():
+def test_allocation_write_is_the_claim_as_read_with_the_allocation_and_one_reservation():
     allocation = {"devices": {"results": []}}
-    ops = ClaimWriter._allocation_ops(claim(), allocation, CONSUMER)
-    assert ops == [
-        {"op": "test", "path": "/metadata/uid", "value": "claim-uid"},
-        {"op": "test", "path": "/metadata/finalizers/1", "value": FINALIZER},
-        {"op": "add", "path": "/status/allocation", "value": allocation},
-        {"op": "add", "path": "/status/reservedFor", "value": [CONSUMER]},
-    ]
+    read = claim(devices=[{"driver": "d", "pool": "p", "device": "x"}])
+    read["metadata"]["managedFields"] = [{"manager": "someone"}]
+    body = writes._allocated(read, allocation, CONSUMER)
+    # The resourceVersion is the precondition: the write lands on the claim that was checked
+    # (finalizer included) or gets Conflict.
+    assert body["metadata"]["resourceVersion"] == "7"
+    assert body["metadata"]["finalizers"] == ["example.com/other", FINALIZER]
+    assert "managedFields" not in body["metadata"]  # unset in a PUT: the server keeps them
+    assert body["status"] == {
+        "devices": [{"driver": "d", "pool": "p", "device": "x"}],
+        "allocation": allocation,
+        "reservedFor": [CONSUMER],
+    }
+    assert read["metadata"]["managedFields"] == [{"manager": "someone"}]  # not changed
+    assert "allocation" not in read["status"]
 
 
 ALLOCATION = {"devices": {"results": [{"request": "r", "driver": "d", "pool": "p",
