@@ -6,6 +6,12 @@ event (same object, type, reason, action and note) are aggregated into the first
 event; a repeat after ``series_window`` of quiet starts a new Event. On top of that each object
 gets a token bucket (``burst`` events, then one per ``refill_seconds``) against loops that
 produce ever-different notes; what the bucket refuses is dropped and logged at debug level.
+
+The writer sends one request at a time. When events come faster than the apiserver takes
+them (a burst of pods scheduled), at most ``max_queued`` wait; later ones are dropped,
+counted in ``dropped`` and reported in a warning at most once a minute, as client-go's
+broadcaster drops past its 1,000 queued events: memory stays bounded and a slow apiserver
+is not sent a backlog it cannot take.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ NORMAL = "Normal"
 WARNING = "Warning"
 MAX_NOTE_BYTES = 1024
 MAX_TRACKED = 4096  # aggregation and rate-limit state is kept for this many keys (LRU)
+MAX_QUEUED = 1000  # events waiting for the writer (client-go's maxQueuedEvents)
+DROP_WARNING_INTERVAL = 60.0
 
 
 @dataclass
@@ -70,6 +78,7 @@ class EventRecorder:
         series_window: float = 600.0,
         burst: int = 25,
         refill_seconds: float = 300.0,
+        max_queued: int = MAX_QUEUED,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._events = Resource(api, EVENTS)
@@ -86,6 +95,13 @@ class EventRecorder:
         self._pending: dict[tuple[str, ...], _Series] = {}
         self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
         self._queue: queue.SimpleQueue[_Occurrence | threading.Event | None] = queue.SimpleQueue()
+        self._max_queued = max_queued
+        self._queued = 0  # occurrences in the queue; markers and the stop sentinel not counted
+        self._queued_lock = threading.Lock()
+        #: Events dropped because ``max_queued`` were waiting (since the start).
+        self.dropped = 0
+        self._dropped_since_warning = 0
+        self._last_drop_warning: float | None = None
         self._thread = threading.Thread(target=self._write_loop, name="event-recorder", daemon=True)
         self._stopped = False
         self._thread.start()
@@ -129,7 +145,30 @@ class EventRecorder:
         if related is not None:
             body["related"] = _reference(related)
         bucket_key = "/".join(key[:4])
-        self._queue.put(_Occurrence(key, bucket_key, body, _micro_time()))
+        if self._admit():
+            self._queue.put(_Occurrence(key, bucket_key, body, _micro_time()))
+
+    def _admit(self) -> bool:
+        """Count one more queued occurrence, or drop it (counted, warned) when full."""
+        with self._queued_lock:
+            if self._queued < self._max_queued:
+                self._queued += 1
+                return True
+            self.dropped += 1
+            self._dropped_since_warning += 1
+            now = self._clock()
+            if (
+                self._last_drop_warning is not None
+                and now - self._last_drop_warning < DROP_WARNING_INTERVAL
+            ):
+                return False
+            dropped, self._dropped_since_warning = self._dropped_since_warning, 0
+            self._last_drop_warning = now
+        logger.warning(
+            "Events dropped: the writer is behind the apiserver",
+            extra={"dropped": dropped, "queued": self._max_queued},
+        )
+        return False
 
     def normal(self, regarding: KubeObject, reason: str, action: str, note: str = "") -> None:
         self.record(regarding, type=NORMAL, reason=reason, action=action, note=note)
@@ -167,6 +206,8 @@ class EventRecorder:
                 self._flush_due(force=True)
                 item.set()
                 continue
+            with self._queued_lock:
+                self._queued -= 1
             try:
                 self._handle(item)
             except Exception:

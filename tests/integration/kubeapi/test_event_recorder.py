@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -99,6 +100,37 @@ def test_a_loop_of_ever_different_events_is_capped_per_object(
         rec.warning(pod, "FailedPrepare", "Prepare", f"attempt {attempt} failed")
     assert rec.flush()
     assert len(events_in(api, namespace)) == 5
+
+
+def test_events_past_the_queue_bound_are_dropped_counted_and_warned_once(
+    api: Any,
+    namespace: str,
+    pod: KubeObject,
+    recorder: Callable[..., EventRecorder],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rec = recorder(max_queued=5)
+    release = threading.Event()
+    writing = threading.Event()
+    create = rec._events.create
+
+    def slow_create(body: KubeObject, *args: Any, **kwargs: Any) -> KubeObject:
+        writing.set()
+        release.wait(30)  # the apiserver is slow: the writer is stuck on its first event
+        return create(body, *args, **kwargs)
+
+    rec._events.create = slow_create  # type: ignore[method-assign,assignment]
+    rec.normal(pod, "Scheduled", "Bind", "first")
+    assert writing.wait(10)
+    for attempt in range(20):
+        rec.warning(pod, "FailedPrepare", "Prepare", f"attempt {attempt}")
+    assert rec.dropped == 15  # 5 wait behind the one being written
+    release.set()
+    assert rec.flush()
+    notes = sorted(e["note"] for e in events_in(api, namespace))
+    assert notes == sorted(["first", *(f"attempt {i}" for i in range(5))])
+    warnings = [r for r in caplog.records if "Events dropped" in r.getMessage()]
+    assert len(warnings) == 1  # at most one a minute
 
 
 def test_events_about_cluster_scoped_objects_go_to_the_default_namespace(
