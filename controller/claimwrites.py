@@ -80,7 +80,8 @@ class ClaimWriter:
             current = self.add_finalizer(current)
             try:
                 return self._claims.update_status(
-                    _allocated(current, allocation, consumer), field_manager=FIELD_MANAGER
+                    self._allocation_body(current, allocation, consumer),
+                    field_manager=FIELD_MANAGER,
                 )
             except (Invalid, Conflict) as err:
                 if attempt == ATTEMPTS:
@@ -92,6 +93,21 @@ class ClaimWriter:
                 backoff.sleep()
                 current = self._fresh(current)
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _allocation_body(
+        claim: KubeObject, allocation: dict[str, Any], consumer: dict[str, str]
+    ) -> KubeObject:
+        """``claim`` with ``allocation`` and ``consumer`` as its only reservation (an
+        unallocated claim has none), everything else as read, its resourceVersion included:
+        that is the precondition. ``managedFields`` is left out (unset in a PUT: kept)."""
+        metadata = {k: v for k, v in meta(claim).items() if k != "managedFields"}
+        status = {
+            **(claim.get("status") or {}),
+            "allocation": allocation,
+            "reservedFor": [consumer],
+        }
+        return {**claim, "metadata": metadata, "status": status}
 
     @staticmethod
     def _check_allocatable(claim: KubeObject, allocation: dict[str, Any]) -> None:
@@ -204,16 +220,6 @@ class ClaimWriter:
         if meta(fresh).get("uid") != meta(claim).get("uid"):
             raise ClaimWriteError(f"claim {_key(claim)} was deleted and created again")
         return fresh
-
-
-def _allocated(
-    claim: KubeObject, allocation: dict[str, Any], consumer: dict[str, str]
-) -> KubeObject:
-    """``claim`` with ``allocation`` and ``consumer`` as its only reservation (an unallocated
-    claim has none), everything else as read; ``managedFields`` left out (unset: kept)."""
-    metadata = {k: v for k, v in meta(claim).items() if k != "managedFields"}
-    status = {**(claim.get("status") or {}), "allocation": allocation, "reservedFor": [consumer]}
-    return {**claim, "metadata": metadata, "status": status}
 
 
 def _only_list_limit(err: Invalid) -> bool:

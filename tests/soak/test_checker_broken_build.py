@@ -19,14 +19,17 @@ from soak.checker_world import World
 
 
 class WriterWithoutFinalizerPrecondition(ClaimWriter):
-    """The broken build: the allocation write no longer tests for the finalizer."""
+    """The broken build: the allocation write no longer carries the resourceVersion the
+    allocation was decided from (the version that had the finalizer), so it lands whatever
+    changed meanwhile."""
 
     @staticmethod
-    def _allocation_ops(
+    def _allocation_body(
         claim: KubeObject, allocation: dict[str, Any], consumer: dict[str, str]
-    ) -> list[dict[str, Any]]:
-        ops = ClaimWriter._allocation_ops(claim, allocation, consumer)
-        return [op for op in ops if not op["path"].startswith("/metadata/finalizers")]
+    ) -> KubeObject:
+        body = ClaimWriter._allocation_body(claim, allocation, consumer)
+        metadata = {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}
+        return {**body, "metadata": metadata}
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller import claimwrites as writes
 from controller.claimwrites import ClaimWriter
 from controller.naming import FINALIZER
 
@@ -23,7 +22,7 @@ def test_allocation_write_is_the_claim_as_read_with_the_allocation_and_one_reser
     allocation = {"devices": {"results": []}}
     read = claim(devices=[{"driver": "d", "pool": "p", "device": "x"}])
     read["metadata"]["managedFields"] = [{"manager": "someone"}]
-    body = writes._allocated(read, allocation, CONSUMER)
+    body = ClaimWriter._allocation_body(read, allocation, CONSUMER)
     # The resourceVersion is the precondition: the write lands on the claim that was checked
     # (finalizer included) or gets Conflict.
     assert body["metadata"]["resourceVersion"] == "7"
