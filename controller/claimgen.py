@@ -50,6 +50,7 @@ from controller.naming import (
     meta,
     pod_claim_status_entries,
     resolve_claim_name,
+    without_managed_fields,
 )
 from kubeapi.errors import ApiError, Conflict, NotFound
 from kubeapi.events import EventRecorder
@@ -279,10 +280,8 @@ class ClaimGenerator:
         requests every generated claim needs.
         """
         wanted = {**_recorded(pod), **new_entries}
-        metadata = {k: v for k, v in meta(pod).items() if k != "managedFields"}  # unset: kept
         body = {
-            **pod,
-            "metadata": metadata,
+            **without_managed_fields(pod),
             "status": {
                 **(pod.get("status") or {}),
                 "resourceClaimStatuses": [

@@ -31,7 +31,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from controller.naming import FIELD_MANAGER, FINALIZER, is_reserved_for, meta
+from controller.naming import (
+    FIELD_MANAGER,
+    FINALIZER,
+    is_reserved_for,
+    meta,
+    without_managed_fields,
+)
 from kubeapi.errors import Conflict, Invalid, NotFound
 from kubeapi.objects import KubeObject
 from kubeapi.resources import PatchType, Resource
@@ -101,13 +107,12 @@ class ClaimWriter:
         """``claim`` with ``allocation`` and ``consumer`` as its only reservation (an
         unallocated claim has none), everything else as read, its resourceVersion included:
         that is the precondition. ``managedFields`` is left out (unset in a PUT: kept)."""
-        metadata = {k: v for k, v in meta(claim).items() if k != "managedFields"}
         status = {
             **(claim.get("status") or {}),
             "allocation": allocation,
             "reservedFor": [consumer],
         }
-        return {**claim, "metadata": metadata, "status": status}
+        return {**without_managed_fields(claim), "status": status}
 
     @staticmethod
     def _check_allocatable(claim: KubeObject, allocation: dict[str, Any]) -> None:

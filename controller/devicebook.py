@@ -27,7 +27,7 @@ from allocator.allocated import AllocatedState
 from allocator.features import Features
 from allocator.inventory import Inventory
 from allocator.model import DeviceClass, ModelError, ResourceClaim, ResourceSlice
-from controller.naming import meta
+from controller.naming import meta, without_managed_fields
 from kubeapi.objects import KubeObject
 
 __all__ = ["DeviceBook", "claim_model"]
@@ -42,12 +42,8 @@ def claim_model(claim: KubeObject) -> ResourceClaim | None:
     copying it into the model's frozen ``extra`` was most of the cost of decoding a claim
     (decoded several times per scheduled pod).
     """
-    metadata = claim.get("metadata")
-    if isinstance(metadata, dict) and "managedFields" in metadata:
-        metadata = {k: v for k, v in metadata.items() if k != "managedFields"}
-        claim = {**claim, "metadata": metadata}
     try:
-        return ResourceClaim.from_dict(claim)
+        return ResourceClaim.from_dict(without_managed_fields(claim))
     except ModelError as err:
         logger.warning(
             "Ignoring undecodable ResourceClaim",

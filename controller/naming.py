@@ -49,6 +49,16 @@ def meta(obj: KubeObject) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def without_managed_fields(obj: KubeObject) -> KubeObject:
+    """``obj`` without ``metadata.managedFields``: a shallow copy, or ``obj`` itself when it
+    has none; ``obj`` is never changed. A PUT that leaves the field out keeps the stored
+    entries, and no model here reads them."""
+    metadata = meta(obj)
+    if "managedFields" not in metadata:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+
+
 def generate_name(pod_name: str, pod_claim_name: str) -> str:
     """The ``metadata.generateName`` of a claim generated for ``pod_claim_name`` of a pod.
 
