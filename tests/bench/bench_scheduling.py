@@ -4,7 +4,8 @@ The same workload on the same control-plane shape (etcd + kube-apiserver + one s
 one claim generator): 500 simulated nodes (fake Ready Node objects) with one ResourceSlice of
 8 devices each, published directly as test data, and 1,000 pods that each get one device
 through a ResourceClaimTemplate. The figure is pods per second from the creation of the first
-pod until the last pod is bound, claim generation included. Two pairs of runs:
+pod until the last pod is bound, claim generation included. Two pairs of setups, each run
+three times by default (medians reported):
 
 - **defaults**: every component with its default client-side rate limit. drakit
   (``schedulerName: drakit``, one ``drakit controller`` process that also generates the
