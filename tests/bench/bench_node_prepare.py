@@ -21,7 +21,8 @@ order swapped every round: measured one after the other, the load drifting on a
 shared machine decided the ratio (the 1-claim ratio moved between 0.7x and 1.9x
 in four back-to-back runs).
 
-    .venv/bin/python tests/bench/bench_node_prepare.py [--iterations N] [--batch-iterations N]
+    .venv/bin/python tests/bench/bench_node_prepare.py [--rounds N] [--iterations N]
+        [--batch-iterations N]
 """
 
 from __future__ import annotations
@@ -66,17 +67,26 @@ from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc  # noqa: E402
 
 @dataclass
 class Result:
+    """One plugin's samples, one list per round."""
+
     name: str
-    single_ms: list[float]
-    batch_ms: list[float]
+    single_ms: list[list[float]]
+    batch_ms: list[list[float]]
     idle_rss_mib: float
-    empty_ms: list[float]
+    empty_ms: list[list[float]]
 
     def row(self) -> str:
         return (
-            f"| {self.name} | {p(self.single_ms, 50):.2f} | {p(self.single_ms, 99):.2f} "
-            f"| {p(self.batch_ms, 50):.2f} | {p(self.batch_ms, 99):.2f} | {self.idle_rss_mib:.1f} |"
+            f"| {self.name} | {median_of_rounds(self.single_ms, 50):.2f} "
+            f"| {median_of_rounds(self.single_ms, 99):.2f} "
+            f"| {median_of_rounds(self.batch_ms, 50):.2f} "
+            f"| {median_of_rounds(self.batch_ms, 99):.2f} | {self.idle_rss_mib:.1f} |"
         )
+
+
+def median_of_rounds(rounds: Sequence[Sequence[float]], percentile: int) -> float:
+    """The median over the rounds of each round's ``percentile``."""
+    return statistics.median(p(samples, percentile) for samples in rounds)
 
 
 def p(values: Sequence[float], percentile: int) -> float:
@@ -152,9 +162,9 @@ class Plugin:
             )
         self.socket = socket
         self.claims: list[v1.Claim] = []
-        self.single_ms: list[float] = []
-        self.batch_ms: list[float] = []
-        self.empty_ms: list[float] = []
+        self.single_ms: list[list[float]] = []  # one list per round
+        self.batch_ms: list[list[float]] = []
+        self.empty_ms: list[list[float]] = []
         self.idle_rss_mib = float("nan")
         self._channel: grpc.Channel | None = None
         self._stub: Any = None
@@ -208,23 +218,32 @@ class Plugin:
             self.process.wait()
 
 
-def measure_interleaved(plugins: Sequence[Plugin], iterations: int, batch_iterations: int) -> None:
-    """Time the plugins' cycles alternately, swapping their order every round.
+def measure_interleaved(
+    plugins: Sequence[Plugin], rounds: int, iterations: int, batch_iterations: int
+) -> None:
+    """Time the plugins' cycles alternately, swapping their order every cycle, in ``rounds``.
 
     On a shared machine the load drifts within seconds; measuring one plugin after the
     other lets that drift decide the ratio. Alternating gives every plugin the same load.
+    Every figure is the median over the rounds of that round's percentile: a p99 of a
+    single round of 200 calls was its second-slowest call, which one stray stall decided.
     """
     for _ in range(5):  # warm-up: connections, caches
         for plugin in plugins:
             plugin.cycle(1)
             plugin.cycle(BATCH)
-    for i in range(iterations):
-        for plugin in in_turn(plugins, i):
-            plugin.single_ms.append(plugin.cycle(1))
-            plugin.empty_ms.append(plugin.empty_call())
-    for i in range(batch_iterations):
-        for plugin in in_turn(plugins, i):
-            plugin.batch_ms.append(plugin.cycle(BATCH))
+    for _ in range(rounds):
+        for plugin in plugins:
+            plugin.single_ms.append([])
+            plugin.empty_ms.append([])
+            plugin.batch_ms.append([])
+        for i in range(iterations):
+            for plugin in in_turn(plugins, i):
+                plugin.single_ms[-1].append(plugin.cycle(1))
+                plugin.empty_ms[-1].append(plugin.empty_call())
+        for i in range(batch_iterations):
+            for plugin in in_turn(plugins, i):
+                plugin.batch_ms[-1].append(plugin.cycle(BATCH))
 
 
 def in_turn(plugins: Sequence[Plugin], round_number: int) -> Sequence[Plugin]:
@@ -249,8 +268,13 @@ def build_go_plugin() -> str | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=200)
-    parser.add_argument("--batch-iterations", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of calls (default 5)")
+    parser.add_argument(
+        "--iterations", type=int, default=300, help="1-claim calls per plugin and round"
+    )
+    parser.add_argument(
+        "--batch-iterations", type=int, default=20, help="32-claim calls per plugin and round"
+    )
     parser.add_argument("--skip-go", action="store_true", help="do not measure the Go reference")
     args = parser.parse_args()
 
@@ -321,7 +345,7 @@ def main() -> int:
                 plugins[1].claims = create_claims(api, new_namespace(api), BATCH, GO_DRIVER)
             for plugin in plugins:
                 plugin.serve()
-            measure_interleaved(plugins, args.iterations, args.batch_iterations)
+            measure_interleaved(plugins, args.rounds, args.iterations, args.batch_iterations)
         finally:
             for plugin in plugins:
                 plugin.stop()
@@ -329,7 +353,8 @@ def main() -> int:
 
     print(
         f"NodePrepareResources through the v1 socket, claim GET against the local apiserver; "
-        f"{args.iterations} single-claim and {args.batch_iterations} {BATCH}-claim calls"
+        f"{args.rounds} rounds of {args.iterations} single-claim and {args.batch_iterations} "
+        f"{BATCH}-claim calls per plugin, each figure the median of the rounds' percentiles"
     )
     print(
         "| plugin | 1 claim p50 ms | 1 claim p99 ms | 32 claims p50 ms | 32 claims p99 ms "
@@ -340,15 +365,23 @@ def main() -> int:
         print(result.row())
     if len(results) == 2:
         py, go = results
+        for percentile in (50, 99):
+            per_round = ", ".join(
+                f"{p(mine, percentile) / p(theirs, percentile):.2f}x"
+                for mine, theirs in zip(py.single_ms, go.single_ms, strict=True)
+            )
+            print(f"1-claim p{percentile} ratio drakit/Go per round: {per_round}")
+        empty_py, empty_go = median_of_rounds(py.empty_ms, 50), median_of_rounds(go.empty_ms, 50)
         print(
             "call without claims (gRPC transport and dispatch only), p50: "
-            f"drakit {p(py.empty_ms, 50):.2f} ms, Go {p(go.empty_ms, 50):.2f} ms "
-            f"({p(py.empty_ms, 50) / p(go.empty_ms, 50):.2f}x)"
+            f"drakit {empty_py:.2f} ms, Go {empty_go:.2f} ms ({empty_py / empty_go:.2f}x)"
         )
+        single = median_of_rounds(py.single_ms, 50) / median_of_rounds(go.single_ms, 50)
+        batch = median_of_rounds(py.batch_ms, 50) / median_of_rounds(go.batch_ms, 50)
         print(
             "ratio drakit/Go (p50): "
-            f"1 claim {p(py.single_ms, 50) / p(go.single_ms, 50):.2f}x, "
-            f"32 claims {p(py.batch_ms, 50) / p(go.batch_ms, 50):.2f}x, "
+            f"1 claim {single:.2f}x, "
+            f"32 claims {batch:.2f}x, "
             f"idle RSS {py.idle_rss_mib / go.idle_rss_mib:.2f}x"
         )
     else:

@@ -30,7 +30,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -42,11 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "co
 
 from controller_harness import ControllerProcess, Objects
 from procstats import cpu_seconds, peak_rss_mib
-from scale_workload import build_nodes, check_allocations
+from scale_workload import BoundWatch, build_nodes, check_allocations
 
 from drakit.localcluster import ClusterConfig, LocalCluster
 from kubeapi.client import load_client
-from kubeapi.errors import ApiError
 from kubeapi.pool import widen_connection_pool
 
 DEVICES = 8
@@ -81,42 +79,6 @@ def apiserver_requests(cluster: LocalCluster) -> float:
         if line.startswith("apiserver_request_total{"):
             total += float(line.rsplit(" ", 1)[1])
     return total
-
-
-class BoundWatch:
-    """Records when the benchmark first sees each pod bound (a watch, not polling)."""
-
-    def __init__(self, objects: Objects) -> None:
-        self.bound: dict[str, float] = {}
-        self._objects = objects
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._ready = threading.Event()
-
-    def __enter__(self) -> BoundWatch:
-        self._thread.start()
-        self._ready.wait(30)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        listed = self._objects.pods.list(NAMESPACE)
-        rv = listed.resource_version
-        self._ready.set()
-        while not self._stop.is_set():
-            with contextlib.suppress(ApiError), \
-                    self._objects.pods.watch(NAMESPACE, resource_version=rv,
-                                             timeout_seconds=60) as stream:  # fmt: skip
-                for event in stream:
-                    rv = event.resource_version or rv
-                    obj = event.object
-                    name = (obj.get("metadata") or {}).get("name", "")
-                    if (obj.get("spec") or {}).get("nodeName") and name not in self.bound:
-                        self.bound[name] = time.monotonic()
-                    if self._stop.is_set():
-                        return
 
 
 def create_paced(objects: Objects, count: int, rate: float, scheduler: str) -> dict[str, float]:
@@ -175,16 +137,14 @@ def run_side(upstream: bool, nodes: int, pods: int, rate: float, timeout: float)
         cpu_before = sum(proc_stats(p)[1] for p in pids if p)
         requests_before = apiserver_requests(cluster)
         try:
-            with BoundWatch(objects) as watch:
+            with BoundWatch(objects, NAMESPACE) as watch:
                 began = time.monotonic()
                 created = create_paced(objects, pods, rate, "drakit" if not upstream
                                        else "default-scheduler")  # fmt: skip
-                deadline = began + timeout
-                while len(watch.bound) < pods and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                if len(watch.bound) < pods:
-                    raise SystemExit(f"{side}: {len(watch.bound)}/{pods} bound after {timeout}s")
-                elapsed = max(watch.bound.values()) - began
+                try:
+                    elapsed = watch.wait(pods, began + timeout - time.monotonic()) - began
+                except TimeoutError as err:
+                    raise SystemExit(f"{side}: {err}") from err
             stats = [proc_stats(p) for p in pids if p]
             requests = apiserver_requests(cluster) - requests_before
         finally:

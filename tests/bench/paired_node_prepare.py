@@ -78,13 +78,15 @@ def main() -> int:
             for _ in range(WARM_UP):
                 for plugin in plugins.values():
                     plugin.cycle(1)
+            for plugin in plugins.values():
+                plugin.single_ms.append([])  # one round
             for i in range(args.iterations):
                 for plugin in single.in_turn(list(plugins.values()), i):
-                    plugin.single_ms.append(plugin.cycle(1))
+                    plugin.single_ms[-1].append(plugin.cycle(1))
         finally:
             for plugin in plugins.values():
                 plugin.stop()
-    times = {side: plugin.single_ms for side, plugin in plugins.items()}
+    times = {side: plugin.single_ms[0] for side, plugin in plugins.items()}
     for side, values in times.items():
         print(
             f"{side} ({trees[side]}): p50 {single.p(values, 50):.2f} ms, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from scale_workload import build_nodes, check_allocations, create_pods, wait_all_bound
+from scale_workload import BoundWatch, build_nodes, check_allocations, create_pods
 
 from controller.config import ClaimGeneration
 
@@ -27,7 +27,8 @@ def test_1000_pods_on_500_nodes_never_share_a_device_and_satisfy_their_claims(
     build_nodes(objects, NODES, DEVICES_PER_NODE, prefix=f"scale-{uuid.uuid4().hex[:6]}")
     objects.template(namespace, "tpl", objects.device_class())
     start_controller(claim_generation=ClaimGeneration.SCOPED, workers=16)
-    create_pods(objects, namespace, PODS, "tpl", scheduler="drakit")
-    wait_all_bound(objects, namespace, PODS, timeout=240)
+    with BoundWatch(objects, namespace) as watch:
+        create_pods(objects, namespace, PODS, "tpl", scheduler="drakit")
+        watch.wait(PODS, timeout=240)
     assert check_allocations(objects, namespace) == []
     assert len(objects.claims.list(namespace).items) == PODS
