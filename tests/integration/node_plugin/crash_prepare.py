@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from claims import DRIVER, NODE, call, claims_resource, make_config
 
-from kubeapi.client import load_client
+from kubeapi.lightclient import load_light_client
 from node_plugin.backends.registry import load_backend
 from node_plugin.core import PrepareCore
 from node_plugin.driver import ClaimRef
@@ -25,7 +25,10 @@ def main() -> None:
     root, kubeconfig, namespace, name, uid = sys.argv[1:6]
     config = make_config(Path(root))
     backend = load_backend("crash_backend:KillInPrepareBackend", driver_name=DRIVER, node_name=NODE)
-    api = load_client(kubeconfig)
+    # The plugin's own client. The full client would also leave the kubeconfig's key and
+    # certificates behind in the temp folder: it deletes its copies at exit, and this
+    # process ends by SIGKILL.
+    api = load_light_client(kubeconfig)
     core = PrepareCore(
         config, PluginMetrics(), backend, claims_resource(api), boot_id=lambda: "boot-1"
     )

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from conftest import CoreFactory, RecordingEvents
 from drakit.localcluster import LocalCluster
 from kubeapi.resources import Resource
 from node_plugin.checkpoint import FILE_NAME, STARTED, journal_path_of, read_document
+from node_plugin.driver import ClaimRef
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +30,20 @@ def checkpoint_of(root: Path) -> dict[str, object]:
     return data
 
 
+def crash_in_prepare(root: Path, kubeconfig: str, ref: ClaimRef, temp_folder: Path) -> None:
+    """Prepare ``ref`` in a plugin process that is SIGKILLed inside the backend's prepare;
+    its temp folder is ``temp_folder``."""
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "crash_prepare.py"), str(root), kubeconfig,
+         ref.namespace, ref.name, ref.uid],
+        env={**os.environ, "PYTHONPATH": str(HERE), "TMPDIR": str(temp_folder)},
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+
+
 def test_sigkill_between_started_and_completed_then_restart_completes_the_prepare(
     make_core: CoreFactory,
     claims: Resource,
@@ -36,15 +52,7 @@ def test_sigkill_between_started_and_completed_then_restart_completes_the_prepar
     tmp_path: Path,
 ) -> None:
     ref = create_claim(claims, namespace, [result("gpu", "gpu-1")])
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "crash_prepare.py"), str(tmp_path), cluster.kubeconfig,
-         ref.namespace, ref.name, ref.uid],
-        env={**os.environ, "PYTHONPATH": str(HERE)},
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )  # fmt: skip
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    crash_in_prepare(tmp_path, cluster.kubeconfig, ref, Path(tempfile.gettempdir()))
     claims_in_checkpoint = checkpoint_of(tmp_path)["claims"]
     assert isinstance(claims_in_checkpoint, dict)
     assert claims_in_checkpoint[ref.uid]["state"] == STARTED
@@ -55,6 +63,18 @@ def test_sigkill_between_started_and_completed_then_restart_completes_the_prepar
     assert out.error == "" and [d.device_name for d in out.devices] == ["gpu-1"]
     assert core.cdi.spec_path(ref.uid).exists()
     assert checkpoint_of(tmp_path)["claims"][ref.uid]["state"] == "PrepareCompleted"  # type: ignore[index]
+
+
+def test_a_plugin_killed_mid_prepare_leaves_no_key_or_certificate_in_the_temp_folder(
+    claims: Resource, namespace: str, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    # The kubeconfig carries the client key inline; a client that copies it to a temp file
+    # and deletes the copy only at exit leaves it behind on a SIGKILL.
+    ref = create_claim(claims, namespace, [result("gpu", "gpu-1")])
+    temp_folder = tmp_path / "tmp"
+    temp_folder.mkdir()
+    crash_in_prepare(tmp_path / "plugin", cluster.kubeconfig, ref, temp_folder)
+    assert list(temp_folder.iterdir()) == []
 
 
 def test_prepare_completed_record_torn_in_half_leaves_a_half_prepared_claim_that_prepare_completes(
