@@ -41,11 +41,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "co
 
 from controller_harness import ControllerProcess, Objects
 from procstats import cpu_seconds, peak_rss_mib
-from scale_workload import BoundWatch, build_nodes, check_allocations
+from scale_workload import (
+    BoundWatch,
+    build_nodes,
+    check_allocations,
+    load_generator_client,
+)
 
 from drakit.localcluster import ClusterConfig, LocalCluster
-from kubeapi.client import load_client
-from kubeapi.pool import widen_connection_pool
 
 DEVICES = 8
 NAMESPACE = "default"
@@ -114,8 +117,7 @@ def control_plane(upstream: bool) -> Iterator[LocalCluster]:
 def run_side(upstream: bool, nodes: int, pods: int, rate: float, timeout: float) -> SideResult:
     side = "kube-scheduler + KCM" if upstream else "drakit"
     with control_plane(upstream) as cluster, tempfile.TemporaryDirectory() as tmp:
-        api = load_client(cluster.kubeconfig, qps=0)
-        widen_connection_pool(api, 32)
+        api = load_generator_client(cluster.kubeconfig)
         objects = Objects(api)
         build_nodes(objects, nodes, DEVICES, prefix="node")
         objects.template(NAMESPACE, "gpu", objects.device_class())

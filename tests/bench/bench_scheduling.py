@@ -52,12 +52,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "co
 
 from controller_harness import ControllerProcess, Objects
 from procstats import cpu_seconds
-from scale_workload import BoundWatch, build_nodes, check_allocations, create_pods
+from scale_workload import (
+    BoundWatch,
+    build_nodes,
+    check_allocations,
+    create_pods,
+    load_generator_client,
+)
 
 from drakit.localcluster import ClusterConfig, LocalCluster
 from drakit.localcluster.assets import require_binary
-from kubeapi.client import load_client
-from kubeapi.pool import widen_connection_pool
 
 PODS = 1000
 NODES = 500
@@ -139,8 +143,7 @@ def run_once(setup: Setup) -> Result:
     )
     with LocalCluster(config) as cluster, tempfile.TemporaryDirectory() as tmp, \
             contextlib.ExitStack() as stack:  # fmt: skip
-        api = load_client(cluster.kubeconfig, qps=0)
-        widen_connection_pool(api, 32)
+        api = load_generator_client(cluster.kubeconfig)
         objects = Objects(api)
         build_nodes(objects, NODES, DEVICES, prefix="node")
         objects.template("default", "gpu", objects.device_class())
