@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -72,11 +74,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     # The first word names the subcommand; anything else (--help, a typo) gets them all.
     args = build_parser(words[0] if words else None).parse_args(words)
+    previous = _exit_cleanly_on_sigterm()
     try:
         code: int = args.func(args)
     except KeyboardInterrupt:
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return code
+
+
+def _exit_cleanly_on_sigterm() -> signal.Handlers | None:
+    """Make SIGTERM end the command as an exit (status 143) would, unless a handler is set.
+
+    Python's default SIGTERM action ends the process at once, without ``atexit``: the
+    kubernetes client copies a kubeconfig's inline key and certificates to temp files
+    and deletes them only at exit, so a terminated ``drakit devices --watch`` left the
+    user's private key in the temp folder. Commands that serve (controller, node plugin)
+    install their own handler. Returns the handler to restore (None: nothing changed).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, leave)
+    return signal.SIG_DFL
 
 
 if __name__ == "__main__":

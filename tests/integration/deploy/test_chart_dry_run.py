@@ -48,14 +48,21 @@ def _dry_run_apply(dyn: DynamicClient, obj: dict[str, Any]) -> None:
     )
 
 
+def _dynamic(api: Any, folder: Path) -> DynamicClient:
+    """A dynamic client whose discovery cache is a file in ``folder``: by default it is
+    ``/tmp/osrcp-<hash of the server URL>.json``, left behind by every run and read by the
+    next run that reuses the port, whichever Kubernetes version answers there then."""
+    return DynamicClient(api, cache_file=str(folder / "discovery.json"))
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.compat
 def test_every_rendered_object_passes_server_side_dry_run(
-    helm: Helm, cluster: LocalCluster, namespace: str, variant: str
+    helm: Helm, cluster: LocalCluster, namespace: str, variant: str, tmp_path: Path
 ) -> None:
     objects = helm.render(namespace=namespace, values=VARIANTS[variant])
     api = cluster.api_client()
-    dyn = DynamicClient(api)
+    dyn = _dynamic(api, tmp_path)
     rejected: list[str] = []
     for obj in objects:
         try:
@@ -70,14 +77,14 @@ def test_every_rendered_object_passes_server_side_dry_run(
 
 
 def test_dry_run_reports_an_object_the_apiserver_rejects(
-    helm: Helm, cluster: LocalCluster, namespace: str
+    helm: Helm, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     # The check above would catch a broken object: a DaemonSet whose rolling
     # update allows surge and unavailability at once is invalid.
     ds = next(o for o in helm.render(namespace=namespace) if o["kind"] == "DaemonSet")
     ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = 1
     with pytest.raises(ApiException) as rejected:
-        _dry_run_apply(DynamicClient(cluster.api_client()), ds)
+        _dry_run_apply(_dynamic(cluster.api_client(), tmp_path), ds)
     assert rejected.value.status == 422
     assert "maxUnavailable" in rejected.value.body
 
@@ -97,9 +104,9 @@ def _class_names(obj: Any) -> set[str]:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_example_is_accepted_and_uses_the_charts_default_class(
-    helm: Helm, cluster: LocalCluster, namespace: str, example: Path
+    helm: Helm, cluster: LocalCluster, namespace: str, example: Path, tmp_path: Path
 ) -> None:
-    dyn = DynamicClient(cluster.api_client())
+    dyn = _dynamic(cluster.api_client(), tmp_path)
     objects = load_objects(example.read_text())
     for obj in objects:
         obj["metadata"]["namespace"] = namespace

@@ -4,6 +4,7 @@ view and the note that says what is hidden and why."""
 
 from __future__ import annotations
 
+import os
 import queue
 import subprocess
 import sys
@@ -56,9 +57,10 @@ class Lines:
                 return line, time.monotonic() - start
 
 
-@pytest.fixture
-def watching(cluster: LocalCluster, workload: Workload) -> Iterator[Lines]:
-    process = subprocess.Popen(
+def start_watching(
+    cluster: LocalCluster, workload: Workload, **options: Any
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -71,7 +73,13 @@ def watching(cluster: LocalCluster, workload: Workload) -> Iterator[Lines]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        **options,
     )
+
+
+@pytest.fixture
+def watching(cluster: LocalCluster, workload: Workload) -> Iterator[Lines]:
+    process = start_watching(cluster, workload)
     try:
         yield Lines(process)
     finally:
@@ -79,6 +87,24 @@ def watching(cluster: LocalCluster, workload: Workload) -> Iterator[Lines]:
         process.wait(timeout=30)
         if process.stderr is not None:
             process.stderr.close()
+
+
+def test_a_terminated_watch_exits_143_and_leaves_no_key_or_certificate_in_the_temp_folder(
+    cluster: LocalCluster, workload: Workload, tmp_path: Path
+) -> None:
+    # The kubeconfig carries the client key inline; the kubernetes client copies it to a
+    # temp file and deletes the copy at exit, which SIGTERM's default action skips.
+    temp_folder = tmp_path / "tmp"
+    temp_folder.mkdir()
+    process = start_watching(cluster, workload, env={**os.environ, "TMPDIR": str(temp_folder)})
+    lines = Lines(process)
+    lines.wait_for(lambda line: line.split()[3:5] == ["gpu-1", "free"])
+    process.terminate()
+    assert process.wait(timeout=30) == 143
+    assert process.stderr is not None
+    with process.stderr:
+        assert process.stderr.read() == ""
+    assert list(temp_folder.iterdir()) == []
 
 
 def test_watch_prints_the_table_again_when_a_free_device_gets_allocated(
