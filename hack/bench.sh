@@ -13,11 +13,11 @@ if [[ $# -gt 0 ]]; then
 else
   # The 5,000-node scale benchmark goes last: it frees several GiB and deletes a large
   # etcd data folder on the way out, and nothing measured after it should pay for that.
-  scripts=()
+  scripts=(); last=()
   for script in tests/bench/bench_*.py; do
-    [[ "$script" == tests/bench/bench_scale.py ]] || scripts+=("$script")
+    if [[ "$script" == tests/bench/bench_scale.py ]]; then last+=("$script"); else scripts+=("$script"); fi
   done
-  [[ -e tests/bench/bench_scale.py ]] && scripts+=(tests/bench/bench_scale.py)
+  scripts+=("${last[@]}")
 fi
 status=0
 for script in "${scripts[@]}"; do
