@@ -361,7 +361,10 @@ class Checkpoint:
         # A flushing append also flushed every record before it (one file, one fdatasync).
         self._unflushed = not flush
         self._dirty.clear()
-        self._stamp = self._current_stamp()
+        # Only the journal changed: the snapshot's stamp from the last refresh still holds
+        # (the caller has held the serialize lock since then).
+        snapshot = self._stamp[0] if self._stamp is not None else _stamp(self.path)
+        self._stamp = (snapshot, _stamp(self.journal_path))
 
     def _compact(self) -> None:
         """Write the whole state as a snapshot with a new epoch, then start its journal.

@@ -39,7 +39,13 @@ from typing import Any, Protocol
 
 from kubeapi.clusterversion import kubelet_health_services_for_node
 from kubeapi.resources import RESOURCE_CLAIMS
-from node_plugin.backends.base import Backend, BackendPrepared, RequestContext, health_report
+from node_plugin.backends.base import (
+    Backend,
+    BackendPrepared,
+    PoolDescription,
+    RequestContext,
+    health_report,
+)
 from node_plugin.cdi import PREPARED_ANNOTATION, CDIDevice, CDISpecs
 from node_plugin.checkpoint import (
     API_VERSION,
@@ -138,6 +144,7 @@ class PrepareCore:
         self._boot_id = boot_id
         self._local = threading.Lock()  # in-process guard around checkpoint/backend use
         self._stopped = False
+        self._inventory: tuple[tuple[PoolDescription, ...], Inventory] | None = None
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -249,7 +256,7 @@ class PrepareCore:
         out: dict[str, PrepareResult | ClaimError] = {}
         todo: list[FetchedClaim] = []
         fresh: set[str] = set()  # claims without a checkpoint entry before this call
-        inventory = Inventory(self.driver, self.backend.discover())
+        inventory = self._current_inventory()
         for claim in fetched:
             if not call.is_active():
                 out[claim.ref.uid] = abandoned(claim.ref)
@@ -321,6 +328,23 @@ class PrepareCore:
         }
         _log_done_after_reply(call, log, "Prepared claim", done)
         return out
+
+    def _current_inventory(self) -> Inventory:
+        """The guard's view of the backend's devices (call with ``_local`` held).
+
+        Rebuilt only when ``discover()`` returns other description objects: they are
+        frozen, so the same objects describe the same devices.
+        """
+        pools = tuple(self.backend.discover())
+        cached = self._inventory
+        if (
+            cached is None
+            or len(cached[0]) != len(pools)
+            or any(old is not new for old, new in zip(cached[0], pools, strict=True))
+        ):
+            cached = (pools, Inventory(self.driver, pools))
+            self._inventory = cached
+        return cached[1]
 
     def _prepare_recorded(
         self, claim: FetchedClaim, call: CallContext, fresh: bool, log: StructuredLogger

@@ -2,8 +2,9 @@
 
 Why: the GIL runs one thread of the plugin at a time, so the plugin never uses much
 more than one CPU, yet its threads hand work to each other all the time. A gRPC call
-passes from grpc's poller thread to a worker and back three times, and a claim GET
-wakes the worker waiting for it. Spread over CPUs, each hand-over wakes a thread on
+on grpcio's pool passes from its poller thread to a worker and back three times
+(prepare and unprepare skip that: ``service/direct.py``), and a claim GET wakes the
+thread waiting for it. Spread over CPUs, each hand-over wakes a thread on
 another CPU: an inter-processor interrupt, on a VM the exit of a halted vCPU, and a
 GIL that bounces between caches. With all threads on one CPU the woken thread just
 runs when the waker blocks. On the benchmark machine a call without claims took

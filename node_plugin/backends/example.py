@@ -241,6 +241,7 @@ class ExampleBackend:
         self.settings = settings
         self.node_name = context.node_name
         self.pool_name = settings.pool or context.node_name
+        self._uuids: dict[str, str] = {}  # device name -> UUID (thread-safe: same value)
         self._lock = threading.Lock()
         self._listeners = ChangeListeners()
         self._health = dict.fromkeys(settings.unhealthy, HealthStatus.UNHEALTHY)
@@ -262,7 +263,12 @@ class ExampleBackend:
     # -- description ---------------------------------------------------------------------
 
     def device_uuid(self, device_name: str) -> str:
-        return f"GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{self.node_name}/{device_name}')}"
+        """The device's stable UUID (a name-based UUID: the same on every call, so kept)."""
+        known = self._uuids.get(device_name)
+        if known is None:
+            known = f"GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{self.node_name}/{device_name}')}"
+            self._uuids[device_name] = known
+        return known
 
     def _attributes(self, name: str, index: int, model: str) -> dict[str, Any]:
         return {

@@ -9,7 +9,7 @@ so the field is dropped rather than faked.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NoReturn, Protocol, TypeVar
 
 import grpc
 
@@ -19,6 +19,7 @@ from kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
 from kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from node_plugin.driver import ClaimRef, PreparedDevice
 from node_plugin.service.calls import DriverCalls, call_deadline, claim_count_problem
+from node_plugin.service.direct import DirectUnary
 
 # Names the kubelet knows these services by in GetInfo's supported_versions.
 V1_VERSION = "v1.DRAPlugin"
@@ -37,7 +38,17 @@ def _claim_refs(claims: Iterable[v1.Claim | v1beta1.Claim]) -> list[ClaimRef]:
     return [ClaimRef(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
 
 
-def _refuse_oversized(method: str, count: int, context: grpc.ServicerContext) -> None:
+class UnaryContext(Protocol):
+    """What the servicers use of a call's context: grpc.ServicerContext, or the
+    :class:`~node_plugin.service.direct.DirectContext` of a directly served call."""
+
+    def is_active(self) -> bool: ...
+    def time_remaining(self) -> float | None: ...
+    def add_callback(self, callback: Callable[[], None]) -> bool: ...
+    def abort(self, code: grpc.StatusCode, details: str) -> NoReturn: ...
+
+
+def _refuse_oversized(method: str, count: int, context: UnaryContext) -> None:
     """Abort the call with INVALID_ARGUMENT when it carries more claims than the cap."""
     problem = claim_count_problem(method, count)
     if problem:
@@ -90,7 +101,7 @@ class _DRAPlugin:
         method: str,
         operation: Callable[..., T],
         request: PrepareRequest | UnprepareRequest,
-        context: grpc.ServicerContext,
+        context: UnaryContext,
     ) -> T:
         """Refuse an oversized call, else run ``operation`` with the caller's liveness and
         deadline."""
@@ -104,7 +115,7 @@ class _DRAPlugin:
         )
 
     def NodePrepareResources(  # noqa: N802 (gRPC method name)
-        self, request: PrepareRequest, context: grpc.ServicerContext
+        self, request: PrepareRequest, context: UnaryContext
     ) -> Any:
         results = self._call("NodePrepareResources", self._calls.prepare, request, context)
         response = self.prepare_response()
@@ -116,7 +127,7 @@ class _DRAPlugin:
         return response
 
     def NodeUnprepareResources(  # noqa: N802 (gRPC method name)
-        self, request: UnprepareRequest, context: grpc.ServicerContext
+        self, request: UnprepareRequest, context: UnaryContext
     ) -> Any:
         results = self._call("NodeUnprepareResources", self._calls.unprepare, request, context)
         response = self.unprepare_response()
@@ -143,8 +154,18 @@ class DRAPluginV1beta1(_DRAPlugin, v1beta1_grpc.DRAPluginServicer):
     device = staticmethod(_v1beta1_device)
 
 
-def add_dra_servicers(server: grpc.Server, calls: DriverCalls) -> list[tuple[str, str]]:
-    """Serve both DRAPlugin versions; returns (advertised version, full service name)."""
-    v1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1(calls), server)
-    v1beta1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1beta1(calls), server)
+def add_dra_servicers(
+    server: grpc.Server, calls: DriverCalls, direct: DirectUnary | None = None
+) -> list[tuple[str, str]]:
+    """Serve both DRAPlugin versions, through ``direct`` when given (both are unary);
+    returns (advertised version, full service name)."""
+    servicers: list[tuple[Callable[[Any, Any], None], _DRAPlugin]] = [
+        (v1_grpc.add_DRAPluginServicer_to_server, DRAPluginV1(calls)),
+        (v1beta1_grpc.add_DRAPluginServicer_to_server, DRAPluginV1beta1(calls)),
+    ]
+    for add_to_server, servicer in servicers:
+        if direct is None:
+            add_to_server(servicer, server)
+        else:
+            direct.add_servicer(add_to_server, servicer)
     return [(V1_VERSION, V1_SERVICE), (V1BETA1_VERSION, V1BETA1_SERVICE)]

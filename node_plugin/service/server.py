@@ -25,6 +25,7 @@ from grpc_reflection.v1alpha import reflection
 from kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from node_plugin.driver import DriverCore
 from node_plugin.service.calls import DriverCalls
+from node_plugin.service.direct import DirectUnary
 from node_plugin.service.dra import add_dra_servicers
 from node_plugin.service.health import DEFAULT_RESEND_SECONDS, HealthStreams, add_health_servicers
 from node_plugin.service.registration import SERVICE as REGISTRATION_SERVICE
@@ -78,9 +79,13 @@ class UnixServer:
         except RuntimeError as exc:
             raise OSError(f"cannot listen on {self.socket_path}: {exc}") from exc
         self.server.start()
+        self._started()
         temporary.replace(self.socket_path)
         self._identity = SocketIdentity.of(self.socket_path)
         _log.info("Serving", socket=str(self.socket_path))
+
+    def _started(self) -> None:
+        """Runs once the server serves, before its socket is moved into place."""
 
     def remove_socket(self) -> None:
         if self._identity is not None:
@@ -111,10 +116,15 @@ class DraServer(UnixServer):
         # The folder is this driver's own (<plugins>/<driver>/): every socket in it is one
         # of its instances.
         super().__init__(socket_path, max_workers, dead_siblings="*.sock")
+        # Prepare and unprepare skip grpcio's thread hand-offs (see direct.py); None on a
+        # grpcio whose internals differ, and then grpcio serves them as any other method.
+        self.direct = DirectUnary.attach(self.server, max_threads=max_workers)
+        if self.direct is None:
+            _log.warning("grpcio internals differ: DRAPlugin calls go through grpcio's pool")
         self.grpc_health = health.HealthServicer(experimental_non_blocking=True)
         health_pb2_grpc.add_HealthServicer_to_server(self.grpc_health, self.server)
         self.health_streams = HealthStreams(core, health_resend_seconds)
-        services = add_dra_servicers(self.server, calls)
+        services = add_dra_servicers(self.server, calls, self.direct)
         if core.supports_health():
             services += [
                 (version, name)
@@ -129,6 +139,10 @@ class DraServer(UnixServer):
         )
         self.grpc_health.set(REGISTRATION_SERVICE, _UNKNOWN)
 
+    def _started(self) -> None:
+        if self.direct is not None:
+            self.direct.start()
+
     def start(self) -> None:
         super().start()
         for name in ["", *self.service_names]:
@@ -142,6 +156,8 @@ class DraServer(UnixServer):
         self.grpc_health.enter_graceful_shutdown()
         self.health_streams.stop()  # streams never end on their own
         super().stop(grace)
+        if self.direct is not None:
+            self.direct.stop()
 
 
 class RegistrationServer(UnixServer):

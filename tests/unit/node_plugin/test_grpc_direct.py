@@ -1,0 +1,263 @@
+"""DirectUnary: unary methods served from their own completion queue, over real Unix sockets."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from fake_core import FakeCore
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from plugin_harness import PluginFactory, channel_to
+
+from kubeletapi.gen.dra.v1 import api_pb2 as v1
+from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from node_plugin.driver import CallContext, ClaimRef, PrepareResult
+from node_plugin.service.direct import DirectUnary
+
+PREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
+Handler = Callable[[v1.NodePrepareResourcesRequest, Any], v1.NodePrepareResourcesResponse]
+
+
+class Servicer(v1_grpc.DRAPluginServicer):
+    """Prepare runs ``on_prepare``; unprepare answers empty."""
+
+    def __init__(self, on_prepare: Handler) -> None:
+        self.on_prepare = on_prepare
+
+    def NodePrepareResources(self, request: Any, context: Any) -> Any:
+        return self.on_prepare(request, context)
+
+    def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
+        return v1.NodeUnprepareResourcesResponse()
+
+
+class Served:
+    """A grpc.Server on a Unix socket with DRAPlugin v1 served directly, gRPC health by grpcio."""
+
+    def __init__(self, socket: Path, on_prepare: Handler, max_threads: int = 4) -> None:
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        direct = DirectUnary.attach(self.server, max_threads=max_threads)
+        assert direct is not None, "the pinned grpcio must support direct serving"
+        self.direct = direct
+        self.direct.add_servicer(v1_grpc.add_DRAPluginServicer_to_server, Servicer(on_prepare))
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.server.add_insecure_port(f"unix:{socket}")
+        self.server.start()
+        self.direct.start()
+        self.channel = channel_to(socket)
+        self.stub = v1_grpc.DRAPluginStub(self.channel)
+
+    def stop(self) -> None:
+        self.channel.close()
+        self.server.stop(grace=1).wait()
+        self.direct.stop()
+
+
+@pytest.fixture
+def serve(short_tmp: Path) -> Iterator[Callable[..., Served]]:
+    started: list[Served] = []
+
+    def start(on_prepare: Handler, max_threads: int = 4) -> Served:
+        served = Served(short_tmp / f"d{len(started)}.sock", on_prepare, max_threads)
+        started.append(served)
+        return served
+
+    yield start
+    for served in started:
+        served.stop()
+
+
+def answer(_request: Any, _context: Any) -> v1.NodePrepareResourcesResponse:
+    response = v1.NodePrepareResourcesResponse()
+    response.claims["uid-1"].error = ""
+    return response
+
+
+def prepare(stub: v1_grpc.DRAPluginStub, timeout: float = 10) -> Any:
+    return stub.NodePrepareResources(v1.NodePrepareResourcesRequest(), timeout=timeout)
+
+
+def test_direct_method_answers_and_other_services_stay_with_grpcio(
+    serve: Callable[..., Served],
+) -> None:
+    served = serve(answer)
+    assert "uid-1" in prepare(served.stub).claims
+    check = health_pb2_grpc.HealthStub(served.channel).Check(health_pb2.HealthCheckRequest())
+    assert check.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_abort_reaches_the_client_with_its_code_and_details(serve: Callable[..., Served]) -> None:
+    def refuse(_request: Any, context: Any) -> Any:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "too many claims")
+
+    served = serve(refuse)
+    with pytest.raises(grpc.RpcError) as err:
+        prepare(served.stub)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details() == "too many claims"
+
+
+def test_handler_exception_is_unknown_and_the_next_call_is_served(
+    serve: Callable[..., Served],
+) -> None:
+    calls = []
+
+    def fail_once(request: Any, context: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("backend exploded")
+        return answer(request, context)
+
+    served = serve(fail_once)
+    with pytest.raises(grpc.RpcError) as err:
+        prepare(served.stub)
+    assert err.value.code() == grpc.StatusCode.UNKNOWN
+    assert "backend exploded" in (err.value.details() or "")
+    assert "uid-1" in prepare(served.stub).claims
+
+
+def test_undecodable_request_is_internal_and_never_reaches_the_handler(
+    serve: Callable[..., Served],
+) -> None:
+    reached = []
+    served = serve(lambda request, context: reached.append(request) or answer(request, context))
+    raw = served.channel.unary_unary(PREPARE)
+    with pytest.raises(grpc.RpcError) as err:
+        raw(b"\xff\xff\xff not protobuf", timeout=10)
+    assert err.value.code() == grpc.StatusCode.INTERNAL
+    assert reached == []
+
+
+def test_deadline_makes_the_call_inactive_and_runs_its_callbacks(
+    serve: Callable[..., Served],
+) -> None:
+    observed: dict[str, Any] = {}
+    ended = threading.Event()
+
+    def wait_for_cancel(request: Any, context: Any) -> Any:
+        observed["remaining"] = context.time_remaining()
+        context.add_callback(ended.set)
+        deadline = time.monotonic() + 10
+        while context.is_active() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        observed["active_after_deadline"] = context.is_active()
+        return answer(request, context)
+
+    served = serve(wait_for_cancel)
+    with pytest.raises(grpc.RpcError) as err:
+        prepare(served.stub, timeout=0.5)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert ended.wait(10), "the call-end callback never ran"
+    assert 0 < observed["remaining"] <= 0.5
+    assert observed["active_after_deadline"] is False
+
+
+def test_callbacks_run_after_the_answer_and_late_ones_are_refused(
+    serve: Callable[..., Served],
+) -> None:
+    contexts: list[Any] = []
+    ran = threading.Event()
+
+    def remember(request: Any, context: Any) -> Any:
+        contexts.append(context)
+        assert context.add_callback(ran.set) is True
+        assert not ran.is_set()  # not before the handler returned
+        return answer(request, context)
+
+    served = serve(remember)
+    prepare(served.stub)
+    assert ran.wait(10)
+    deadline = time.monotonic() + 10
+    while contexts[0].is_active() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert contexts[0].is_active() is False
+    assert contexts[0].add_callback(lambda: None) is False
+
+
+def test_pollers_grow_while_all_are_busy_and_stop_at_the_bound(
+    serve: Callable[..., Served],
+) -> None:
+    release = threading.Event()
+    running: list[str] = []
+    lock = threading.Lock()
+
+    def block(request: Any, context: Any) -> Any:
+        with lock:
+            running.append(threading.current_thread().name)
+        release.wait(20)
+        return answer(request, context)
+
+    served = serve(block, max_threads=3)
+    assert served.direct.thread_count == 2  # idle: one receives, one can start a handler
+    with futures.ThreadPoolExecutor(max_workers=5) as clients:
+        pending = [clients.submit(prepare, served.stub, 30) for _ in range(5)]
+        deadline = time.monotonic() + 10
+        while len(running) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # a fourth handler would have started by now if one could
+        assert len(running) == 3
+        assert served.direct.thread_count == 3
+        release.set()
+        assert all("uid-1" in call.result(30).claims for call in pending)
+    assert len(running) == 5
+    assert all(name.startswith("grpc-direct-") for name in running)
+
+
+def test_stop_ends_every_poller(short_tmp: Path) -> None:
+    served = Served(short_tmp / "s.sock", answer)
+    prepare(served.stub)
+    pollers = [t for t in threading.enumerate() if t.name.startswith("grpc-direct-")]
+    assert pollers
+    served.stop()
+    assert not any(t.is_alive() for t in pollers)
+
+
+def test_attach_without_grpcio_internals_returns_none() -> None:
+    class NotAGrpcioServer:
+        pass
+
+    assert DirectUnary.attach(NotAGrpcioServer(), max_threads=4) is None  # type: ignore[arg-type]
+
+
+def test_streaming_methods_are_refused() -> None:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    direct = DirectUnary.attach(server, max_threads=2)
+    assert direct is not None
+    with pytest.raises(ValueError, match="Watch: only unary-unary"):
+        direct.add_servicer(health_pb2_grpc.add_HealthServicer_to_server, health.HealthServicer())
+    server.stop(None)
+    direct.stop()
+
+
+class ThreadRecordingCore(FakeCore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[str] = []
+
+    def prepare(self, claims: Any, call: CallContext) -> dict[str, PrepareResult]:
+        self.threads.append(threading.current_thread().name)
+        return dict(super().prepare(claims, call))
+
+    def unprepare(self, claims: Sequence[ClaimRef], call: CallContext) -> dict[str, str]:
+        self.threads.append(threading.current_thread().name)
+        return dict(super().unprepare(claims, call))
+
+
+def test_plugin_serves_prepare_and_unprepare_in_direct_pollers(
+    start_plugin: PluginFactory,
+) -> None:
+    core = ThreadRecordingCore()
+    plugin, _ = start_plugin(core=core)
+    stub = v1_grpc.DRAPluginStub(channel_to(plugin.sockets.dra))
+    claims = [v1.Claim(namespace="default", uid="uid-1", name="claim-1")]
+    stub.NodePrepareResources(v1.NodePrepareResourcesRequest(claims=claims), timeout=10)
+    stub.NodeUnprepareResources(v1.NodeUnprepareResourcesRequest(claims=claims), timeout=10)
+    assert len(core.threads) == 2
+    assert all(name.startswith("grpc-direct-") for name in core.threads), core.threads
