@@ -1,5 +1,9 @@
 """Crash-safe file replacement, shared by the checkpoint and the CDI specs."""
 
+# os.path on plain strings, not pathlib: a CDI spec is written in every prepare, and
+# pathlib's parsing cost a fifth of a small write on a tmpfs.
+# ruff: noqa: PTH105, PTH108, PTH118, PTH120
+
 from __future__ import annotations
 
 import contextlib
@@ -18,7 +22,8 @@ def atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
     cut). No temp file is left behind. The directory is created when missing.
     """
     data = text.encode("utf-8")
-    tmp, fd = _create_temporary(path)
+    target = os.fspath(path)
+    tmp, fd = _create_temporary(target)
     try:
         try:
             os.fchmod(fd, mode)
@@ -28,34 +33,35 @@ def atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        tmp.replace(path)
+        os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+            os.unlink(tmp)
         raise
-    fsync_dir(path.parent)
+    fsync_dir(os.path.dirname(target) or ".")
 
 
-def _create_temporary(path: Path) -> tuple[Path, int]:
-    """A new, exclusively created temp file next to ``path`` and its descriptor.
+def _create_temporary(target: str) -> tuple[str, int]:
+    """A new, exclusively created temp file next to ``target`` and its descriptor.
 
     Plain ``os.open`` calls: ``tempfile.mkstemp`` and a text-mode file object cost a
     prepare call more than the write itself on a tmpfs CDI root.
     """
+    folder, name = os.path.split(target)
     for attempt in range(100):
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        tmp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
         try:
             return tmp, os.open(tmp, _CREATE, 0o600)
         except FileNotFoundError:
             if attempt:
                 raise
-            path.parent.mkdir(parents=True, exist_ok=True)
+            Path(folder or ".").mkdir(parents=True, exist_ok=True)
         except FileExistsError:
             continue
-    raise FileExistsError(f"no free temporary name next to {path}")
+    raise FileExistsError(f"no free temporary name next to {target}")
 
 
-def fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
     """fsync a directory so renames and unlinks in it are durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -353,6 +353,12 @@ class _Metric(Generic[ChildT]):
     def labels(self, *values: object, **by_name: object) -> ChildT:
         """The series of these label values (positional, or by name), created on first use;
         values are turned into strings."""
+        if values and not by_name:
+            # The hot path (every call counts and times itself): a series that exists,
+            # named by strings. A dict read needs no lock; creation below takes it.
+            known = self._children.get(values)  # type: ignore[arg-type]
+            if known is not None:  # only a key of len(labelnames) strings can be found
+                return known
         if not self.labelnames:
             raise ValueError(f"No label names were set when constructing {self.name}")
         if values and by_name:
