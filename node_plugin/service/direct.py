@@ -250,18 +250,15 @@ class DirectUnary:
             return None
         return cls(core_server, max_threads)
 
-    def add_servicer(
-        self, add_to_server: Callable[[Any, Any], None], servicer: object
-    ) -> list[str]:
+    def add_servicer(self, add_to_server: Callable[[Any, Any], None], servicer: object) -> None:
         """Serve ``servicer``'s unary-unary methods; ``add_to_server`` is the generated
-        ``add_<Service>Servicer_to_server``. Returns the services' full names. Streaming
-        methods are refused (ValueError): give those to grpcio."""
+        ``add_<Service>Servicer_to_server``. Streaming methods are refused (ValueError):
+        give those to grpcio."""
         recorder = _ServiceRecorder()
         add_to_server(servicer, recorder)
         for service, handlers in recorder.services:
             for name, handler in handlers.items():
                 self._add(f"/{service}/{name}", handler)
-        return [service for service, _ in recorder.services]
 
     def _add(self, path: str, handler: grpc.RpcMethodHandler[Any, Any]) -> None:
         if handler.request_streaming or handler.response_streaming or not handler.unary_unary:
