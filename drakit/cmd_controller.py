@@ -166,7 +166,8 @@ def add_parser(sub: Subcommands) -> None:
         metavar="HOST:PORT",
         action=env,
         env="METRICS_ADDRESS",
-        help="serve Prometheus metrics at HOST:PORT, e.g. :9401 (default: off)",
+        help="serve Prometheus metrics at HOST:PORT; :9401 binds $POD_IP, else 127.0.0.1 "
+        "(0.0.0.0:9401: every interface) (default: off)",
     )
     p.add_argument(
         "--metrics-claim-namespaces",

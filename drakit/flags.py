@@ -113,7 +113,7 @@ def check_log_flags(args: argparse.Namespace) -> None:
 
 
 def check_address(flag: str, value: str | None) -> tuple[str, int] | None:
-    """``HOST:PORT`` (``:PORT`` = all interfaces) as (host, port); None when unset."""
+    """``HOST:PORT`` as (host, port) (``:PORT``: ``$POD_IP``, else loopback); None when unset."""
     if not value:
         return None
     try:

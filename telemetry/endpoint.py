@@ -7,6 +7,10 @@ served through one prometheus_client collector that turns each drakit family int
 prometheus_client ``Metric`` with the same samples, so the text format, escaping and content
 negotiation are prometheus_client's own.
 
+The HTTP server is :class:`telemetry.boundedhttp.BoundedHTTPServer` (fixed threads, bounded
+connections, read timeouts) with prometheus_client's request handler, not prometheus_client's
+``start_http_server``, which spends an unbounded thread per connection and never times out.
+
 Both programs may run on the host network, where a rolling update starts the new pod while the
 old one still holds the port; :class:`MetricsEndpoint` waits for the port instead of failing.
 """
@@ -16,16 +20,24 @@ from __future__ import annotations
 import errno
 import threading
 from collections.abc import Iterator
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import MetricsHandler
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from telemetry.address import parse_address
+from telemetry.boundedhttp import BoundedHTTPServer, Limits
 from telemetry.metrics import Registry
 
-__all__ = ["MetricsEndpoint", "exposition_registry", "parse_address", "render_text", "serve"]
+__all__ = [
+    "Limits",
+    "MetricsEndpoint",
+    "exposition_registry",
+    "parse_address",
+    "render_text",
+    "serve",
+]
 
 
 class _RegistryCollector(Collector):
@@ -69,13 +81,18 @@ class MetricsEndpoint:
     """
 
     def __init__(
-        self, registry: Registry, host: str, port: int, retry_seconds: float = 2.0
+        self,
+        registry: Registry,
+        host: str,
+        port: int,
+        retry_seconds: float = 2.0,
+        limits: Limits | None = None,
     ) -> None:
-        self._registry = exposition_registry(registry)
+        self._handler = MetricsHandler.factory(exposition_registry(registry))
+        self._limits = limits
         self._host = host
         self._requested_port = port
-        self._server: WSGIServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: BoundedHTTPServer | None = None
         self._stop = threading.Event()
         self._retry: threading.Thread | None = None
         if not self._try_bind():
@@ -94,12 +111,22 @@ class MetricsEndpoint:
 
     @property
     def port(self) -> int:
-        return int(self._server.server_port) if self._server else self._requested_port
+        return self._server.server_port if self._server else self._requested_port
+
+    @property
+    def host(self) -> str:
+        """The address listened on (the requested one until the port is bound)."""
+        return self._server.server_name if self._server else self._host
+
+    @property
+    def connections(self) -> int:
+        """Connections open now."""
+        return self._server.connections if self._server else 0
 
     def _try_bind(self) -> bool:
         try:
-            self._server, self._thread = start_http_server(
-                self._requested_port, addr=self._host, registry=self._registry
+            self._server = BoundedHTTPServer(
+                self._host, self._requested_port, self._handler, self._limits
             )
         except OSError as err:
             if err.errno != errno.EADDRINUSE:
@@ -116,13 +143,12 @@ class MetricsEndpoint:
         self._stop.set()
         if self._retry is not None:
             self._retry.join(timeout=5)
-        if self._server is not None and self._thread is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._thread.join(timeout=5)
+        if self._server is not None:
+            self._server.close()
 
 
-def serve(registry: Registry, address: str) -> MetricsEndpoint:
-    """Start serving ``registry`` at ``address`` (``HOST:PORT``) in a daemon thread."""
+def serve(registry: Registry, address: str, limits: Limits | None = None) -> MetricsEndpoint:
+    """Start serving ``registry`` at ``address`` (``HOST:PORT``; ``:PORT`` binds
+    ``telemetry.address.default_host()``) on background threads."""
     host, port = parse_address(address)
-    return MetricsEndpoint(registry, host, port)
+    return MetricsEndpoint(registry, host, port, limits=limits)

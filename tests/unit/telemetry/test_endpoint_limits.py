@@ -1,0 +1,128 @@
+"""``/metrics`` cannot be exhausted by whoever reaches its port: idle connections cost no
+thread and are closed after the read timeout, the number of connections and threads is
+bounded, and ``:PORT`` does not bind every interface (issue 30, item 4)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from telemetry import metrics
+from telemetry.address import parse_address
+from telemetry.endpoint import Limits, MetricsEndpoint, serve
+
+#: Long enough that no idle socket of a test is closed by the timeout while the test runs.
+PATIENT = Limits(workers=2, max_connections=32, read_timeout=120.0, deadline=120.0)
+
+
+@pytest.fixture
+def registry() -> metrics.Registry:
+    reg = metrics.Registry()
+    metrics.Counter("served", "A sample to find in the answer.", registry=reg).inc()
+    return reg
+
+
+@contextlib.contextmanager
+def endpoint(registry: metrics.Registry, limits: Limits) -> Iterator[MetricsEndpoint]:
+    served = serve(registry, "127.0.0.1:0", limits)
+    try:
+        yield served
+    finally:
+        served.close()
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        return str(response.read().decode())
+
+
+def open_idle(port: int, count: int) -> list[socket.socket]:
+    return [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(count)]
+
+
+def wait_closed_by_peer(conn: socket.socket) -> bytes:
+    """Block until the server closes ``conn`` (b"") or resets it; the 60 s socket timeout
+    only ends a hung test."""
+    conn.settimeout(60)
+    try:
+        return conn.recv(1)
+    except ConnectionResetError:
+        return b""
+
+
+def test_scrape_answers_while_hundreds_of_idle_connections_are_open_on_bounded_threads(
+    registry: metrics.Registry,
+) -> None:
+    before = threading.active_count()
+    with endpoint(registry, PATIENT) as served:
+        idle = open_idle(served.port, 300)
+        try:
+            assert "served_total 1.0" in scrape(served.port)
+            assert threading.active_count() <= before + PATIENT.workers + 1
+            assert served.connections <= PATIENT.max_connections
+        finally:
+            for conn in idle:
+                conn.close()
+
+
+def test_connections_past_the_bound_close_the_oldest_idle_one(
+    registry: metrics.Registry,
+) -> None:
+    with endpoint(registry, PATIENT) as served:
+        idle = open_idle(served.port, PATIENT.max_connections)
+        try:
+            newest = open_idle(served.port, 1)
+            assert wait_closed_by_peer(idle[0]) == b""
+            assert "served_total" in scrape(served.port)
+            newest[0].close()
+        finally:
+            for conn in idle:
+                conn.close()
+
+
+def test_connection_that_sends_nothing_is_closed_after_the_read_timeout(
+    registry: metrics.Registry,
+) -> None:
+    limits = Limits(workers=1, max_connections=8, read_timeout=0.2, deadline=120.0)
+    with (
+        endpoint(registry, limits) as served,
+        socket.create_connection(("127.0.0.1", served.port), timeout=30) as silent,
+    ):
+        assert wait_closed_by_peer(silent) == b""
+        assert "served_total" in scrape(served.port)
+
+
+def test_request_trickled_past_the_deadline_is_cut_off_and_frees_its_worker(
+    registry: metrics.Registry,
+) -> None:
+    limits = Limits(workers=1, max_connections=8, read_timeout=120.0, deadline=0.5)
+    with (
+        endpoint(registry, limits) as served,
+        socket.create_connection(("127.0.0.1", served.port), timeout=30) as slow,
+    ):
+        slow.sendall(b"GET /metrics HTTP/1.0\r\n")  # and never the end of the headers
+        assert wait_closed_by_peer(slow) == b""
+        assert "served_total" in scrape(served.port)  # the only worker is free again
+
+
+def test_address_without_host_binds_the_pod_ip_and_else_loopback_never_every_interface() -> None:
+    assert parse_address(":9400", {}) == ("127.0.0.1", 9400)
+    assert parse_address(":9400", {"POD_IP": "10.1.2.3"}) == ("10.1.2.3", 9400)
+    assert parse_address("0.0.0.0:9400", {"POD_IP": "10.1.2.3"}) == ("0.0.0.0", 9400)
+
+
+def test_endpoint_started_with_only_a_port_listens_on_loopback_not_every_interface(
+    registry: metrics.Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("POD_IP", raising=False)
+    served = serve(registry, ":0", PATIENT)
+    try:
+        assert served.host == "127.0.0.1"
+        assert "served_total" in scrape(served.port)
+    finally:
+        served.close()
