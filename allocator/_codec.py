@@ -55,13 +55,32 @@ class FrozenDict(dict[Any, Any]):
 EMPTY: FrozenDict = FrozenDict()
 
 
-def freeze(value: Any) -> Any:
-    """Turn JSON-like data into immutable data (dict -> FrozenDict, list -> tuple)."""
+#: How deep free-form JSON (opaque parameters, unknown fields) may nest below the field
+#: that holds it. The apiserver stores claims nested hundreds of levels deep; recursing
+#: through one raised RecursionError, which no caller expects. 64 levels is far beyond any
+#: driver's configuration and far below Python's recursion limit.
+MAX_RAW_DEPTH = 64
+
+
+def freeze(value: Any, depth: int = 0) -> Any:
+    """Turn JSON-like data into immutable data (dict -> FrozenDict, list -> tuple).
+
+    Raises ModelError (with an empty field path, for the caller to place) when ``value``
+    nests more than :data:`MAX_RAW_DEPTH` levels of objects and lists.
+    """
     if isinstance(value, Mapping):
-        return FrozenDict({k: freeze(v) for k, v in value.items()})
+        if depth >= MAX_RAW_DEPTH:
+            raise _too_deep()
+        return FrozenDict({k: freeze(v, depth + 1) for k, v in value.items()})
     if isinstance(value, list | tuple):
-        return tuple(freeze(v) for v in value)
+        if depth >= MAX_RAW_DEPTH:
+            raise _too_deep()
+        return tuple(freeze(v, depth + 1) for v in value)
     return value
+
+
+def _too_deep() -> ModelError:
+    return ModelError("", f"nested more than {MAX_RAW_DEPTH} levels deep")
 
 
 def thaw(value: Any) -> Any:
@@ -217,8 +236,19 @@ def decode_object(cls: type[T], value: Any, path: str = "") -> T:
     if has_extra:
         unknown = {k: v for k, v in value.items() if k not in known}
         if unknown:
-            kwargs["extra"] = freeze(unknown)
+            kwargs["extra"] = _freeze_extra(unknown, path)
     return cls(**kwargs)
+
+
+def _freeze_extra(unknown: dict[str, Any], path: str) -> FrozenDict:
+    """The unknown keys of an object, frozen; a too-deep one is named in the error."""
+    frozen = {}
+    for key, item in unknown.items():
+        try:
+            frozen[key] = freeze(item, 1)
+        except ModelError as exc:
+            raise _within(exc, f"{path}.{key}" if path else key) from None
+    return FrozenDict(frozen)
 
 
 def _within(exc: ModelError, prefix: str) -> ModelError:

@@ -25,12 +25,13 @@ from collections.abc import Callable, Iterable
 
 from allocator.allocated import AllocatedState
 from allocator.features import Features
+from allocator.holdings import decode_claim
 from allocator.inventory import Inventory
 from allocator.model import DeviceClass, ModelError, ResourceClaim, ResourceSlice
 from controller.naming import meta, without_managed_fields
 from kubeapi.objects import KubeObject
 
-__all__ = ["DeviceBook", "claim_model"]
+__all__ = ["DeviceBook", "claim_model", "held_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,14 +46,34 @@ def claim_model(claim: KubeObject) -> ResourceClaim | None:
     try:
         return ResourceClaim.from_dict(without_managed_fields(claim))
     except ModelError as err:
-        logger.warning(
-            "Ignoring undecodable ResourceClaim",
-            extra={
-                "claim": f"{meta(claim).get('namespace')}/{meta(claim).get('name')}",
-                "cause": str(err),
-            },
-        )
+        _log_undecodable(claim, err, "Ignoring undecodable ResourceClaim")
         return None
+
+
+def held_model(claim: KubeObject) -> ResourceClaim | None:
+    """The model that allocated state is built from: the full claim, or, when it cannot be
+    decoded, what its ``status.allocation`` holds (logged). Fails closed: an allocated
+    claim's devices stay taken whatever else it carries."""
+    decoded = decode_claim(without_managed_fields(claim))
+    if decoded.error is not None:
+        _log_undecodable(
+            claim,
+            decoded.error,
+            "Undecodable ResourceClaim: counting the devices its allocation holds"
+            if decoded.model is not None
+            else "Ignoring undecodable ResourceClaim",
+        )
+    return decoded.model
+
+
+def _log_undecodable(claim: KubeObject, err: ModelError, message: str) -> None:
+    logger.warning(
+        message,
+        extra={
+            "claim": f"{meta(claim).get('namespace')}/{meta(claim).get('name')}",
+            "cause": str(err),
+        },
+    )
 
 
 class DeviceBook:
@@ -111,7 +132,7 @@ class DeviceBook:
         if not (claim.get("status") or {}).get("allocation"):
             self.state.remove(uid)
             return
-        model = claim_model(claim)
+        model = held_model(claim)
         if model is None:
             return
         self.state.add(model)

@@ -28,10 +28,10 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from allocator.model import ResourceClaim, ResourceSlice
+from allocator.model import ResourceSlice
 from allocator.usage import STATES, build_usage
 from controller.naming import POD_CLAIM_NAME_ANNOTATION, meta
-from kubeapi.objects import KubeObject, decodable
+from kubeapi.objects import KubeObject, decodable, held_claims
 from telemetry.families import MetricFamilies
 from telemetry.metrics import GaugeFamily, Registry
 
@@ -104,9 +104,7 @@ class _PoolCollector:
 
     def collect(self) -> Iterator[GaugeFamily]:
         claims = list(self.list_claims())
-        usage = build_usage(
-            decodable(ResourceSlice, self.list_slices()), decodable(ResourceClaim, claims)
-        )
+        usage = build_usage(decodable(ResourceSlice, self.list_slices()), held_claims(claims))
         devices = GaugeFamily(
             "drakit_pool_devices",
             "Devices per pool and node by state (free, allocated, shared, admin-access, "

@@ -28,11 +28,11 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from allocator.model import ResourceClaim, ResourceSlice
+from allocator.model import ResourceSlice
 from allocator.usage import DeviceUsage, UsageView, build_usage, capacity_use
 from kubeapi.errors import ApiError, Conflict, Invalid, NotFound
 from kubeapi.informer import EventHandlers, Informer
-from kubeapi.objects import KubeObject, decodable
+from kubeapi.objects import KubeObject, decodable, held_claims
 from kubeapi.resources import RESOURCE_POOL_STATUS_REQUESTS, Resource
 from kubeapi.workqueue import WorkQueue
 
@@ -58,7 +58,7 @@ def pool_status(
         for s in decodable(ResourceSlice, slices)
         if s.driver == driver and (not pool_filter or s.pool.name == pool_filter)
     ]
-    view = build_usage(chosen, decodable(ResourceClaim, claims))
+    view = build_usage(chosen, held_claims(claims))
     pools = [_pool(driver, name, view, chosen) for name in sorted({s.pool.name for s in chosen})]
     incomplete = any(str(p.get("validationError", "")).startswith(INCOMPLETE_PREFIX) for p in pools)
     shown = pools[:limit]

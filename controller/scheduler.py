@@ -38,7 +38,7 @@ from allocator.allocate import (
     NodeUnsuitableError,
 )
 from allocator.allocated import AllocatedState
-from allocator.model import Node, NodeSelector, ResourceClaim
+from allocator.model import ModelError, Node, NodeSelector, ResourceClaim
 from allocator.nodeselector import NodeSelectorError, node_selector_matches
 from controller.caches import Caches
 from controller.claimwrites import ClaimWriteError, ClaimWriter
@@ -55,6 +55,7 @@ from controller.naming import (
     meta,
     pod_is_terminal,
     resolve_claim_name,
+    without_managed_fields,
 )
 from controller.nodefilter import NodeFilter
 from controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
@@ -347,9 +348,12 @@ class PodScheduler:
         classes = self._book.classes()
         models: list[ResourceClaim] = []
         for claim in claims:
-            model = claim_model(claim)
-            if model is None:
-                raise _UnschedulableError(set(), f"ResourceClaim {_key(claim)} cannot be decoded")
+            try:
+                model = ResourceClaim.from_dict(without_managed_fields(claim))
+            except ModelError as err:
+                raise _UnschedulableError(
+                    set(), f"ResourceClaim {_key(claim)} cannot be decoded: {err}"
+                ) from None
             missing = sorted(_class_names(model) - set(classes))
             if missing:
                 raise _UnschedulableError(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from allocator.holdings import decode_claim
 from allocator.model import DeviceClass, ModelError, ResourceClaim, ResourceSlice
 from kubeapi.errors import Forbidden
 from kubeapi.informer import EventHandlers, Informer
@@ -56,7 +57,7 @@ def decode_all(
     problems: list[str] = []
     return Snapshot(
         slices=_decode(ResourceSlice, "ResourceSlice", slices, problems),
-        claims=_decode(ResourceClaim, "ResourceClaim", claims, problems),
+        claims=_decode_claims(claims, problems),
         classes={c.name: c for c in _decode(DeviceClass, "DeviceClass", classes, problems)},
         scope=scope,
         problems=problems,
@@ -69,10 +70,28 @@ def _decode(model: Any, kind: str, objects: Iterable[KubeObject], problems: list
         try:
             out.append(model.from_dict(obj))
         except ModelError as err:
-            meta = obj.get("metadata") or {}
-            name = "/".join(str(p) for p in (meta.get("namespace"), meta.get("name")) if p)
-            problems.append(f"skipped {kind} {name or '<unnamed>'}: {err}")
+            problems.append(f"skipped {kind} {_name_of(obj)}: {err}")
     return out
+
+
+def _decode_claims(objects: Iterable[KubeObject], problems: list[str]) -> list[ResourceClaim]:
+    """Claim models, failing closed: an allocated claim that does not decode still shows the
+    devices its allocation holds (and is named in problems)."""
+    out = []
+    for obj in objects:
+        decoded = decode_claim(obj)
+        if decoded.model is not None:
+            out.append(decoded.model)
+        if decoded.error is not None:
+            held = " (its allocated devices are shown)" if decoded.model is not None else ""
+            problems.append(f"skipped ResourceClaim {_name_of(obj)}: {decoded.error}{held}")
+    return out
+
+
+def _name_of(obj: KubeObject) -> str:
+    meta = obj.get("metadata") or {}
+    name = "/".join(str(p) for p in (meta.get("namespace"), meta.get("name")) if p)
+    return name or "<unnamed>"
 
 
 class ClusterReader:

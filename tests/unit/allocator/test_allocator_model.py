@@ -25,6 +25,7 @@ from allocator import (
     validate_resource_slice,
     with_api_defaults,
 )
+from allocator.holdings import decode_claim
 from allocator.model import AllocationResult, DeviceClass
 
 SLICE: dict[str, Any] = {
@@ -461,3 +462,69 @@ def test_device_helpers() -> None:
     assert d.uses_advanced_features()
     assert DeviceAttribute.of(True).kind == "bool"
     assert AllocationResult().to_dict() == {}
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth):
+        value = {"n": value}
+    return value
+
+
+def _claim_with_opaque(parameters: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "r", "exactly": {"deviceClassName": "c"}}],
+                "config": [{"opaque": {"driver": "d", "parameters": parameters}}],
+            }
+        },
+    }
+
+
+def test_opaque_parameters_nested_600_deep_fail_as_a_model_error_naming_the_field():
+    with pytest.raises(ModelError) as raised:
+        ResourceClaim.from_dict(_claim_with_opaque(_nested(600)))
+    assert raised.value.field == "spec.devices.config[0].opaque.parameters"
+    assert "nested more than 64 levels" in raised.value.reason
+
+
+def test_unknown_field_nested_too_deep_fails_as_a_model_error_naming_the_field():
+    data = _claim_with_opaque({})
+    data["spec"]["future"] = [_nested(600)]
+    with pytest.raises(ModelError) as raised:
+        ResourceClaim.from_dict(data)
+    assert raised.value.field == "spec.future"
+
+
+def test_opaque_parameters_within_the_depth_limit_round_trip():
+    data = _claim_with_opaque(_nested(60))
+    assert ResourceClaim.from_dict(data).to_dict()["spec"] == data["spec"]
+
+
+def test_decode_claim_of_an_undecodable_allocated_claim_keeps_what_its_allocation_holds():
+    data = _claim_with_opaque(_nested(600))
+    result = {"request": "r", "driver": "d", "pool": "p", "device": "gpu-0", "shareID": "s1",
+              "consumedCapacity": {"memory": "1Gi"}}  # fmt: skip
+    consumer = {"resource": "pods", "name": "p", "uid": "pu"}
+    data["status"] = {
+        "allocation": {
+            "devices": {"results": [result], "config": data["spec"]["devices"]["config"]}
+        },
+        "reservedFor": [consumer],
+    }
+    decoded = decode_claim(data)
+    assert decoded.error is not None and not decoded.complete
+    assert decoded.model is not None
+    assert decoded.model.key == "ns/c" and decoded.model.uid == "u"
+    (held,) = decoded.model.status.allocation.devices.results  # type: ignore[union-attr]
+    assert (held.device, held.share_id, str(held.consumed_capacity["memory"])) == (
+        "gpu-0", "s1", "1Gi",
+    )  # fmt: skip
+    assert [r.uid for r in decoded.model.status.reserved_for] == ["pu"]
+
+
+def test_decode_claim_of_an_undecodable_unallocated_claim_has_no_model():
+    decoded = decode_claim(_claim_with_opaque(_nested(600)))
+    assert decoded.model is None and decoded.error is not None

@@ -80,3 +80,24 @@ def test_snapshot_is_unaffected_by_later_changes_and_every_change_moves_the_gene
     before = b.generation
     b.invalidate_inventory()
     assert b.generation > before
+
+
+def deep(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"n": value}
+    return value
+
+
+def test_allocated_claim_with_undecodable_spec_still_holds_its_device():
+    """Fail closed: opaque parameters nested 600 deep cannot be modelled, but the device the
+    claim's allocation names is still taken (it used to be forgotten, and handed out again)."""
+    undecodable = claim("a", "d0")
+    undecodable["spec"]["devices"]["config"] = [
+        {"opaque": {"driver": "d", "parameters": deep(600)}}
+    ]
+    b = book({})
+    b.claim_changed(undecodable)
+    assert b.state.is_allocated(DeviceID("d", "p", "d0"))
+    b.claim_deleted(undecodable)
+    assert not b.state.is_allocated(DeviceID("d", "p", "d0"))
