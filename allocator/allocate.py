@@ -38,6 +38,7 @@ from allocator.cel import CELCancelledError, CELError, compile_selector
 from allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
 from allocator.features import Features
 from allocator.inventory import NANO, DeviceEntry, Inventory, NodePools, Pool
+from allocator.lookahead import Verdict, claim_outlook, hopeless
 from allocator.model import (
     ALLOCATION_MODE_ALL,
     ALLOCATION_MODE_EXACT_COUNT,
@@ -78,6 +79,9 @@ DEFAULT_TIMEOUT: Final = 10.0
 # The search looks at the clock and the caller's cancel flag on its first step and then
 # every this many steps: a step costs microseconds, a look at the clock about as much.
 _CHECK_EVERY: Final = 16
+# A search still running at this step looks ahead for claims no path can allocate (see
+# allocator.lookahead): most searches end long before, and never pay for the look.
+_LOOK_AHEAD_AT: Final = 2000
 
 
 class AllocationError(Exception):
@@ -106,6 +110,13 @@ class _MaxSizeExceededError(Exception):
 
 
 _MAX_SIZE = _MaxSizeExceededError()
+
+
+class _HopelessError(Exception):
+    """Sentinel: the lookahead proved that the search can only answer "no"."""
+
+
+_HOPELESS = _HopelessError()
 
 
 @dataclass(eq=False, slots=True)
@@ -140,7 +151,9 @@ class _Pick:
 
     request: _Request
     device: DeviceEntry
-    share_id: str | None
+    #: a share of a multi-allocatable device: its result gets a new share ID (made when
+    #: the result is built, so that abandoned picks cost no ID)
+    shared: bool
     consumed: dict[str, int] | None
     counters_reserved: bool = False
     constraints: Sequence[Constraint] = ()
@@ -303,6 +316,7 @@ class _Run:
         "pools_by_id",
         "results",
         "selected",
+        "skip_claim",
         "slots",
     )
 
@@ -335,6 +349,9 @@ class _Run:
         self.consumed_counters: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
         self.dedicated = allocator.state.dedicated
         self.calls = 0
+        #: per claim: never entered, since no path through it can succeed or fail loudly
+        #: (set by the lookahead, see _look_ahead)
+        self.skip_claim: list[bool] | None = None
         #: frames the search may need: one per device slot, request and claim boundary,
         #: plus helpers (summed while preparing the claims)
         self.depth = 100
@@ -351,6 +368,8 @@ class _Run:
         except _MaxSizeExceededError:
             # upstream lets the sentinel escape from the first claim: a fatal error
             raise AllocationError("allocation max size exceeded") from None
+        except _HopelessError:
+            done = False
         if not done:
             if any(p.invalid for p in self.pools):
                 raise NodeUnsuitableError("invalid resource pools were encountered")
@@ -674,6 +693,8 @@ class _Run:
             self.calls += 1
             if timed and self.calls % _CHECK_EVERY == 1:
                 self._check_time()
+            if self.calls == _LOOK_AHEAD_AT:
+                self._look_ahead()
             if ci >= n_claims:
                 return True
             slots = self.slots[ci]
@@ -681,6 +702,9 @@ class _Run:
                 if ci + 1 >= n_claims:
                     ci += 1  # no later claim could raise the max-size sentinel
                     continue
+                skip = self.skip_claim
+                if skip is not None and skip[ci + 1]:
+                    return False  # what entering it would answer (see _look_ahead)
                 try:
                     return self._allocate_one(ci + 1, 0, 0, 0, False, 0)
                 except _MaxSizeExceededError:
@@ -769,6 +793,55 @@ class _Run:
             self._deallocate(pick)
         return False
 
+    def _look_ahead(self) -> None:
+        """Find claims no path of the search can allocate (see :mod:`allocator.lookahead`):
+        raise the hopeless sentinel when the whole search can only answer "no", else mark
+        the claims (after the first) that are doomed and quiet, never to be entered. Both
+        skip only paths that upstream walks to the same "no" (the answers stay its own)."""
+        outlooks = [
+            claim_outlook(
+                [slot.alternatives for slot in slots],
+                bool(self.constraints[ci]),
+                self.candidates,
+                self._verdict,  # type: ignore[arg-type]  # _Request is an Alternative
+            )
+            for ci, slots in enumerate(self.slots)
+        ]
+        if hopeless(outlooks):
+            raise _HOPELESS
+        self.skip_claim = [ci > 0 and o.doomed and o.quiet for ci, o in enumerate(outlooks)]
+
+    def _verdict(self, rd: _Request, d: DeviceEntry) -> Verdict:
+        """The checks of the search on ``d`` for ``rd`` that do not depend on its state,
+        in the search's order: NEVER when one refuses ``d``, MAY_FAIL when one raises."""
+        if not rd.admin and d.id in self.dedicated:
+            return Verdict.NEVER  # in use: refused before anything can raise
+        features = self.features
+        try:
+            if not self._selectable(rd, d):
+                return Verdict.NEVER
+            # consumption in flight only adds to the persisted one: what does not fit
+            # next to the persisted consumption never fits
+            if features.consumable_capacity and not fits_capacity(
+                rd.capacity,
+                d.capacity,
+                self.a.state.capacity.get(d.id),
+                None,
+                features.fractional_capacity_range,
+            ):
+                return Verdict.NEVER
+        except AllocationTimeoutError:
+            raise
+        except (AllocationError, CapacityError):
+            return Verdict.MAY_FAIL
+        if (
+            (d.slice.skip_node_operations and not features.optional_node_operations)
+            or (d.counters and not features.partitionable_devices)
+            or (features.device_taints and d.blocking_taints and taint_blocks(d, rd.tolerations))
+        ):
+            return Verdict.NEVER  # refused by _allocate_device before anything can raise
+        return Verdict.POSSIBLE
+
     def _capacity_fits(self, rd: _Request, d: DeviceEntry) -> bool:
         if not rd.capacity:
             if not d.capacity:
@@ -814,7 +887,7 @@ class _Run:
             return None
         if d.counters and not features.partitionable_devices:
             return None
-        pick = _Pick(rd, d, None, None)
+        pick = _Pick(rd, d, False, None)
         skip_counters = multi and self._capacity_in_use(dev_id)
         if d.counters and not skip_counters:
             if not self._reserve_counters(d):
@@ -883,7 +956,7 @@ class _Run:
                 f"claim {self.claims[rd.claim_index].key}, request {rd.name}: computing "
                 f"consumed capacity for device {d.id}: {exc}"
             ) from None
-        pick.share_id = self.a.new_share_id()
+        pick.shared = True
         pick.consumed = consumed or None
         pick.capacity_existed = d.id in self.allocating_capacity
         in_flight = self.allocating_capacity.setdefault(d.id, {})
@@ -982,11 +1055,11 @@ class _Run:
         node_selector = self._node_selector(picks)
         if len(picks) == 1 and not config:
             p = picks[0]
-            if p.share_id is None and p.consumed is None:
+            if not p.shared and p.consumed is None:
                 return _single_allocation(p.request, p.device, binding, node_selector)
         results = []
         for p in picks:
-            if p.share_id is None and p.consumed is None:
+            if not p.shared and p.consumed is None:
                 results.append(_plain_result(p.request, p.device, binding))
                 continue
             d = p.device
@@ -998,7 +1071,8 @@ class _Run:
                         for name, v in p.consumed.items()
                     }
                 )
-            results.append(_device_result(p.request, d, binding, p.share_id, consumed))
+            share_id = self.a.new_share_id() if p.shared else None
+            results.append(_device_result(p.request, d, binding, share_id, consumed))
         return AllocationResult(
             devices=DeviceAllocationResult(results=tuple(results), config=tuple(config)),
             node_selector=node_selector,
