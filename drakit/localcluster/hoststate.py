@@ -10,14 +10,22 @@ container processes).
 
 The contract:
 
-- ``NodeRecord`` is written *before* the change it describes (sysctl values as
-  they were, the host paths that did not exist yet), so that a launcher killed
-  at any moment leaves a record complete enough to undo everything.
+- ``NodeRecord`` (``noderecord.py``) is written *before* the change it
+  describes (sysctl values as they were), or right after it for what can only
+  be known then (a created path's device and inode), so that a launcher
+  killed at any moment leaves a record complete enough to undo everything. A
+  launcher killed between a mkdir and the save after it leaves that one empty
+  folder behind: a path whose identity was not recorded is never removed.
 - ``restore(record)`` undoes it all and is idempotent: processes by pid and
   executable (a recycled pid is never hit), mounts deepest first, cgroups
   bottom-up, sysctls to their recorded values, created host paths removed.
+  It acts only on a valid record and only on what is still the node's: mounts
+  and files under a path whose device and inode still match the record, never
+  across a mount point (an unmount that failed leaves the other file system
+  untouched), the processes of the node's own ``drakit-<token>`` cgroup.
 - ``sweep_nodes()`` restores what dead launchers left behind; a new node
-  calls it before it changes anything.
+  calls it before it changes anything. A record that fails its checks is
+  refused, reported and left in place: nothing it names is touched.
 - ``snapshot()`` captures the machine-visible state that ``restore`` must
   bring back, so tests can compare before and after.
 """
@@ -27,15 +35,20 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
-import json
 import os
-import shutil
 import signal
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from drakit.localcluster.leftovers import process_alive, process_exe, registry_dir
+from drakit.localcluster.noderecord import (
+    HostPath,
+    NodeRecord,
+    RecordError,
+    check_cgroup_name,
+)
+from drakit.localcluster.onefs import mounts, remove_tree
 
 #: Sysctls the kubelet sets at start (``setupKernelTunables``) when
 #: protectKernelDefaults is false; restored at teardown.
@@ -69,51 +82,6 @@ HARD_CODED_HOST_PATHS = (
 
 HOSTS_FILE = Path("/etc/hosts")
 _MNT_DETACH = 2
-
-
-@dataclass
-class NodeRecord:
-    """Everything one local node may have changed on the host."""
-
-    owner_pid: int
-    token: str
-    work_dir: str
-    owns_work_dir: bool
-    #: Top-level cgroup (in every hierarchy) that holds the node's pods.
-    cgroup_name: str
-    sysctls: dict[str, str] = field(default_factory=dict)
-    created_paths: list[str] = field(default_factory=list)
-    #: (pid, executable) of processes the launcher started itself.
-    processes: list[tuple[int, str]] = field(default_factory=list)
-    #: Shims are started by containerd and outlive it; they are found by
-    #: executable and by the containerd address on their command line.
-    shim_exe: str = ""
-    containerd_address: str = ""
-    #: Whether /etc/hosts got a line for the node name (removed by its marker).
-    hosts_entry: bool = False
-
-    @property
-    def hosts_marker(self) -> str:
-        return f"# drakit-node {self.token}"
-
-    @property
-    def path(self) -> Path:
-        return registry_dir() / "nodes" / f"{self.owner_pid}-{self.token}.json"
-
-    def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self)))
-        tmp.replace(self.path)
-
-    def remove(self) -> None:
-        self.path.unlink(missing_ok=True)
-
-    @classmethod
-    def load(cls, path: Path) -> NodeRecord:
-        data = json.loads(path.read_text())
-        data["processes"] = [(int(p), str(e)) for p, e in data.get("processes", [])]
-        return cls(**data)
 
 
 class MachineLock:
@@ -164,9 +132,19 @@ def read_sysctls(names: tuple[str, ...] = KUBELET_SYSCTLS) -> dict[str, str]:
     return values
 
 
-def missing_host_paths() -> list[str]:
-    """The hard-coded host paths that do not exist now."""
-    return [p for p in HARD_CODED_HOST_PATHS if not os.path.lexists(p)]
+def create_host_paths(record: NodeRecord, paths: tuple[str, ...], mode: int = 0o755) -> None:
+    """Make the folders of ``paths`` that do not exist yet (missing parents too), recording
+    each one's device and inode right after its mkdir.
+
+    The node makes them itself, before its daemons would, so that the identity
+    ``restore`` checks is that of the folder the node made.
+    """
+    for path in paths:
+        missing = [p for p in (*reversed(Path(path).parents), Path(path)) if not p.exists()]
+        for folder in missing:
+            folder.mkdir(mode=mode)
+            record.created_paths.append(HostPath.of(folder))
+            record.save()
 
 
 def create_cgroup_root(name: str) -> None:
@@ -174,8 +152,8 @@ def create_cgroup_root(name: str) -> None:
 
     cpuset needs its cpus and mems filled before a task can join a child.
     """
-    for hierarchy in cgroup_hierarchies():
-        path = hierarchy / name
+    for path in _node_cgroups(name):
+        hierarchy = path.parent
         path.mkdir(exist_ok=True)
         for knob in ("cpuset.cpus", "cpuset.mems"):
             parent_value = hierarchy / knob
@@ -216,6 +194,12 @@ def _write_in_place(path: Path, text: str) -> None:
         f.truncate()
 
 
+def _node_cgroups(name: str) -> list[Path]:
+    """``name``'s folder in every hierarchy; RecordError unless it is a node's cgroup name."""
+    check_cgroup_name(name)
+    return [hierarchy / name for hierarchy in cgroup_hierarchies()]
+
+
 def cgroup_hierarchies() -> list[Path]:
     """Every mounted cgroup hierarchy (v1 controllers, named ones and cgroup2)."""
     found: list[Path] = []
@@ -231,24 +215,33 @@ def cgroup_hierarchies() -> list[Path]:
 
 
 def restore(record: NodeRecord) -> list[str]:
-    """Undo everything ``record`` describes; returns what was done. Idempotent."""
+    """Undo everything ``record`` describes; returns what was done and what was left, and
+    why. Idempotent.
+
+    Raises RecordError, before touching anything, unless ``record`` is valid.
+    """
+    record.validate()
     done: list[str] = []
     done += _kill_recorded(record)
     done += _kill_shims(record)
     done += _kill_cgroup_members(record.cgroup_name)
-    roots = [record.work_dir, *record.created_paths]
+    # Only under what is still the node's: a path made again by someone else has their mounts.
+    roots = [p.path for p in (record.work_dir, *record.created_paths) if p.is_current()]
     done += _unmount_under(roots)
     done += _remove_cgroups(record.cgroup_name)
     done += _restore_sysctls(record.sysctls)
     done += _remove_hosts_entry(record)
-    for path in record.created_paths:
-        if os.path.lexists(path):
-            _remove_tree(Path(path))
-            done.append(f"removed {path}")
-    if record.owns_work_dir and Path(record.work_dir).exists():
-        _remove_tree(Path(record.work_dir))
-        done.append(f"removed {record.work_dir}")
+    removable = [*record.created_paths, *([record.work_dir] if record.owns_work_dir else [])]
+    for created in sorted(removable, key=lambda p: -len(p.path)):  # children before parents
+        done += _remove_created(created)
     return done
+
+
+def _remove_created(created: HostPath) -> list[str]:
+    if not os.path.lexists(created.path):
+        return []
+    left = remove_tree(created.path, created.device, created.inode)
+    return left or [f"removed {created.path}"]
 
 
 def sweep_nodes() -> list[str]:
@@ -260,8 +253,8 @@ def sweep_nodes() -> list[str]:
     for path in sorted(folder.glob("*.json")):
         try:
             record = NodeRecord.load(path)
-        except (OSError, ValueError, TypeError, KeyError):
-            path.unlink(missing_ok=True)
+        except RecordError as err:
+            done.append(f"refused {err}; nothing it names was touched: check it, then delete it")
             continue
         if record.owner_pid != os.getpid() and process_alive(record.owner_pid):
             continue
@@ -300,7 +293,11 @@ def _kill_shims(record: NodeRecord) -> list[str]:
 
 
 def _kill_cgroup_members(name: str, attempts: int = 100) -> list[str]:
-    """SIGKILL every process in the node's cgroups until they are empty."""
+    """SIGKILL every process in the node's cgroups until they are empty.
+
+    RecordError, before anything is killed, unless ``name`` is ``drakit-<token>``.
+    """
+    check_cgroup_name(name)
     killed: set[int] = set()
     for _ in range(attempts):
         _thaw(name)
@@ -317,8 +314,7 @@ def _kill_cgroup_members(name: str, attempts: int = 100) -> list[str]:
 
 def _cgroup_pids(name: str) -> set[int]:
     pids: set[int] = set()
-    for hierarchy in cgroup_hierarchies():
-        top = hierarchy / name
+    for top in _node_cgroups(name):
         if not top.is_dir():
             continue
         for procs in top.rglob("cgroup.procs"):
@@ -329,8 +325,7 @@ def _cgroup_pids(name: str) -> set[int]:
 
 def _thaw(name: str) -> None:
     """A frozen task cannot die: thaw the freezer hierarchy's cgroups first."""
-    for hierarchy in cgroup_hierarchies():
-        top = hierarchy / name
+    for top in _node_cgroups(name):
         for state in top.rglob("freezer.state") if top.is_dir() else ():
             with contextlib.suppress(OSError):
                 state.write_text("THAWED")
@@ -338,8 +333,7 @@ def _thaw(name: str) -> None:
 
 def _remove_cgroups(name: str) -> list[str]:
     done = []
-    for hierarchy in cgroup_hierarchies():
-        top = hierarchy / name
+    for top in _node_cgroups(name):
         if not top.is_dir():
             continue
         # Deepest first: a cgroup with children cannot be removed.
@@ -355,21 +349,6 @@ def _remove_cgroups(name: str) -> list[str]:
                     time.sleep(0.05)  # a task that was just killed may not have left yet
         done.append(f"removed cgroup {top}")
     return done
-
-
-def mounts() -> list[tuple[str, str]]:
-    """(mount point, file system type) of every mount in this mount namespace."""
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        sep = fields.index("-")
-        found.append((_unescape(fields[4]), fields[sep + 1]))
-    return found
-
-
-def _unescape(path: str) -> str:
-    # mountinfo escapes space, tab, newline and backslash as octal.
-    return path.encode().decode("unicode_escape") if "\\" in path else path
 
 
 def _unmount_under(roots: list[str]) -> list[str]:
@@ -392,6 +371,9 @@ def _unmount_under(roots: list[str]) -> list[str]:
 def _restore_sysctls(values: dict[str, str]) -> list[str]:
     done = []
     for name, value in values.items():
+        if name not in KUBELET_SYSCTLS:
+            done.append(f"left {name}: not a sysctl the kubelet changes")
+            continue
         path = _sysctl_path(name)
         with contextlib.suppress(OSError):
             if path.read_text().strip() != value:
@@ -402,13 +384,6 @@ def _restore_sysctls(values: dict[str, str]) -> list[str]:
 
 def _sysctl_path(name: str) -> Path:
     return Path("/proc/sys") / name.replace(".", "/")
-
-
-def _remove_tree(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink(missing_ok=True)
-    else:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def _pids() -> list[int]:

@@ -27,6 +27,7 @@ import os
 import shutil
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -49,6 +50,7 @@ from drakit.localcluster.nodeconfig import (
     kubelet_config,
     parse_feature_gates,
 )
+from drakit.localcluster.noderecord import HostPath, NodeRecord, node_cgroup_name
 from drakit.localcluster.process import (
     ManagedProcess,
     StartedByWith,
@@ -107,12 +109,12 @@ class LocalNode(StartedByWith):
         self.paths = NodePaths(work.resolve(), run=Path("/run") / f"drakit-node-{token}")
         self.processes: list[ManagedProcess] = []
         self._envs: dict[str, dict[str, str] | None] = {}  # by process name, for respawn()
-        self._record = hoststate.NodeRecord(
+        self._record = NodeRecord(
             owner_pid=os.getpid(),
             token=token,
-            work_dir=str(self.paths.root),
+            work_dir=HostPath.of(self.paths.root),
             owns_work_dir=self._owns_work_dir,
-            cgroup_name=f"drakit-{token}",
+            cgroup_name=node_cgroup_name(token),
             containerd_address=str(self.paths.containerd_socket),
         )
         self._api = _AdminAccess(config.kubeconfig, self.paths.root / "admin")
@@ -142,7 +144,9 @@ class LocalNode(StartedByWith):
         # One real node per machine: the kubelet's device-plugin folder and the shims'
         # socket folder are fixed host paths, and a node's teardown removes what it made.
         self._machine_lock = hoststate.MachineLock.acquire(self.config.machine_lock_timeout)
-        hoststate.sweep_nodes()
+        for line in hoststate.sweep_nodes():
+            if line.startswith("refused"):
+                print(f"drakit node: {line}", file=sys.stderr)
         self.bins = self._binaries()
         self._record_host_state()
         try:
@@ -179,9 +183,11 @@ class LocalNode(StartedByWith):
         """Write down the host as it is, before anything changes it."""
         rec = self._record
         rec.sysctls = hoststate.read_sysctls()
-        rec.created_paths = [*hoststate.missing_host_paths(), str(self.paths.run)]
         rec.shim_exe = str(self.bins["containerd-shim-runc-v2"].resolve())
         rec.save()
+        hoststate.create_host_paths(rec, hoststate.HARD_CODED_HOST_PATHS)
+        # containerd's socket folder: root only.
+        hoststate.create_host_paths(rec, (str(self.paths.run),), mode=0o700)
         hoststate.create_cgroup_root(rec.cgroup_name)
         hoststate.add_hosts_entry(rec, self.name)
 
