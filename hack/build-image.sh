@@ -53,7 +53,7 @@ BASE_IMAGE="localhost/drakit-python-base:$SUITE-$BASE_KEY"
 # Files the Dockerfile copies: their content names the image.
 context_hash() {
   (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard -- \
-      deploy/Dockerfile pyproject.toml README.md allocator telemetry kubeapi kubeletapi node_plugin controller drakit \
+      deploy/Dockerfile requirements/runtime.txt pyproject.toml README.md allocator telemetry kubeapi kubeletapi node_plugin controller drakit \
     | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-12
 }
 TAG="${IMAGE_TAG:-dev-$(context_hash)}"

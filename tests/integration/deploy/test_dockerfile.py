@@ -73,3 +73,48 @@ def test_build_is_multi_stage_and_runtime_is_non_root() -> None:
     users = [words[1] for words in runtime if words[0] == "USER"]
     assert users and not users[-1].startswith(("0", "root"))
     assert ["ENTRYPOINT", '["drakit"]'] in runtime
+
+
+LOCK = ROOT / "requirements" / "runtime.txt"
+
+
+def _locked() -> dict[str, tuple[str, int]]:
+    """Name -> (version, number of hashes) of every requirement in the runtime lock."""
+    entries: dict[str, tuple[str, int]] = {}
+    current = ""
+    for line in LOCK.read_text().splitlines():
+        text = line.strip()
+        if "==" in text and not text.startswith(("#", "--")):
+            name, version = text.split(" ")[0].split("==")
+            current = name.lower()
+            entries[current] = (version, 0)
+        elif text.startswith("--hash=sha256:") and current:
+            version, count = entries[current]
+            entries[current] = (version, count + 1)
+    return entries
+
+
+def test_image_installs_its_dependencies_from_the_hashed_lock_only() -> None:
+    """Every pip install in the image checks hashes, takes binary wheels only, or installs
+    drakit's own wheel without resolving more (so nothing unhashed slips in)."""
+    installs = [w for w in _instructions() if "install" in w]
+    assert installs, "no pip install in the Dockerfile"
+    words = " ".join(" ".join(w) for w in installs).split("&&")
+    pip_installs = [step.split() for step in words if " install " in f" {step} "]
+    assert len(pip_installs) == 2
+    locked, own = pip_installs
+    assert {"--require-hashes", "--only-binary=:all:", "--no-deps"} <= set(locked)
+    assert "requirements/runtime.txt" in locked
+    assert "--no-deps" in own and any(w.startswith("/wheels/drakit-") for w in own)
+
+
+def test_runtime_lock_pins_what_pyproject_pins_and_hashes_every_entry() -> None:
+    """The lock is regenerated (hack/update-lock.sh) whenever a dependency changes."""
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    locked = _locked()
+    for requirement in dependencies:
+        name, _, version = requirement.partition("==")
+        assert name.lower() in locked, f"{name} is missing from {LOCK.name}"
+        assert locked[name.lower()][0] == version.strip(), f"{name}: lock and pyproject differ"
+    unhashed = sorted(name for name, (_v, hashes) in locked.items() if hashes == 0)
+    assert unhashed == []
