@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from drakit.background import (
     add_launcher_actions,
@@ -26,6 +27,9 @@ from drakit.background import (
     stop_detached,
 )
 from drakit.flags import Subcommands, add_command
+
+if TYPE_CHECKING:
+    from drakit.localcluster.nodeconfig import NodePaths
 
 
 def add_parser(sub: Subcommands) -> None:
@@ -73,7 +77,7 @@ def run_foreground(args: argparse.Namespace) -> int:
     if not kubeconfig.is_file():
         print(f"drakit local-node: {kubeconfig} not found: is the cluster up?", file=sys.stderr)
         return 1
-    config = NodeConfig(kubeconfig=kubeconfig, work_dir=(args.dir / "node").resolve())
+    config = NodeConfig(kubeconfig=kubeconfig, work_dir=node_work_dir(args.dir))
     if args.node_name:
         config.node_name = args.node_name
     node = LocalNode(config)
@@ -82,13 +86,30 @@ def run_foreground(args: argparse.Namespace) -> int:
         node.start()
         for image in args.image:
             node.import_image(image.resolve())
-        print(f"node {node.name} is Ready")
-        print(f"  kubeletDir: {node.kubelet_dir}")
-        print(f"  cdiRoot:    {node.cdi_root}")
-        print(f"  logs:       {node.paths.logs}")
+        print(ready_summary(node.name, node.paths))
         return node.name
 
     return run_until_signalled(args.dir, "local-node", start, node.stop, (StartError, OSError))
+
+
+def node_work_dir(folder: Path) -> Path:
+    """The node's work folder inside ``up``'s DIR (its kubeletDir and cdiRoot are under it)."""
+    return (folder / "node").resolve()
+
+
+def ready_summary(name: str, paths: NodePaths) -> str:
+    """What ``up`` (and ``run``) print once the node is Ready: its folders, and the
+    ``helm install`` values that point drakit's chart at them."""
+    kubelet_dir, cdi_root = paths.kubelet_root, paths.cdi_root
+    return "\n".join(
+        [
+            f"node {name} is Ready",
+            f"  kubeletDir: {kubelet_dir}",
+            f"  cdiRoot:    {cdi_root}",
+            f"  logs:       {paths.logs}",
+            f"  helm install ... --set kubeletDir={kubelet_dir} --set cdiRoot={cdi_root}",
+        ]
+    )
 
 
 def run_up(args: argparse.Namespace) -> int:
@@ -98,8 +119,11 @@ def run_up(args: argparse.Namespace) -> int:
     for image in args.image:
         argv += ["--image", str(image)]
     ready = args.dir / "ready"
+    from drakit.localcluster.nodeconfig import NodePaths  # noqa: PLC0415
+
+    paths = NodePaths(node_work_dir(args.dir))  # the folders `run` gives the node
     return start_detached(
-        args.dir, argv, "local-node", lambda: print(f"node {ready.read_text()} is Ready")
+        args.dir, argv, "local-node", lambda: print(ready_summary(ready.read_text(), paths))
     )
 
 
