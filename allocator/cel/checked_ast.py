@@ -8,6 +8,9 @@ fields it needs straight from the protobuf wire format (no generated classes: th
 * ``ValidateHomogeneousAggregateLiterals``: every element of a list literal, and every key
   and every value of a map literal, has the same type as the first ("expected type 'dyn'
   but found 'int'"); literals inside a ``format`` call are exempt, as in cel-go;
+* cel-go's ``string.format`` validator: a constant format string given a list literal must
+  have one argument per clause, each of a type its clause accepts
+  (:func:`allocator.cel.strformat.check_literal_call`);
 * ``ValidateRegexLiterals``: a constant pattern given to ``matches`` must be valid RE2
   ("invalid matches argument"); constant patterns of ``find``/``findAll`` too (Kubernetes
   compiles them when it builds the program, a compile-time error as well).
@@ -21,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
-from allocator.cel import regex
+from allocator.cel import regex, strformat
 
 __all__ = ["validate"]
 
@@ -245,6 +248,65 @@ def _regex_literal(node: _Node) -> tuple[int, str] | None:
     return None
 
 
+_STATIC_PRIMITIVES: Final = {1: "bool", 2: "int", 3: "uint", 4: "double", 5: "string", 6: "bytes"}
+_STATIC_WELL_KNOWN: Final = {2: ("timestamp", "google.protobuf.Timestamp"),
+                             3: ("duration", "google.protobuf.Duration")}  # fmt: skip
+
+
+def _static_kind(t: bytes) -> tuple[str, str]:
+    """(kind, cel-go type name) of a checked type, as the format validator compares them."""
+    f = _fields(t)
+    if 1 in f or 10 in f or 12 in f or not f:  # dyn, an unresolved type parameter, error
+        return "dyn", "dyn"
+    if 2 in f:
+        return "null", "null_type"
+    if 3 in f:
+        name = _STATIC_PRIMITIVES.get(_int(f, 3), "?")
+        return name, name
+    if 5 in f:
+        return _STATIC_WELL_KNOWN.get(_int(f, 5), ("other", "google.protobuf.Any"))
+    if 6 in f:
+        return "list", "list"
+    if 7 in f:
+        return "map", "map"
+    if 11 in f:
+        return "type", "type"
+    name = format_type(t)
+    return "other", name.split("(", 1)[0]
+
+
+def _static_arg(data: bytes, info: _Checked) -> strformat.StaticArg:
+    f = _fields(data)
+    expr_id = _int(f, 2)
+    kind, name = _static_kind(info.types.get(expr_id, b""))
+    parts: list[bytes] = []
+    if 7 in f:
+        parts = [e for e in _fields(_bytes(f, 7)).get(1, []) if isinstance(e, bytes)]
+    elif 8 in f and not _bytes(_fields(_bytes(f, 8)), 1):  # a map literal
+        for entry in _fields(_bytes(f, 8)).get(2, []):
+            if isinstance(entry, bytes):
+                ef = _fields(entry)
+                parts.extend(_bytes(ef, n) for n in (3, 4) if n in ef)
+    return strformat.StaticArg(expr_id, kind, name, tuple(_static_arg(p, info) for p in parts if p))
+
+
+def _format_literal(node: _Node, info: _Checked) -> tuple[int, str] | None:
+    """cel-go's format validator on ``"<constant>".format([<list literal>])``."""
+    if node.kind != 6 or _bytes(node.body, 2) != b"format" or 1 not in node.body:
+        return None
+    target = _fields(_bytes(node.body, 1))
+    constant = _fields(_bytes(target, 3)) if 3 in target else {}
+    args = [a for a in node.body.get(3, []) if isinstance(a, bytes)]
+    if 6 not in constant or len(args) != 1 or 7 not in _fields(args[0]):
+        return None
+    elements = [e for e in _fields(_bytes(_fields(args[0]), 7)).get(1, []) if isinstance(e, bytes)]
+    fmt = _bytes(constant, 6).decode("utf-8", "surrogatepass")
+    problem = strformat.check_literal_call(fmt, [_static_arg(e, info) for e in elements])
+    if problem is None:
+        return None
+    return (problem.expr_id if problem.expr_id is not None else node.id), str(problem)
+
+
 def _location(info: _Checked, expr_id: int, source: str) -> tuple[int, int]:
     offset = info.positions.get(expr_id, 0)
     line_start = source.rfind("\n", 0, offset) + 1
@@ -252,10 +314,11 @@ def _location(info: _Checked, expr_id: int, source: str) -> tuple[int, int]:
 
 
 def validate(serialized: bytes, source: str) -> tuple[int, int, str] | None:
-    """The first homogeneous-literal or regex-literal problem: (line, column, message)."""
+    """The first homogeneous-literal, regex-literal or format-literal problem:
+    (line, column, message)."""
     info, root = _checked(serialized)
     for node in _walk(root):
-        problem = _homogeneous(node, info) or _regex_literal(node)
+        problem = _homogeneous(node, info) or _regex_literal(node) or _format_literal(node, info)
         if problem is not None:
             line, column = _location(info, problem[0], source)
             return line, column, problem[1]

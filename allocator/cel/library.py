@@ -32,7 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import cel as _cel
 
-from allocator.cel import budget, regex
+from allocator.cel import budget, regex, strformat
 from allocator.quantity import Quantity, QuantityError
 from allocator.semver import is_semver
 
@@ -527,46 +527,13 @@ def _quote(s: Any) -> str:
     return f'"{escaped}"'
 
 
-_FORMAT_RE: Final = re.compile(r"%(?:\.(\d+))?([sdfeoxXb%])")
-
-
 def _format(fmt: Any, args: Any) -> str:
+    """``fmt.format(args)`` with Kubernetes' clause rules (:mod:`allocator.cel.strformat`)."""
     fmt = _need_str(fmt, "format")
-    values = list(_need_list(args, "format"))
-    out: list[str] = []
-    pos = 0
-    for m in _FORMAT_RE.finditer(fmt):
-        out.append(fmt[pos : m.start()])
-        pos = m.end()
-        verb = m.group(2)
-        if verb == "%":
-            out.append("%")
-            continue
-        if not values:
-            raise CELFunctionError("format: not enough arguments")
-        v = values.pop(0)
-        out.append(_format_one(verb, m.group(1), v))
-    out.append(fmt[pos:])
-    return "".join(out)
-
-
-def _format_one(verb: str, precision: str | None, v: Any) -> str:
-    if verb == "s":
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        return str(v)
-    if verb == "d":
-        return str(int(v))
-    if verb in "fe":
-        digits = int(precision) if precision else 6
-        return f"{float(v):.{digits}{verb}}"
-    if verb == "o":
-        return format(int(v), "o")
-    if verb == "b":
-        return format(int(v), "b")
-    if isinstance(v, str):
-        return v.encode().hex() if verb == "x" else v.encode().hex().upper()
-    return format(int(v), verb)
+    try:
+        return strformat.format_values(fmt, _need_list(args, "format"))
+    except strformat.FormatError as exc:
+        raise CELFunctionError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- sets / lists ext
@@ -900,9 +867,7 @@ def _dra_string(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
-        # Go's strconv.FormatFloat(f, 'g', -1, 64)
-        text = repr(v)
-        return text[:-2] if text.endswith(".0") and abs(v) < 1e21 else text
+        return strformat.go_float_text(v)
     if isinstance(v, bytes):
         return v.decode("utf-8")
     if isinstance(v, (int, str)):

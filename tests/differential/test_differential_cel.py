@@ -4,6 +4,9 @@ runtime error, and on the results."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from cel_cases import FAMILIES, cel_cases
 from differential_harness import Oracle, PythonRunner, difference, run_python
@@ -46,3 +49,20 @@ def test_generated_cel_cases_match_reference(
                 f"  python:    {str(python.get('error', ''))[:300]}"
             )
     assert not problems, f"{len(problems)} of {len(labels)} differ:\n" + "\n".join(problems)
+
+
+CASES_DIR = Path(__file__).parent / "cases"
+
+
+def test_format_with_a_string_for_a_decimal_clause_fails_the_allocation_like_kubernetes(
+    oracle: Oracle, run_scenario: PythonRunner
+) -> None:
+    """Issue 30: ``"%s-%d".format([model, index])`` with a string ``index`` is a runtime
+    error in Kubernetes, which fails the allocation; drakit used to format it anyway."""
+    scenario = json.loads((CASES_DIR / "cel-format-decimal.json").read_text())
+    (reference,) = oracle.run_batch([scenario])
+    python = run_python(run_scenario, scenario)
+    assert cel_error_class(reference) == "runtime"
+    assert difference(reference, python) is None
+    assert cel_error_class(python) == "runtime"
+    assert "decimal clause can only be used on integers, was given string" in python["error"]
