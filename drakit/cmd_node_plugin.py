@@ -194,11 +194,16 @@ def _check_node_name(name: str) -> str:
     return name
 
 
-def _writable_dir(flag: str, value: str) -> Path:
-    """Create ``value`` if needed and prove it is writable by writing a probe file."""
+def _absolute(flag: str, value: str) -> Path:
     path = Path(value)
     if not path.is_absolute():
         raise ConfigError(f"{flag} {value!r} must be an absolute path")
+    return path
+
+
+def _writable_dir(flag: str, value: str) -> Path:
+    """Create ``value`` if needed and prove it is writable by writing a probe file."""
+    path = _absolute(flag, value)
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".drakit-probe-"):
@@ -266,7 +271,9 @@ def build_config(args: argparse.Namespace) -> PluginConfig:
         f"${KUBE_API_BURST_ENV}", os.environ.get(KUBE_API_BURST_ENV, DEFAULT_BURST),
     )  # fmt: skip
     registrar_dir = _writable_dir("--kubelet-registrar-dir", args.kubelet_registrar_dir)
-    plugins_dir = _writable_dir("--kubelet-plugins-dir", args.kubelet_plugins_dir)
+    # Only <plugins dir>/<driver> is the plugin's (the chart mounts just that folder): the
+    # parent need not be writable.
+    plugins_dir = _absolute("--kubelet-plugins-dir", args.kubelet_plugins_dir)
     _writable_dir("--kubelet-plugins-dir", str(plugins_dir / driver))
     config = PluginConfig(
         driver_name=driver,

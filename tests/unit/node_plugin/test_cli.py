@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -90,6 +92,49 @@ def test_relative_directory_is_rejected(
     args = [*dirs, "--kubelet-plugins-dir", "plugins"]
     code, err = run_cli(capsys, "--driver-name", "gpu.example.com", "--node-name", "n1", *args)
     assert_one_line_error(code, err, "--kubelet-plugins-dir", "absolute path")
+
+
+@contextmanager
+def read_only_but_the_drivers_folder(plugins: Path, own: Path) -> Iterator[None]:
+    """``plugins`` read-only and ``own`` (inside it) writable, as in the plugin's container:
+    a read-only root file system with only the driver's host folder mounted."""
+    if os.geteuid() != 0:
+        plugins.chmod(0o500)
+        try:
+            yield
+        finally:
+            plugins.chmod(0o700)
+        return
+    source = plugins.parent / "own-source"
+    source.mkdir()
+    subprocess.run(["mount", "--bind", str(plugins), str(plugins)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(plugins)], check=True)
+        subprocess.run(["mount", "--bind", str(source), str(own)], check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["umount", str(own)], check=True)
+    finally:
+        subprocess.run(["umount", str(plugins)], check=True)
+
+
+def test_only_the_drivers_own_folder_of_the_plugins_dir_must_be_writable(
+    short_tmp: Path, dirs: list[str]
+) -> None:
+    plugins = short_tmp / "plugins"
+    own = plugins / "gpu.example.com"
+    own.mkdir(parents=True)
+    args = build_parser().parse_args(
+        ["node-plugin", "--driver-name", "gpu.example.com", "--node-name", "n1", *dirs]
+    )
+    with read_only_but_the_drivers_folder(plugins, own):
+        assert build_config(args).plugin_data_dir == own
+    assert not [
+        line
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if str(short_tmp) in line
+    ]
 
 
 def test_socket_path_that_cannot_fit_is_rejected(
