@@ -34,8 +34,9 @@ from controller.naming import (
     meta,
     pod_is_done,
 )
+from controller.podfit.usage import NodeUsage, UsageChange
 from controller.poolstatus import PoolStatusResponder
-from controller.scheduler import PodScheduler, needs_scheduling
+from controller.scheduler import PLACED_PODS, PodScheduler, needs_scheduling
 from controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
 from kubeapi.clusterversion import features_for_cluster
 from kubeapi.errors import ApiError, namespace_terminating
@@ -123,6 +124,8 @@ class Controller:
             config=config,
             metrics=self.metrics,
         )
+        #: The pods placed on each node, for the scheduler's resource, port and affinity checks.
+        self.usage = NodeUsage()
         self.scheduler = PodScheduler(
             caches=self.caches,
             book=self.book,
@@ -132,6 +135,7 @@ class Controller:
             metrics=self.metrics,
             waiting=self.waiting,
             config=config,
+            usage=self.usage,
         )
         self._register_handlers()
         self.metrics.watch_claims(self.caches.claims.list)
@@ -265,6 +269,7 @@ class Controller:
         )
 
     def _pod_changed(self, pod: KubeObject) -> None:
+        self._placements_changed(self.usage.observe(pod))
         key = object_key(pod)
         spec = pod.get("spec") or {}
         if spec.get("resourceClaims") or (pod.get("status") or {}).get(
@@ -278,11 +283,20 @@ class Controller:
         uid = str(meta(pod).get("uid"))
         scheduler = str((pod.get("spec") or {}).get("schedulerName") or "")
         self.deleted_pods.add(uid, scheduler)
+        self._placements_changed(self.usage.forget(pod))
         self.created.forget_pod(uid)
         self.waiting.unpark(object_key(pod))
         if self.config.manages_claims_of(scheduler):
             for claim_key in claim_keys_of_pod(pod):
                 self.queue.add(f"{CLAIM}:{claim_key}")
+
+    def _placements_changed(self, change: UsageChange) -> None:
+        """A pod left a node (room, ports and anti-affinity domains freed) or came to one
+        (another pod's affinity or spread may now be met)."""
+        if change.removed:
+            self._wake(CAPACITY)
+        if change.added or change.removed:
+            self._wake(PLACED_PODS)
 
     def _claim_changed(self, old: KubeObject | None, claim: KubeObject) -> None:
         self.book.claim_changed(claim)

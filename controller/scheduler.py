@@ -3,11 +3,13 @@
 One scheduling attempt for a pod whose claims all exist:
 
 1. **decide**: read the claims and snapshot the allocated state under the device book's
-   lock; outside it, filter nodes (readiness, taints, selector, affinity, the node selectors
-   of claims that are already allocated), then try nodes in turn, starting after the node the
-   previous pod got, until the allocator fits every unallocated claim on one; under the lock
-   again, confirm the choice against the live state and register the allocations as
-   *in flight* (so two decisions never hand out one device);
+   lock; outside it, filter nodes (readiness, taints, selector, affinity, host ports,
+   resource requests, topology spread, pod affinity: ``controller.nodefilter``; the node
+   selectors of claims that are already allocated), then try nodes in turn, starting after
+   the node the previous pod got, until the allocator fits every unallocated claim on one;
+   under the lock again, confirm the choice against the live state (devices and the placed
+   pods), count the pod on the node (*assumed*, so two decisions never overfill a node) and
+   register the allocations as *in flight* (so two decisions never hand out one device);
 2. **write** (outside the lock, pods in parallel): for each new allocation, finalizer then
    allocation + reservation in one status write that tests for the finalizer; for claims that
    were already allocated, append the pod to ``reservedFor``; assume each written claim, then
@@ -16,7 +18,9 @@ One scheduling attempt for a pod whose claims all exist:
 
 A claim that another pod is allocating right now makes this pod wait for that claim instead of
 allocating it twice. A pod that fits nowhere gets ``PodScheduled=False`` with a message that
-counts the reasons per node, and waits for an event that may help.
+counts the reasons per node, and waits for an event that may help. A pod that uses a feature
+kube-scheduler's filters check and drakit does not (``controller.podfit.unsupported``) gets
+``PodScheduled=False`` naming the feature and is never bound.
 """
 
 from __future__ import annotations
@@ -57,7 +61,15 @@ from controller.naming import (
     resolve_claim_name,
     without_managed_fields,
 )
-from controller.nodefilter import NodeFilter
+from controller.nodefilter import ClusterView, NodeFilter
+from controller.podfit.affinity import (
+    REASON_AFFINITY,
+    REASON_ANTI_AFFINITY,
+    REASON_EXISTING_ANTI_AFFINITY,
+)
+from controller.podfit.podinfo import PodInfo
+from controller.podfit.spread import REASON_SPREAD
+from controller.podfit.usage import NodeUsage
 from controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
 from kubeapi.assume_cache import AssumeCacheError
 from kubeapi.errors import ApiError, Conflict, NotFound
@@ -65,7 +77,7 @@ from kubeapi.events import EventRecorder
 from kubeapi.objects import KubeObject
 from kubeapi.resources import PatchType, Resource, bind_pod
 
-__all__ = ["PodScheduler", "needs_scheduling"]
+__all__ = ["PLACED_PODS", "PodScheduler", "needs_scheduling"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +90,12 @@ UNSCHEDULABLE_RETRY = 60.0
 REASON_NO_DEVICES = "node(s) cannot allocate all claims"
 REASON_CLAIM_NODE = "node(s) didn't match the node selector of an allocated claim"
 REASON_INVALID_POOLS = "node(s) see invalid resource pools"
+#: Parks pods that placed pods' affinity or spread rejected: a newly placed pod may help.
+PLACED_PODS = "placed-pods"
+_PLACED_POD_REASONS = frozenset(
+    {REASON_AFFINITY, REASON_ANTI_AFFINITY, REASON_EXISTING_ANTI_AFFINITY, REASON_SPREAD}
+)
+_DEVICE_CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
 def needs_scheduling(pod: KubeObject, scheduler_name: str) -> bool:
@@ -130,6 +148,7 @@ class _ClaimView:
 @dataclass
 class _Decision:
     node: str
+    pod: PodInfo
     allocate: list[tuple[KubeObject, dict[str, Any]]] = field(default_factory=list)
     reserve: list[KubeObject] = field(default_factory=list)
 
@@ -148,8 +167,11 @@ class PodScheduler:
         metrics: ControllerMetrics,
         waiting: WaitingPods,
         config: ControllerConfig,
+        usage: NodeUsage | None = None,
     ) -> None:
         self._caches = caches
+        #: The pods placed on each node (the controller feeds it from pod events).
+        self.usage = usage if usage is not None else NodeUsage()
         self._book = book
         self._writer = writer
         self._pods = pods
@@ -173,9 +195,10 @@ class PodScheduler:
         began = time.monotonic()
         result = "error"
         try:
+            info = _pod_info(pod)
             claims = self._claims_of(pod)
             self._evaluate_guarded_selectors(claims)
-            decision = self._decide(pod, claims)
+            decision = self._decide(pod, info, claims)
             self._execute(pod, decision)
             result = "scheduled"
             self._waiting.unpark(_pod_key(pod))
@@ -255,7 +278,7 @@ class PodScheduler:
         except AllocationCancelledError:
             raise _WaitError({CAPACITY}, "controller stopping", None) from None
 
-    def _decide(self, pod: KubeObject, claims: list[KubeObject]) -> _Decision:
+    def _decide(self, pod: KubeObject, info: PodInfo, claims: list[KubeObject]) -> _Decision:
         """Pick a node and register the new allocations in flight.
 
         kube-scheduler's pattern: read the claims and snapshot the allocated state under
@@ -263,12 +286,16 @@ class PodScheduler:
         on meanwhile), then under the lock again confirm the choice (same generation, or the
         chosen node re-checked against the live state) and register it. After
         ``OPTIMISTIC_ATTEMPTS`` lost races the whole decision is made under the lock.
+
+        The placed pods are confirmed the same way: under the lock the chosen node is checked
+        again against the live placements and the pod is assumed on it. Every assume happens
+        under the book's lock, so two decisions never both take a node's last room.
         """
         for _ in range(OPTIMISTIC_ATTEMPTS):
             with self._book.lock:
                 view = self._claim_view(pod, claims)
                 generation, state = self._book.snapshot()
-            node, results = self._pick_node(pod, view.models, view.selectors, state)
+            node, results = self._pick_node(pod, info, view.models, view.selectors, state)
             with self._book.lock:
                 now = self._claim_view(pod, claims)
                 if now.pending_uids != view.pending_uids or now.selectors != view.selectors:
@@ -278,11 +305,45 @@ class PodScheduler:
                     if rechecked is None:
                         continue  # the devices went to someone else: search again
                     results = rechecked
-                return self._register(node, now, results)
+                if not self._place(pod, info, node):
+                    continue  # another pod took the room meanwhile: search again
+                return self._register_placed(node, info, now, results)
         with self._book.lock:
             view = self._claim_view(pod, claims)
-            node, results = self._pick_node(pod, view.models, view.selectors, self._book.state)
-            return self._register(node, view, results)
+            node, results = self._pick_node(
+                pod, info, view.models, view.selectors, self._book.state
+            )
+            if not self._place(pod, info, node):
+                raise _WaitError({CAPACITY}, f"node {node} filled up meanwhile", IN_FLIGHT_RETRY)
+            return self._register_placed(node, info, view, results)
+
+    def _cluster_view(self) -> ClusterView:
+        return ClusterView(
+            usage=self.usage,
+            nodes=self._caches.nodes.store.objects,
+            dra_extended=self._dra_extended_resources(),
+        )
+
+    def _dra_extended_resources(self) -> frozenset[str]:
+        """The extended resource names DeviceClasses map (kube-scheduler would have DRA
+        serve a request for one that a node does not list)."""
+        names: set[str] = set()
+        for name, device_class in self._book.classes().items():
+            names.add(_DEVICE_CLASS_RESOURCE_PREFIX + name)
+            if device_class.spec.extended_resource_name:
+                names.add(device_class.spec.extended_resource_name)
+        return frozenset(names)
+
+    def _place(self, pod: KubeObject, info: PodInfo, node_name: str) -> bool:
+        """Check ``node_name`` again against the live placements and, when the pod still
+        fits, count it there. Call under the book's lock."""
+        node = self._caches.nodes.store.get_by_name(node_name)
+        if node is None:
+            return False
+        if NodeFilter(pod, self._cluster_view(), info).reject_reasons(node):
+            return False
+        self.usage.assume(info, node_name)
+        return True
 
     def _claim_view(self, pod: KubeObject, claims: list[KubeObject]) -> _ClaimView:
         """The pod's claims as the cache holds them now. Call under the book's lock."""
@@ -328,9 +389,21 @@ class PodScheduler:
         except AllocationError:
             return None  # the next search reports it
 
-    def _register(self, node: str, view: _ClaimView, results: list[Any]) -> _Decision:
+    def _register_placed(
+        self, node: str, info: PodInfo, view: _ClaimView, results: list[Any]
+    ) -> _Decision:
+        """``_register`` for a pod assumed on ``node``: a failure un-assumes it."""
+        try:
+            return self._register(node, info, view, results)
+        except BaseException:
+            self.usage.forget_assumed(info.uid)
+            raise
+
+    def _register(
+        self, node: str, info: PodInfo, view: _ClaimView, results: list[Any]
+    ) -> _Decision:
         """Record the decision's allocations as in flight. Call under the book's lock."""
-        decision = _Decision(node=node, reserve=view.reserve)
+        decision = _Decision(node=node, pod=info, reserve=view.reserve)
         for claim, result in zip(view.pending, results, strict=True):
             allocation = result.to_dict()
             written = {
@@ -366,6 +439,7 @@ class PodScheduler:
     def _pick_node(
         self,
         pod: KubeObject,
+        info: PodInfo,
         models: list[ResourceClaim],
         selectors: list[NodeSelector],
         state: AllocatedState,
@@ -378,7 +452,10 @@ class PodScheduler:
         if not names:
             raise _UnschedulableError({CAPACITY}, "0/0 nodes are available: no nodes")
         rejected: Counter[str] = Counter()
-        node_filter = NodeFilter(pod)
+        try:
+            node_filter = NodeFilter(pod, self._cluster_view(), info)
+        except ValueError as err:
+            raise _UnschedulableError({"pod"}, f"pod spec cannot be used: {err}") from None
         allocator = (
             Allocator(self._book.inventory(), self._book.classes(), state) if models else None
         )
@@ -389,8 +466,12 @@ class PodScheduler:
             node = store.get_by_name(name)
             if node is None:
                 continue  # deleted since the names were read
-            reason = node_filter.reject_reason(node)
-            if reason is None and not _matches_all(selectors, node):
+            reasons = node_filter.reject_reasons(node)
+            if reasons:
+                rejected.update(reasons)
+                continue
+            reason = None
+            if not _matches_all(selectors, node):
                 reason = REASON_CLAIM_NODE
             if reason is None and allocator is not None:
                 model_node = Node.named(name, meta(node).get("labels") or {})
@@ -420,15 +501,21 @@ class PodScheduler:
                 self._cursor = start + offset + 1
                 return name, []
             rejected[reason] += 1
-        summary = ", ".join(f"{count} {reason}" for reason, count in sorted(rejected.items()))
-        message = f"0/{len(names)} nodes are available: {summary}."
-        if allocator is not None and no_fit:
-            message += " " + summarise(allocator, no_fit, models) + "."
-        raise _UnschedulableError({CAPACITY}, message)
+        raise _no_node_fits(len(names), rejected, allocator, no_fit, models)
 
     # -- writes and bind -----------------------------------------------------------------------
 
     def _execute(self, pod: KubeObject, decision: _Decision) -> None:
+        """Write the claims and bind; the pod stays assumed on the node only when bound."""
+        bound = False
+        try:
+            self._write_claims(pod, decision)
+            bound = self._bind(pod, decision.node)
+        finally:
+            if not bound:
+                self.usage.forget_assumed(decision.pod.uid)
+
+    def _write_claims(self, pod: KubeObject, decision: _Decision) -> None:
         consumer = consumer_ref(pod)
         unfinished = {str(meta(c)["uid"]): _key(c) for c, _ in decision.allocate}
         try:
@@ -455,9 +542,10 @@ class PodScheduler:
         finally:
             for uid, key in unfinished.items():
                 self._book.finish(uid, key)
-        self._bind(pod, decision.node)
 
-    def _bind(self, pod: KubeObject, node: str) -> None:
+    def _bind(self, pod: KubeObject, node: str) -> bool:
+        """Bind ``pod`` to ``node``; True when it is bound there (False: deleted, or bound
+        to another node by an earlier attempt)."""
         namespace, name = str(meta(pod)["namespace"]), str(meta(pod)["name"])
         try:
             bind_pod(self._pods, namespace, name, node, uid=str(meta(pod)["uid"]))
@@ -470,9 +558,9 @@ class PodScheduler:
                 raise
             logger.info("Pod was bound already", extra={"pod": f"{namespace}/{name}",
                                                          "node": bound_to})  # fmt: skip
-            return
+            return bool(bound_to == node)
         except NotFound:
-            return  # deleted meanwhile: the lifecycle releases its claims
+            return False  # deleted meanwhile: the lifecycle releases its claims
         age = age_seconds(pod)
         if age is not None:
             self._metrics.pod_scheduling_latency.observe(max(0.0, age))
@@ -481,6 +569,7 @@ class PodScheduler:
                 pod, "Scheduled", "Binding", f"Successfully assigned {namespace}/{name} to {node}"
             )
         logger.info("Bound pod", extra={"pod": f"{namespace}/{name}", "node": node})
+        return True
 
     def _settle(self, claim: KubeObject) -> None:
         """After a write with an unknown outcome: put the claim as stored into the cache."""
@@ -533,6 +622,40 @@ class PodScheduler:
         if self._events is not None:
             self._events.warning(pod, "FailedScheduling", "Scheduling", message)
         logger.info("Pod unschedulable", extra={"pod": _pod_key(pod), "reason": message})
+
+
+def _no_node_fits(
+    node_count: int,
+    rejected: Counter[str],
+    allocator: Allocator | None,
+    no_fit: list[Node],
+    models: list[ResourceClaim],
+) -> _UnschedulableError:
+    """The "0/N nodes are available" error; it waits for capacity, and for placed pods
+    when their affinity or spread rejected a node."""
+    summary = ", ".join(f"{count} {reason}" for reason, count in sorted(rejected.items()))
+    message = f"0/{node_count} nodes are available: {summary}."
+    if allocator is not None and no_fit:
+        message += " " + summarise(allocator, no_fit, models) + "."
+    reasons = {CAPACITY}
+    if any(r in _PLACED_POD_REASONS for r in rejected):
+        reasons.add(PLACED_PODS)
+    return _UnschedulableError(reasons, message)
+
+
+def _pod_info(pod: KubeObject) -> PodInfo:
+    """The pod as the filters see it; raises _UnschedulableError for a feature drakit does
+    not implement or a spec it cannot decode."""
+    unsupported = NodeFilter.unsupported(pod)
+    if unsupported:
+        raise _UnschedulableError(
+            {"pod"},
+            "drakit's scheduler does not implement what this pod uses: " + "; ".join(unsupported),
+        )
+    try:
+        return PodInfo.of(pod)
+    except ValueError as err:
+        raise _UnschedulableError({"pod"}, f"pod spec cannot be used: {err}") from None
 
 
 def _class_names(model: ResourceClaim) -> set[str]:

@@ -74,3 +74,16 @@ def test_required_node_affinity_by_label_and_by_name():
     assert f.reject_reason(node(labels={"gpu": "yes"})) is None
     assert f.reject_reason(node("n9")) is None
     assert f.reject_reason(node("n1")) == REASON_SELECTOR
+
+
+def test_with_placed_pods_a_pod_too_big_for_the_node_is_rejected_as_kube_scheduler_words_it():
+    from controller.nodefilter import ClusterView  # noqa: PLC0415
+    from controller.podfit.usage import NodeUsage  # noqa: PLC0415
+
+    small = node(labels={})
+    small["status"]["allocatable"] = {"cpu": "2", "memory": "4Gi", "pods": "110"}
+    big = pod(containers=[{"name": "c", "resources": {"requests": {"cpu": "64"}}}])
+    view = ClusterView(usage=NodeUsage(), nodes=lambda: [small])
+    assert NodeFilter(big, view).reject_reasons(small) == ("Insufficient cpu",)
+    fits = pod(containers=[{"name": "c", "resources": {"requests": {"cpu": "2"}}}])
+    assert NodeFilter(fits, view).reject_reasons(small) == ()
