@@ -5,7 +5,9 @@ The rules are client-go's:
 - a key is queued at most once, however often it is added while waiting (adds coalesce);
 - a key is handed to at most one worker at a time; adding it while it is being processed
   queues it again for after ``done()``, so no change is ever lost and no key runs twice at once;
-- different keys run in parallel on N workers, in FIFO order;
+- different keys run in parallel on N workers, in FIFO order; with ``tenant_of`` (e.g. the
+  namespace of the object a key names) tenants take turns instead (:mod:`kubeapi.fairqueue`),
+  so one tenant's backlog cannot hold up the others;
 - a failed key is retried after a per-key exponential backoff (5 ms doubling up to 1000 s),
   never faster than an overall token bucket (10 per second, burst 100) allows;
   the cause of every failure is logged with the key and its retry count.
@@ -26,11 +28,11 @@ import itertools
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 from kubeapi.errors import ApiError
+from kubeapi.fairqueue import FairQueue, single_tenant
 from kubeapi.ratelimit import TokenBucket
 from telemetry.metrics import Counter, Gauge, Histogram, Registry
 
@@ -123,6 +125,7 @@ class WorkQueue(Generic[K]):
         rate_limiter: RateLimiter[K] | None = None,
         clock: Callable[[], float] = time.monotonic,
         metrics: WorkQueueMetrics | None = None,
+        tenant_of: Callable[[K], Hashable] = single_tenant,
     ) -> None:
         self.name = name
         self._metrics = metrics
@@ -130,7 +133,7 @@ class WorkQueue(Generic[K]):
         self._started_at: dict[K, float] = {}
         self.rate_limiter: RateLimiter[K] = rate_limiter or RateLimiter()
         self._clock = clock
-        self._queue: deque[K] = deque()
+        self._queue: FairQueue[K] = FairQueue(tenant_of)
         self._dirty: set[K] = set()  # queued, or to be queued again when its worker is done
         self._processing: set[K] = set()
         self._delayed: list[tuple[float, int, K]] = []  # (due time, sequence, key)
