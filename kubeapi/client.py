@@ -2,7 +2,9 @@
 
 ``load_client`` returns a ``kubernetes.client.ApiClient`` (a subclass that applies a
 client-side QPS/burst limit, like client-go's rest.Config), so the rest of ``kubeapi`` and the
-generated typed APIs can both use it.
+generated typed APIs can both use it. As client-go's REST client it waits out and retries
+answers that ask for it (:mod:`kubeapi.retryafter`); urllib3's own retries are narrowed to
+what Go's transport replays (a PUT or DELETE whose answer was lost is not sent again).
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from kubeapi.errors import ConfigError
+from kubeapi.http11 import REPLAYABLE_METHODS
 from kubeapi.ratelimit import TokenBucket
+from kubeapi.retryafter import send_with_retry_after
 
 __all__ = [
     "DEFAULT_BURST",
@@ -41,8 +46,17 @@ CONNECTION_POOL_SIZE = 64
 _IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 
 
+#: urllib3's retries: connection failures, and read failures of replayable methods only
+#: (its default also replays PUT and DELETE); answers are never retried here, but by
+#: ``send_with_retry_after`` as client-go does.
+URLLIB3_RETRIES = urllib3.Retry(
+    total=3, allowed_methods=REPLAYABLE_METHODS, respect_retry_after_header=False
+)
+
+
 class RateLimitedApiClient(k8s_client.ApiClient):
-    """An ApiClient that waits for a token before every request it sends."""
+    """An ApiClient that waits for a token before every request it sends, and sends it
+    again after the wait an answer asks for (:func:`send_with_retry_after`)."""
 
     def __init__(self, configuration: Any, *, qps: float, burst: int) -> None:
         super().__init__(configuration)
@@ -50,8 +64,13 @@ class RateLimitedApiClient(k8s_client.ApiClient):
         self.default_timeout = DEFAULT_TIMEOUT
 
     def call_api(self, *args: Any, **kwargs: Any) -> Any:
-        self.rate_limiter.wait()
-        return super().call_api(*args, **kwargs)
+        call = super().call_api
+
+        def send() -> Any:
+            self.rate_limiter.wait()
+            return call(*args, **kwargs)
+
+        return send_with_retry_after(send, lambda answer: answer.response)
 
 
 def load_client(
@@ -73,6 +92,7 @@ def load_client(
     # Every informer holds a connection for its watch and workers run requests in parallel;
     # the default pool (5 per CPU) would keep discarding connections under that load.
     configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
+    configuration.retries = URLLIB3_RETRIES
     logger.debug(
         "Loaded API client configuration", extra={"source": source, "host": configuration.host}
     )

@@ -12,11 +12,15 @@ What it understands: a kubeconfig whose context names a server with
 ``certificate-authority(-data)``, ``insecure-skip-tls-verify``, ``tls-server-name``
 and a user with ``client-certificate(-data)``/``client-key(-data)``, ``token`` or
 ``tokenFile``; and the pod's service account (token re-read every minute, as
-client-go does, because projected tokens rotate). Anything else (``exec`` or
-``auth-provider`` plugins, proxies, basic auth, several kubeconfig files to merge)
-raises :class:`UnsupportedConfigError`; :func:`load_light_client` then falls back to the full
-client of :func:`kubeapi.client.load_client`, so every kubeconfig that works
-there still works.
+client-go does, because projected tokens rotate). Client certificate files are re-read
+when they change (:mod:`kubeapi.clientcert`). A proxy named by ``HTTPS_PROXY`` (with the
+exceptions of ``NO_PROXY``, :mod:`kubeapi.proxyenv`) is used as client-go uses it.
+Answers that ask to retry later (429, or 5xx with ``Retry-After``) are retried as
+client-go does (:mod:`kubeapi.retryafter`). Anything else (``exec`` or
+``auth-provider`` plugins, a kubeconfig ``proxy-url``, a proxy other than ``http://``,
+basic auth, several kubeconfig files to merge) raises :class:`UnsupportedConfigError`;
+:func:`load_light_client` then falls back to the full client of
+:func:`kubeapi.client.load_client`, so every kubeconfig that works there still works.
 """
 
 from __future__ import annotations
@@ -34,10 +38,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from kubeapi.clientcert import RotatingTLSContext
 from kubeapi.documents import DocumentError, parse_document
 from kubeapi.errors import ConfigError
 from kubeapi.http11 import ConnectionPool, Response
+from kubeapi.proxyenv import Proxy, UnsupportedProxyError, proxy_for
 from kubeapi.ratelimit import TokenBucket
+from kubeapi.retryafter import send_with_retry_after
 
 __all__ = ["LightApiClient", "UnsupportedConfigError", "load_light_client"]
 
@@ -113,7 +120,7 @@ class TokenSource:
 
 class LightApiClient:
     """``param_serialize`` + ``call_api`` over :class:`kubeapi.http11.ConnectionPool`, with
-    a client-side QPS/burst limit."""
+    a client-side QPS/burst limit. ``proxy`` and ``tls_source`` are passed to the pool."""
 
     def __init__(
         self,
@@ -127,6 +134,8 @@ class LightApiClient:
         user_agent: str = "drakit",
         pool_size: int = POOL_SIZE,
         fast_json: bool = False,
+        proxy: Proxy | None = None,
+        tls_source: Callable[[], ssl.SSLContext] | None = None,
     ) -> None:
         self.host = server.rstrip("/")
         self.user_agent = user_agent
@@ -146,7 +155,12 @@ class LightApiClient:
         parts = urlsplit(self.host)
         self._origin = f"{parts.scheme}://{parts.netloc}"
         self.pool = ConnectionPool(
-            self._origin, ssl_context, server_hostname=server_hostname, maxsize=pool_size
+            self._origin,
+            ssl_context,
+            server_hostname=server_hostname,
+            maxsize=pool_size,
+            proxy=proxy,
+            tls_source=tls_source,
         )
 
     def param_serialize(  # noqa: PLR0917  (the kubernetes client's signature)
@@ -180,24 +194,29 @@ class LightApiClient:
     ) -> _Answer:
         """Send the request after a token of the rate limiter; the body is not read yet.
 
+        An answer asking to retry later is waited out and the request sent again
+        (:func:`kubeapi.retryafter.send_with_retry_after`, a token each time).
         ``url`` must be on this client's server (``param_serialize`` made it).
         """
         if not url.startswith(self.host + "/"):
             raise ValueError(f"{method} {url[:200]!r}: not on the server {self.host}")
-        self.rate_limiter.wait()
         timeout: tuple[float | None, float | None]
         if isinstance(_request_timeout, tuple):
             timeout = _request_timeout
         else:
             timeout = (_request_timeout, _request_timeout)
-        response = self.pool.request(
-            method,
-            url[len(self._origin) :],  # the server's own path prefix, if any, included
-            headers=header_params or {},
-            body=body,
-            timeout=timeout,
-        )
-        return _Answer(response)
+
+        def send() -> Response:
+            self.rate_limiter.wait()
+            return self.pool.request(
+                method,
+                url[len(self._origin) :],  # the server's own path prefix, if any, included
+                headers=header_params or {},
+                body=body,
+                timeout=timeout,
+            )
+
+        return _Answer(send_with_retry_after(send, lambda response: response))
 
     def close(self) -> None:
         self.pool.clear()
@@ -286,10 +305,20 @@ def in_cluster(*, folder: Path = SERVICE_ACCOUNT_DIR, **limits: Any) -> LightApi
         raise ConfigError(f"in-cluster service account: ${_IN_CLUSTER_HOST_ENV}/PORT not usable")
     if ":" in host:  # IPv6 literal
         host = f"[{host}]"
+    server = f"https://{host}:{port}"
     context = ssl.create_default_context(cafile=str(folder / "ca.crt"))
     token = TokenSource(path=folder / "token")
     token()  # fail now, with the file's name, rather than on the first request
-    return LightApiClient(f"https://{host}:{port}", context, token=token, **limits)
+    return LightApiClient(server, context, token=token, proxy=_proxy(server), **limits)
+
+
+def _proxy(server: str) -> Proxy | None:
+    """The environment's proxy for ``server``; UnsupportedConfigError for one http11
+    cannot use (the full client then serves the configuration)."""
+    try:
+        return proxy_for(server)
+    except UnsupportedProxyError as err:
+        raise UnsupportedConfigError(str(err)) from err
 
 
 def from_kubeconfig(path: Path, **limits: Any) -> LightApiClient:
@@ -313,15 +342,37 @@ def from_kubeconfig(path: Path, **limits: Any) -> LightApiClient:
     server = str(cluster.get("server") or "")
     if not server.startswith(("https://", "http://")):
         raise ConfigError(f"kubeconfig {path}: cluster server {server!r} is not an http(s) URL")
-    ssl_context = _ssl_context(path, cluster, user) if server.startswith("https://") else None
+    proxy = _proxy(server)
+    ssl_context, tls_source = (
+        _tls(path, cluster, user) if server.startswith("https://") else (None, None)
+    )
     token_file = user.get("tokenFile")
     token = TokenSource(
         token=str(user.get("token") or ""),
         path=_relative(path, token_file) if token_file else None,
     )
     return LightApiClient(
-        server, ssl_context, token=token, server_hostname=cluster.get("tls-server-name"), **limits
+        server,
+        ssl_context,
+        token=token,
+        server_hostname=cluster.get("tls-server-name"),
+        proxy=proxy,
+        tls_source=tls_source,
+        **limits,
     )
+
+
+def _tls(
+    path: Path, cluster: dict[str, Any], user: dict[str, Any]
+) -> tuple[ssl.SSLContext, RotatingTLSContext | None]:
+    """The cluster's TLS context, and what rebuilds it when client certificate files change."""
+    cert_files = [
+        _relative(path, user[k]) for k in ("client-certificate", "client-key") if user.get(k)
+    ]
+    if not cert_files:
+        return _ssl_context(path, cluster, user), None
+    source = RotatingTLSContext(lambda: _ssl_context(path, cluster, user), cert_files)
+    return source(), source
 
 
 def _named(document: dict[str, Any], section: str, name: Any, path: Path) -> dict[str, Any]:

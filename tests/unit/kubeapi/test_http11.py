@@ -14,68 +14,10 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pytest
+from helpers.scriptedhttp import Handler, Reader, ScriptedServer, ok
 
 from kubeapi import http11
 from kubeapi.http11 import ConnectionPool, ProtocolError
-
-#: Reads one request (up to its blank line and Content-Length body) from a connection's
-#: file and returns its request line, or b"" when the client closed the connection.
-Reader = Callable[[], bytes]
-#: Serves one connection: gets the reader and the socket, answers as the test wants.
-Handler = Callable[[Reader, socket.socket], None]
-
-
-class ScriptedServer:
-    """Accepts connections on 127.0.0.1 and hands each to ``handler`` on its own thread."""
-
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-        self.connections = 0
-        self.requests: list[bytes] = []
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self._threads: list[threading.Thread] = []
-        self._accepting = threading.Thread(target=self._accept, daemon=True)
-        self._accepting.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        reader = conn.makefile("rb")
-
-        def read_request() -> bytes:
-            line = reader.readline()
-            length = 0
-            while (header := reader.readline()) not in (b"\r\n", b""):
-                name, _, value = header.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            reader.read(length)
-            if line:
-                self.requests.append(line.strip())
-            return line
-
-        try:
-            self.handler(read_request, conn)
-        except OSError:
-            pass
-        finally:
-            reader.close()
-            conn.close()
-
-    def close(self) -> None:
-        self._listener.close()
-        for thread in self._threads:
-            thread.join(5)
 
 
 @pytest.fixture
@@ -90,10 +32,6 @@ def serve() -> Iterator[Callable[[Handler], ScriptedServer]]:
     yield start
     for server in servers:
         server.close()
-
-
-def ok(body: bytes) -> bytes:
-    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
 
 
 def keep_answering(read: Reader, conn: socket.socket) -> None:
