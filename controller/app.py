@@ -1,11 +1,20 @@
-"""Wiring: caches, event handlers, one work queue, and the workers that sync keys.
+"""Wiring: caches, event handlers, two work queues, and the workers that sync keys.
 
-Keys on the queue name what to sync:
+Keys name what to sync. The *lifecycle* queue holds
 
 - ``pod:<ns>/<name>``: generate the pod's claims, reserve claims of a pod bound elsewhere,
   or hand a finished pod's claims to the lifecycle;
 - ``claim:<ns>/<name>``: the claim lifecycle;
+
+and the *scheduling* queue holds
+
 - ``schedule:<ns>/<name>``: one scheduling attempt for a pod that names drakit.
+
+Each queue has workers of its own, so scheduling attempts (which may take seconds: selectors,
+many nodes) never hold up claim generation or deletion. In both, namespaces take turns
+(:mod:`kubeapi.fairqueue`): one namespace's backlog delays another namespace's next key by at
+most one key per namespace with work waiting. An unschedulable pod backs off before its next
+attempt (``controller.backoff``), also when an event wakes it.
 
 A key is synced by one worker at a time; different keys in parallel. ``Controller.run`` starts
 the informers, waits until every cache has listed (so no template looks missing and every
@@ -54,6 +63,12 @@ logger = logging.getLogger(__name__)
 POD, CLAIM, SCHEDULE = "pod", "claim", "schedule"
 
 
+def key_namespace(key: str) -> str:
+    """The namespace of the object a queue key names: the tenant the queues take turns by."""
+    namespace, _, _ = key.partition(":")[2].partition("/")
+    return namespace
+
+
 def _allocator_features(api: Any, config: ControllerConfig) -> Features | None:
     """The configured features, else those of the cluster behind ``api``."""
     if config.allocator_features is not None or not config.detect_cluster:
@@ -90,7 +105,10 @@ class Controller:
         self.config = config
         self.metrics = metrics or ControllerMetrics()
         self.caches = Caches(api, resync_period=config.resync_period)
-        self.queue: WorkQueue[str] = WorkQueue("drakit-controller")
+        #: pod and claim keys: claim generation and lifecycle.
+        self.queue: WorkQueue[str] = WorkQueue("drakit-controller", tenant_of=key_namespace)
+        #: schedule keys, on workers of their own.
+        self.scheduling: WorkQueue[str] = WorkQueue("drakit-scheduler", tenant_of=key_namespace)
         self.waiting = WaitingPods()
         self.events = events
         pods = pods or Resource(api, PODS)
@@ -138,6 +156,7 @@ class Controller:
             usage=self.usage,
         )
         self._register_handlers()
+        self._register_metric_handlers()
         self.metrics.watch_claims(self.caches.claims.list)
         self.metrics.watch_pools(self.caches.slices.store.objects, self.caches.claims.list)
         # Standing in for kube-controller-manager, drakit also answers its pool status API.
@@ -161,15 +180,25 @@ class Controller:
         try:
             if not self.caches.wait_for_sync(stop):
                 return
-            logger.info("Caches synced, starting workers", extra={"workers": self.config.workers})
-            self.queue.start(self.sync, workers=self.config.workers)
+            logger.info(
+                "Caches synced, starting workers",
+                extra={
+                    "workers": self.config.workers,
+                    "lifecycle_workers": self.config.lifecycle_workers,
+                },
+            )
+            self.queue.start(self.sync, workers=self.config.lifecycle_workers)
+            self.scheduling.start(self.sync, workers=self.config.workers)
             if self.pool_status is not None:
                 self.pool_status.start()
             self.started.set()
             while not stop.wait(1.0):
-                self.metrics.queue_depth.set(len(self.queue))
+                self.metrics.queue_depth.set(len(self.queue) + len(self.scheduling))
         finally:
+            self.queue.shutdown(wait=False)
+            self.scheduling.shutdown(wait=False)
             self.queue.shutdown(wait=True, timeout=30)
+            self.scheduling.shutdown(wait=True, timeout=30)
             if self.pool_status is not None:
                 self.pool_status.stop()
             self.caches.stop()
@@ -277,7 +306,7 @@ class Controller:
         ):
             self.queue.add(f"{POD}:{key}")
         if needs_scheduling(pod, self.config.scheduler_name):
-            self.queue.add(f"{SCHEDULE}:{key}")
+            self._queue_attempt(key)
 
     def _pod_deleted(self, pod: KubeObject) -> None:
         uid = str(meta(pod).get("uid"))
@@ -286,6 +315,7 @@ class Controller:
         self._placements_changed(self.usage.forget(pod))
         self.created.forget_pod(uid)
         self.waiting.unpark(object_key(pod))
+        self.scheduler.backoff.forget(object_key(pod))
         if self.config.manages_claims_of(scheduler):
             for claim_key in claim_keys_of_pod(pod):
                 self.queue.add(f"{CLAIM}:{claim_key}")
@@ -341,7 +371,23 @@ class Controller:
 
     def _wake(self, reason: str) -> None:
         for pod_key in self.waiting.wake(reason):
-            self.queue.add(f"{SCHEDULE}:{pod_key}")
+            self._queue_attempt(pod_key)
+
+    def _queue_attempt(self, pod_key: str) -> None:
+        """Queue a scheduling attempt, once the pod's backoff (if any) has run out."""
+        self.scheduling.add_after(
+            f"{SCHEDULE}:{pod_key}", self.scheduler.backoff.remaining(pod_key)
+        )
+
+    def _register_metric_handlers(self) -> None:
+        """The pool and claim gauges are recounted only after claims or slices changed."""
+        changed = EventHandlers(
+            on_add=lambda _obj, _initial: self.metrics.caches_changed(),
+            on_update=lambda _old, _new: self.metrics.caches_changed(),
+            on_delete=lambda _obj: self.metrics.caches_changed(),
+        )
+        self.caches.claims.add_handlers(changed)
+        self.caches.slices.add_handlers(changed)
 
 
 def _scheduling_view(node: KubeObject) -> tuple[Any, ...]:

@@ -39,11 +39,24 @@ class ControllerConfig:
 
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
     claim_generation: ClaimGeneration = ClaimGeneration.SCOPED
+    #: Workers that run scheduling attempts (pods that name drakit).
     workers: int = 10
+    #: Workers of their own for claim generation and the claim lifecycle (reservations,
+    #: deallocation, deletion of generated claims): slow scheduling attempts never hold
+    #: them up.
+    lifecycle_workers: int = 4
     #: Seconds between full resyncs of the informers (level-triggered repair).
     resync_period: float = 300.0
     #: Seconds the allocator may search for one pod on one node.
     allocation_timeout: float = 10.0
+    #: Seconds one scheduling attempt may spend allocating, over every node it tries: past
+    #: it the pod is unschedulable for this attempt and backs off.
+    attempt_timeout: float = 10.0
+    #: Backoff of unschedulable pods (kube-scheduler's podInitialBackoffSeconds and
+    #: podMaxBackoffSeconds): the first retry waits ``initial``, each further one twice as
+    #: long, at most ``max``; a success resets it.
+    initial_backoff: float = 1.0
+    max_backoff: float = 10.0
     #: Seconds a new pod's template claims are left to kube-controller-manager in ``scoped``
     #: mode before drakit generates them itself.
     scoped_generation_grace: float = 5.0
@@ -64,6 +77,15 @@ class ControllerConfig:
             raise ValueError("scheduler name must not be empty")
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1, got {self.workers}")
+        if self.lifecycle_workers < 1:
+            raise ValueError(f"lifecycle workers must be at least 1, got {self.lifecycle_workers}")
+        if self.attempt_timeout <= 0:
+            raise ValueError(f"attempt timeout must be positive, got {self.attempt_timeout}")
+        if not 0 < self.initial_backoff <= self.max_backoff:
+            raise ValueError(
+                "backoff needs 0 < initial <= max, got "
+                f"{self.initial_backoff} and {self.max_backoff}"
+            )
         if self.controller_manager_lease:
             parse_lease_key(self.controller_manager_lease)
 

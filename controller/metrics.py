@@ -6,8 +6,8 @@ Names follow Kubernetes where it has them:
 claim cache at scrape time, labels ``allocated``, ``admin_access``, ``source``). drakit adds
 scheduling attempts and latencies under ``drakit_controller_*``.
 
-Pool metrics (computed from the slice and claim caches at scrape time, counted by
-``allocator.usage`` exactly as ``drakit devices --summary`` counts them, for every driver):
+Pool metrics (computed from the slice and claim caches, counted by ``allocator.usage``
+exactly as ``drakit devices --summary`` counts them, for every driver):
 
 - ``drakit_pool_devices{driver,pool,node,state}``: devices by state (free, allocated, shared,
   admin-access, tainted, unhealthy); every state is exported for every pool, 0 included;
@@ -20,6 +20,12 @@ Pool metrics (computed from the slice and claim caches at scrape time, counted b
   most claims keep their name, all others are summed under ``namespace="_other"`` (a name no
   namespace can have: namespaces cannot contain ``_``). So the series count is at most
   ``2 * (top_namespaces + 1)``, whatever the number of namespaces.
+
+The gauges counted from the caches are not recounted per scrape: a scrape serves the values
+last counted, which are recounted only after ``caches_changed()`` (the controller calls it on
+every claim and slice event), at most every ``GAUGE_REFRESH_SECONDS``
+(:class:`telemetry.cachedcollector.CachedCollector`). Scraping in a loop therefore costs the
+controller no decoding, and the values lag the caches by at most that long.
 """
 
 from __future__ import annotations
@@ -32,8 +38,9 @@ from allocator.model import ResourceSlice
 from allocator.usage import STATES, build_usage
 from controller.naming import POD_CLAIM_NAME_ANNOTATION, meta
 from kubeapi.objects import KubeObject, decodable, held_claims
+from telemetry.cachedcollector import CachedCollector
 from telemetry.families import MetricFamilies
-from telemetry.metrics import GaugeFamily, Registry
+from telemetry.metrics import Collector, GaugeFamily, Registry
 
 __all__ = [
     "DEFAULT_TOP_NAMESPACES",
@@ -47,6 +54,9 @@ OTHER_NAMESPACES = "_other"
 POOL_LABELS = ["driver", "pool", "node"]
 # "unknown" only exists for users who cannot see every claim; the controller sees them all.
 POOL_STATES = tuple(s for s in STATES if s != "unknown")
+
+#: Cache-derived gauges are recounted at most this often (and only after a change).
+GAUGE_REFRESH_SECONDS = 5.0
 
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 # 1 ms to ~65 s: allocation attempts are short, end-to-end latencies under load are long.
@@ -174,10 +184,13 @@ class ControllerMetrics:
         registry: Registry | None = None,
         *,
         top_namespaces: int = DEFAULT_TOP_NAMESPACES,
+        refresh_seconds: float = GAUGE_REFRESH_SECONDS,
     ) -> None:
         self.registry = registry or Registry()
+        self._refresh_seconds = refresh_seconds
         self._pools = _PoolCollector(top_namespaces)
-        self.registry.register(self._pools)
+        self._cached: list[CachedCollector] = []
+        self._register_cached(self._pools)
         # The claim-create counter keeps kube-controller-manager's name (no drakit prefix).
         metric = MetricFamilies(self.registry)
         self.claim_creates = metric.counter(
@@ -220,8 +233,18 @@ class ControllerMetrics:
         )
 
     def watch_claims(self, list_claims: Callable[[], Iterable[KubeObject]]) -> None:
-        """Export the claim gauge computed from ``list_claims`` at scrape time."""
-        self.registry.register(_ClaimGauge(list_claims))
+        """Export the claim gauge counted from ``list_claims`` (recounted after changes)."""
+        self._register_cached(_ClaimGauge(list_claims))
+
+    def caches_changed(self) -> None:
+        """Claims or slices changed: the next scrape (after the refresh interval) recounts."""
+        for cached in self._cached:
+            cached.changed()
+
+    def _register_cached(self, collector: Collector) -> None:
+        cached = CachedCollector(collector, min_interval=self._refresh_seconds)
+        self._cached.append(cached)
+        self.registry.register(cached)
 
     def watch_pools(
         self,
@@ -235,3 +258,4 @@ class ControllerMetrics:
         """
         self._pools.list_slices = list_slices
         self._pools.list_claims = list_claims
+        self.caches_changed()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -44,6 +45,7 @@ from allocator.allocate import (
 from allocator.allocated import AllocatedState
 from allocator.model import ModelError, Node, NodeSelector, ResourceClaim
 from allocator.nodeselector import NodeSelectorError, node_selector_matches
+from controller.backoff import PodBackoff
 from controller.caches import Caches
 from controller.claimwrites import ClaimWriteError, ClaimWriter
 from controller.config import ControllerConfig
@@ -180,6 +182,10 @@ class PodScheduler:
         self._waiting = waiting
         self._config = config
         self._cursor = 0
+        #: Unschedulable pods back off before their next attempt (the controller reads it
+        #: when a helpful event wakes a pod).
+        self.backoff = PodBackoff(initial=config.initial_backoff, maximum=config.max_backoff)
+        self._attempt = threading.local()  # this thread's attempt: its deadline
         # Set by the controller to its stop event's is_set: an allocation in progress
         # (a long selector evaluation included) ends when the controller stops.
         self.cancelled: Callable[[], bool] = lambda: False
@@ -191,8 +197,10 @@ class PodScheduler:
         """
         if not needs_scheduling(pod, self._config.scheduler_name):
             self._waiting.unpark(_pod_key(pod))
+            self.backoff.forget(_pod_key(pod))
             return None
         began = time.monotonic()
+        self._attempt.deadline = began + self._config.attempt_timeout
         result = "error"
         try:
             info = _pod_info(pod)
@@ -202,13 +210,15 @@ class PodScheduler:
             self._execute(pod, decision)
             result = "scheduled"
             self._waiting.unpark(_pod_key(pod))
+            self.backoff.forget(_pod_key(pod))
             return None
         except _UnschedulableError as unschedulable:
             result = "unschedulable"
             self._waiting.park(_pod_key(pod), unschedulable.reasons)
+            backoff = self.backoff.failed(_pod_key(pod))
             self._report_unschedulable(pod, str(unschedulable))
             self._report_failed_claim(unschedulable.failed_claim, str(unschedulable))
-            return unschedulable.retry_after
+            return max(backoff, unschedulable.retry_after or 0.0)
         except _WaitError as wait:
             result = "waiting"
             self._waiting.park(_pod_key(pod), wait.reasons)
@@ -219,6 +229,18 @@ class PodScheduler:
             self._metrics.scheduling_attempt_duration.labels(result).observe(
                 time.monotonic() - began
             )
+
+    def _allocation_timeout(self) -> float:
+        """Seconds the next allocator call may take: the per-node limit, cut to what is left
+        of this attempt's budget; _UnschedulableError once the budget is spent."""
+        deadline: float = self._attempt.deadline
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _UnschedulableError(
+                {CAPACITY},
+                f"scheduling attempt used up its time budget of {self._config.attempt_timeout:g}s",
+            )
+        return min(self._config.allocation_timeout, left)
 
     # -- claims --------------------------------------------------------------------------------
 
@@ -271,7 +293,7 @@ class PodScheduler:
         allocator = Allocator(self._book.inventory(), self._book.classes(), self._book.state)
         try:
             allocator.evaluate_guarded_selectors(
-                models, timeout=self._config.allocation_timeout, cancelled=self.cancelled
+                models, timeout=self._allocation_timeout(), cancelled=self.cancelled
             )
         except AllocationTimeoutError:
             return  # the decision runs into the same limit and reports it
@@ -381,7 +403,7 @@ class PodScheduler:
             return allocator.allocate(
                 Node.named(node_name, meta(node).get("labels") or {}),
                 models,
-                timeout=self._config.allocation_timeout,
+                timeout=self._allocation_timeout(),
                 cancelled=self.cancelled,
             )
         except AllocationCancelledError:
@@ -479,7 +501,7 @@ class PodScheduler:
                     results = allocator.allocate(
                         model_node,
                         models,
-                        timeout=self._config.allocation_timeout,
+                        timeout=self._allocation_timeout(),
                         cancelled=self.cancelled,
                     )
                 except NodeUnsuitableError:

@@ -77,3 +77,26 @@ def test_pool_gauges_export_every_state_of_every_pool():
     assert f'drakit_pool_devices{{{labels},state="free"}} 1.0' in text
     assert f'drakit_pool_devices{{{labels},state="tainted"}} 1.0' in text
     assert f'drakit_pool_devices{{{labels},state="allocated"}} 0.0' in text
+
+
+def test_scrapes_without_a_cache_change_decode_no_claims_again(monkeypatch):
+    import controller.metrics as module  # noqa: PLC0415
+
+    decoded: list[int] = []
+    real_held_claims = module.held_claims
+
+    def counting_held_claims(claims):  # type: ignore[no-untyped-def]
+        decoded.append(len(claims))
+        return real_held_claims(claims)
+
+    monkeypatch.setattr(module, "held_claims", counting_held_claims)
+    claims = [{"metadata": {"namespace": "ns", "name": "c", "uid": "u"}, "spec": {}}]
+    metrics = ControllerMetrics(refresh_seconds=0.0)
+    metrics.watch_pools(list, lambda: claims)
+    first = render_text(metrics.registry)
+    second = render_text(metrics.registry)
+    assert first == second
+    assert decoded == [1]  # the second scrape served the first count
+    metrics.caches_changed()
+    render_text(metrics.registry)
+    assert decoded == [1, 1]  # a change is counted at the next scrape
