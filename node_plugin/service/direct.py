@@ -9,202 +9,64 @@ latency: more than grpc-go spends on the whole call.
 :class:`DirectUnary` serves chosen unary-unary methods of a :class:`grpc.Server`
 from a completion queue of their own, polled by a small set of threads. The
 thread that receives a request message runs the handler itself and sends the
-answer: no hand-off between receiving and answering. Pollers are added while
-every poller is busy (up to ``max_threads``, the concurrency bound), so an
-idle plugin keeps two threads and a handler blocked on the API server never
-stops the others from receiving.
+answer: no hand-off between receiving and answering.
+
+Bounds, and why nothing can hang behind a handler:
+
+* at most ``max_threads`` handlers run at once. A request that arrives while
+  all of them are busy waits in a backlog, which the next thread to finish a
+  handler takes up (first come, first served);
+* a thread about to run a handler first makes sure another thread is polling
+  (starting one if needed), so at most ``max_threads + 1`` threads exist and
+  one of them always drains the queue: cancellations and deadlines reach
+  ``is_active`` even while every handler is blocked, and a backlogged call
+  whose deadline passed is answered DEADLINE_EXCEEDED without running;
+* an error of grpcio's core on one call (a refused batch, an exception) ends
+  that call with UNAVAILABLE and leaves the thread serving;
+* :meth:`DirectUnary.stop` returns within its timeout even when a handler
+  never returns; that handler's late answer is dropped, not sent to a closed
+  queue (which would abort the process).
 
 Everything else on the server (streams, reflection, gRPC health, methods not
 given here) stays with grpcio's own machinery on the same socket: the C core
 routes a registered method's calls to the queue that asked for them.
 
 This reaches one private attribute of grpcio (the core server behind a
-``grpc.Server``) and its ``cygrpc`` layer, which grpcio's own server is built
-on. :meth:`DirectUnary.attach` returns None when they are not there (a grpcio
-whose internals changed); callers then register the methods with grpcio as
-usual, and lose only the latency.
-
-Semantics kept from grpcio's server, which the handlers rely on:
-
-* the context has ``is_active``, ``time_remaining``, ``add_callback``,
-  ``abort`` and ``peer`` with grpcio's meaning; ``add_callback`` callbacks run
-  once the call has ended (answer sent, or cancelled);
-* ``abort(code, details)`` ends the call with that status; any other
-  exception ends it with UNKNOWN and is logged, the server keeps serving;
-* a request that cannot be decoded ends with INTERNAL, a call without a
-  request message with UNIMPLEMENTED; a call cancelled before its handler
-  starts is not handled.
+``grpc.Server``) and its ``cygrpc`` layer. :meth:`DirectUnary.attach` returns
+None (and logs why) on a grpcio outside the tested versions
+(:mod:`node_plugin.service.direct_support`), when those internals are missing,
+or when ``DRAKIT_GRPC_DIRECT=0``; callers then register the methods with
+grpcio as usual and lose only the latency. The call-level semantics the
+handlers rely on are those of :mod:`node_plugin.service.direct_call`.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import grpc
-from grpc._cython import cygrpc  # type: ignore[attr-defined]  # grpcio's core layer
 
+from node_plugin.service.direct_call import DirectContext, Method, Ready
+from node_plugin.service.direct_support import (
+    DIRECT_ENV,
+    cygrpc,
+    direct_disabled,
+    untested_reason,
+)
 from telemetry.logs import get_logger
 
 _log = get_logger(__name__)
 
 # Pollers kept when nothing runs: one receives while the other starts a handler.
 _IDLE_POLLERS = 2
-_NO_FLAGS = 0
-
-
-@dataclass(frozen=True)
-class _Method:
-    """One unary-unary method: the fully qualified path and grpcio's handler for it."""
-
-    path: str
-    handler: Callable[[Any, Any], Any]
-    decode: Callable[[bytes], Any]
-    encode: Callable[[Any], bytes]
-
-
-class _AbortedError(Exception):
-    """Raised by :meth:`DirectContext.abort`; ends the call with ``code`` and ``details``."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code = code
-        self.details = details
-
-
-def _wire_code(code: grpc.StatusCode) -> int:
-    number: int = code.value[0]
-    return number
-
-
-class DirectContext:
-    """One call's servicer context: the part of grpc.ServicerContext handlers use.
-
-    Thread-safe: the handler runs in one poller thread while the call's end may be
-    observed by another.
-    """
-
-    def __init__(self, event: Any, method: _Method) -> None:
-        self._call = event.call
-        self._deadline: float = event.call_details.deadline
-        self._method = method
-        self._lock = threading.Lock()
-        self._cancelled = False
-        self._closed = False  # the client's half-close or cancellation was received
-        self._answered = False  # the status batch completed
-        self._ended = False
-        self._callbacks: list[Callable[[], None]] = []
-
-    # --- grpc.ServicerContext subset -------------------------------------------------
-
-    def is_active(self) -> bool:
-        """False once the call was cancelled (by the client or its deadline) or answered."""
-        with self._lock:
-            return not (self._cancelled or self._ended)
-
-    def time_remaining(self) -> float:
-        """Seconds until the call's deadline (never negative)."""
-        return max(self._deadline - time.time(), 0.0)
-
-    def add_callback(self, callback: Callable[[], None]) -> bool:
-        """Run ``callback`` once the call has ended; False (not registered) if it has."""
-        with self._lock:
-            if self._ended:
-                return False
-            self._callbacks.append(callback)
-            return True
-
-    def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
-        """End the call with ``code`` (not OK) and ``details``; never returns."""
-        if code is grpc.StatusCode.OK:
-            raise ValueError("abort() needs a status other than OK")
-        raise _AbortedError(code, details)
-
-    def peer(self) -> str:
-        peer: bytes = self._call.peer()
-        return peer.decode("utf-8", "replace")
-
-    # --- the call's life on the completion queue -------------------------------------
-
-    def begin(self) -> None:
-        """Ask for the client's close and the request message (both arrive as events)."""
-        self._call.start_server_batch(
-            (cygrpc.ReceiveCloseOnServerOperation(_NO_FLAGS),), self._on_close
-        )
-        self._call.start_server_batch(
-            (cygrpc.ReceiveMessageOperation(_NO_FLAGS),), self._on_message
-        )
-
-    def _on_close(self, event: Any) -> None:
-        with self._lock:
-            self._closed = True
-            self._cancelled = bool(event.batch_operations[0].cancelled())
-            end = self._answered
-        if end:
-            self._end()
-
-    def _on_message(self, event: Any) -> None:
-        """Runs the handler in this (poller) thread and sends its answer."""
-        data = event.batch_operations[0].message()
-        if data is None:
-            details = f'"{self._method.path}" requires exactly one request message.'
-            self._answer(grpc.StatusCode.UNIMPLEMENTED, details)
-            return
-        try:
-            request = self._method.decode(data)
-        except Exception:  # any decode failure is the client's bad message
-            self._answer(grpc.StatusCode.INTERNAL, "Exception deserializing request!")
-            return
-        if not self.is_active():
-            return  # cancelled before it started: nobody waits for an answer
-        self._answer(*self._run(request))
-
-    def _run(self, request: Any) -> tuple[grpc.StatusCode, str, bytes | None]:
-        try:
-            response = self._method.handler(request, self)
-        except _AbortedError as aborted:
-            return aborted.code, aborted.details, None
-        except Exception as exc:  # one bad call must not stop the server
-            _log.exception("Unary handler failed", method=self._method.path)
-            return grpc.StatusCode.UNKNOWN, f"Exception calling application: {exc}", None
-        try:
-            return grpc.StatusCode.OK, "", self._method.encode(response)
-        except Exception:
-            _log.exception("Cannot serialize the response", method=self._method.path)
-            return grpc.StatusCode.INTERNAL, "Failed to serialize response!", None
-
-    def _answer(self, code: grpc.StatusCode, details: str, payload: bytes | None = None) -> None:
-        operations: list[Any] = [cygrpc.SendInitialMetadataOperation(None, _NO_FLAGS)]
-        if payload is not None:
-            operations.append(cygrpc.SendMessageOperation(payload, _NO_FLAGS))
-        operations.append(
-            cygrpc.SendStatusFromServerOperation(
-                None, _wire_code(code), details.encode("utf-8", "replace"), _NO_FLAGS
-            )
-        )
-        self._call.start_server_batch(tuple(operations), self._on_answered)
-
-    def _on_answered(self, _event: Any) -> None:
-        with self._lock:
-            self._answered = True
-            end = self._closed
-        if end:
-            self._end()
-
-    def _end(self) -> None:
-        with self._lock:
-            if self._ended:
-                return
-            self._ended = True
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:  # a callback's failure must not stop the poller
-                _log.exception("Call-end callback failed", method=self._method.path)
+_GRPC_CALL_OK = 0
+# How long stop() waits for running handlers and pollers by default.
+DEFAULT_STOP_SECONDS = 5.0
 
 
 class _ServiceRecorder:
@@ -233,20 +95,34 @@ class DirectUnary:
         self._server = core_server
         self._queue = cygrpc.CompletionQueue()
         core_server.register_completion_queue(self._queue)
-        self._max_threads = max(max_threads, _IDLE_POLLERS)
-        self._methods: dict[str, _Method] = {}
-        self._lock = threading.Lock()
+        self._max_handlers = max(max_threads, 1)
+        self._methods: dict[str, Method] = {}
+        self._lock = threading.Condition()
         self._threads: list[threading.Thread] = []
+        self._thread_numbers = itertools.count()
         self._polling = 0
+        self._running = 0  # handlers running now
+        self._backlog: deque[Ready] = deque()
         self._serving = False
+        # Taken around every batch and call request: once the queue is closed, nothing may
+        # be started on it (the core aborts the process when that happens).
+        self._queue_lock = threading.Lock()
+        self._queue_closed = False
 
     @classmethod
     def attach(cls, server: grpc.Server, max_threads: int) -> DirectUnary | None:
-        """A DirectUnary for ``server`` (not started yet), or None when this grpcio's
-        server internals are not the ones it was written for."""
+        """A DirectUnary for ``server`` (not started yet), or None (logged once, as a
+        warning unless ``DRAKIT_GRPC_DIRECT`` asked for it) when grpcio must serve."""
+        if direct_disabled():
+            _log.info(f"{DIRECT_ENV}=0: DRAPlugin calls go through grpcio's pool")
+            return None
+        reason = untested_reason()
         core_server = getattr(server, "_cy_server", None)
         needed = ("register_completion_queue", "register_method", "request_registered_call")
-        if core_server is None or not all(hasattr(core_server, name) for name in needed):
+        if reason is None and not all(hasattr(core_server, name) for name in needed):
+            reason = "grpc.Server has no core server with the methods the direct path uses"
+        if reason is not None:
+            _log.warning("DRAPlugin calls go through grpcio's pool", reason=reason)
             return None
         return cls(core_server, max_threads)
 
@@ -266,7 +142,7 @@ class DirectUnary:
         if handler.request_deserializer is None or handler.response_serializer is None:
             raise ValueError(f"{path}: needs a request decoder and a response encoder")
         self._server.register_method(path)
-        self._methods[path] = _Method(
+        self._methods[path] = Method(
             path, handler.unary_unary, handler.request_deserializer, handler.response_serializer
         )
 
@@ -279,53 +155,182 @@ class DirectUnary:
         for _ in range(_IDLE_POLLERS):
             self._spawn()
 
-    def stop(self) -> None:
-        """End the pollers; call after the server stopped (its calls have all ended)."""
+    def stop(self, timeout: float = DEFAULT_STOP_SECONDS) -> bool:
+        """End the pollers; call after the server stopped (its calls were cancelled).
+
+        Waits up to ``timeout`` seconds in all for running handlers and then the
+        pollers; True when every thread ended. A handler still running after that
+        keeps its thread (a daemon) and its answer is dropped."""
+        end = time.monotonic() + timeout
         with self._lock:
             self._serving = False
-            threads = list(self._threads)
+            while self._running and self._lock.wait(max(0.0, end - time.monotonic())):
+                pass
+            waiting, threads = list(self._backlog), list(self._threads)
+            self._backlog.clear()
+        for ready in waiting:
+            ready.context.fail("the server is stopping")
+        with self._queue_lock:
+            if self._queue_closed:
+                return True
+            self._queue_closed = True
         self._queue.shutdown()
         for thread in threads:
-            thread.join()
+            thread.join(max(0.0, end - time.monotonic()))
+        alive = [thread.name for thread in threads if thread.is_alive()]
+        if alive:
+            _log.warning("Direct gRPC threads still in a handler after stop", threads=alive)
+        return not alive
 
     @property
     def thread_count(self) -> int:
         with self._lock:
             return len(self._threads)
 
-    def _request(self, method: _Method) -> None:
-        self._server.request_registered_call(self._queue, self._queue, method.path, method)
+    # --- starting work on the queue (never after it closed) ---------------------------
+
+    def start_batch(self, call: Any, operations: Sequence[Any], tag: Callable[[Any], Any]) -> bool:
+        """:class:`~node_plugin.service.direct_call.Batches`: start a call's batch."""
+        with self._queue_lock:
+            if self._queue_closed:
+                return False
+            code = call.start_server_batch(tuple(operations), tag)
+        if code != _GRPC_CALL_OK:
+            _log.warning("grpc core refused a batch", grpc_call_error=code)
+            return False
+        return True
+
+    def _request(self, method: Method) -> None:
+        """Ask the core for the next call of ``method`` (before serving the current one)."""
+        with self._queue_lock:
+            if self._queue_closed:
+                return
+            code = self._server.request_registered_call(
+                self._queue, self._queue, method.path, method
+            )
+        if code not in (None, _GRPC_CALL_OK):
+            raise RuntimeError(f"grpc core refused to wait for {method.path}: error {code}")
+
+    # --- threads -----------------------------------------------------------------------
 
     def _spawn(self) -> None:
         with self._lock:
-            name = f"grpc-direct-{len(self._threads)}"
+            name = f"grpc-direct-{next(self._thread_numbers)}"
             thread = threading.Thread(target=self._poll, name=name, daemon=True)
             self._threads.append(thread)
-            self._polling += 1
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: the others keep serving
+            _log.exception("Cannot start a direct gRPC thread")
+            with self._lock:
+                self._threads.remove(thread)
 
     def _poll(self) -> None:
-        while True:
+        try:
+            while self._poll_once():
+                pass
+        except Exception:  # the queue itself is broken (events are guarded one by one)
+            _log.exception("Direct gRPC poller failed")
+        finally:  # a thread that is gone must not count against the bound
+            with self._lock:
+                self._threads.remove(threading.current_thread())
+
+    def _poll_once(self) -> bool:
+        """Wait for one event and act on it; False once the queue has shut down."""
+        with self._lock:
+            self._polling += 1
+        try:
             event = self._queue.poll()
+        finally:
             with self._lock:
                 self._polling -= 1
-                grow = self._serving and self._polling == 0
-                grow = grow and len(self._threads) < self._max_threads
-            if event.completion_type == cygrpc.CompletionType.queue_shutdown:
-                return
-            if grow:
-                self._spawn()
-            if event.completion_type != cygrpc.CompletionType.queue_timeout:
-                self._dispatch(event)
-            with self._lock:
-                self._polling += 1
+        if event.completion_type == cygrpc.CompletionType.queue_shutdown:
+            return False
+        if event.completion_type == cygrpc.CompletionType.queue_timeout:
+            return True
+        try:
+            ready = self._dispatch(event)
+        except Exception:  # one call's trouble must not cost the server a thread
+            _log.exception("Direct gRPC event failed")
+            return True
+        if ready is not None:
+            self._handle(ready)
+        return True
 
-    def _dispatch(self, event: Any) -> None:
+    def _dispatch(self, event: Any) -> Ready | None:
+        """Act on ``event``; a call whose request arrived comes back for its handler."""
         tag = event.tag
-        if isinstance(tag, _Method):
-            if not event.success:
-                return  # the server is shutting down: no further calls
-            self._request(tag)  # first: the next call must find a request waiting
-            DirectContext(event, tag).begin()
-        else:
-            tag(event)
+        if isinstance(tag, Method):
+            self._accept(event, tag)
+            return None
+        ready: Ready | None = tag(event)
+        return ready
+
+    def _accept(self, event: Any, method: Method) -> None:
+        if not event.success:
+            return  # the server is shutting down: no further calls
+        context = DirectContext(event, method, self)
+        try:
+            self._request(method)  # first: the next call must find a request waiting
+        except Exception:
+            # Calls of this method now wait until their deadline; the liveness probe,
+            # which calls prepare, sees that and restarts the plugin.
+            _log.exception("Cannot wait for further calls", method=method.path)
+        try:
+            context.begin()
+        except Exception:
+            _log.exception("Cannot start receiving a call", method=method.path)
+            context.give_up("the server could not receive the call")
+
+    # --- handlers ------------------------------------------------------------------------
+
+    def _handle(self, ready: Ready) -> None:
+        """Run ``ready`` and then any backlog here, or backlog it when every slot is busy."""
+        expired: list[Ready] = []
+        spawn = False
+        with self._lock:
+            saturated = self._running >= self._max_handlers
+            if saturated:
+                expired = self._backlog_add(ready)
+            else:
+                self._running += 1
+                # This thread is about to block in a handler: another must go on draining
+                # the queue. At most max_handlers + 1 threads: one is never in a handler.
+                spawn = self._serving and self._polling == 0
+                spawn = spawn and len(self._threads) <= self._max_handlers
+        for late in expired:
+            late.run()  # answers DEADLINE_EXCEEDED, runs no handler
+        if saturated:
+            return
+        if spawn:
+            self._spawn()
+        self._run_with_backlog(ready)
+
+    def _run_with_backlog(self, ready: Ready) -> None:
+        """Run ``ready``, then the backlog's calls until it is empty; frees the slot."""
+        next_ready: Ready | None = ready
+        while next_ready is not None:
+            self._run(next_ready)
+            with self._lock:
+                next_ready = self._backlog.popleft() if self._backlog else None
+                if next_ready is None:
+                    self._running -= 1
+                    self._lock.notify_all()
+
+    def _backlog_add(self, ready: Ready) -> list[Ready]:
+        """Queue ``ready`` (lock held); returns the queued calls whose deadline passed,
+        taken out to be answered, and drops those cancelled."""
+        expired = [r for r in self._backlog if r.context.expired()]
+        kept = [r for r in self._backlog if r.context.is_active() and not r.context.expired()]
+        self._backlog.clear()
+        self._backlog.extend(kept)
+        self._backlog.append(ready)
+        return expired
+
+    @staticmethod
+    def _run(ready: Ready) -> None:
+        try:
+            ready.run()
+        except Exception:  # the core failed this call's answer: the thread goes on
+            _log.exception("Direct gRPC call failed", method=ready.context.path)
+            ready.context.give_up("the server failed the call")

@@ -40,7 +40,7 @@ def _claim_refs(claims: Iterable[v1.Claim | v1beta1.Claim]) -> list[ClaimRef]:
 
 class UnaryContext(Protocol):
     """What the servicers use of a call's context: grpc.ServicerContext, or the
-    :class:`~node_plugin.service.direct.DirectContext` of a directly served call."""
+    :class:`~node_plugin.service.direct_call.DirectContext` of a directly served call."""
 
     def is_active(self) -> bool: ...
     def time_remaining(self) -> float | None: ...

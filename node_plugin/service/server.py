@@ -116,11 +116,10 @@ class DraServer(UnixServer):
         # The folder is this driver's own (<plugins>/<driver>/): every socket in it is one
         # of its instances.
         super().__init__(socket_path, max_workers, dead_siblings="*.sock")
-        # Prepare and unprepare skip grpcio's thread hand-offs (see direct.py); None on a
-        # grpcio whose internals differ, and then grpcio serves them as any other method.
+        # Prepare and unprepare skip grpcio's thread hand-offs (see direct.py); None (and
+        # logged) on an untested grpcio or with DRAKIT_GRPC_DIRECT=0, and then grpcio
+        # serves them as any other method.
         self.direct = DirectUnary.attach(self.server, max_threads=max_workers)
-        if self.direct is None:
-            _log.warning("grpcio internals differ: DRAPlugin calls go through grpcio's pool")
         self.grpc_health = health.HealthServicer(experimental_non_blocking=True)
         health_pb2_grpc.add_HealthServicer_to_server(self.grpc_health, self.server)
         self.health_streams = HealthStreams(core, health_resend_seconds)

@@ -12,7 +12,9 @@ from typing import Any
 import grpc
 import pytest
 from fake_core import FakeCore
+from grpc._cython import cygrpc  # type: ignore[attr-defined]  # faults injected at the core
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from helpers.childpython import python_output
 from plugin_harness import PluginFactory, channel_to
 
 from kubeletapi.gen.dra.v1 import api_pb2 as v1
@@ -40,12 +42,18 @@ class Servicer(v1_grpc.DRAPluginServicer):
 class Served:
     """A grpc.Server on a Unix socket with DRAPlugin v1 served directly, gRPC health by grpcio."""
 
-    def __init__(self, socket: Path, on_prepare: Handler, max_threads: int = 4) -> None:
+    def __init__(
+        self,
+        socket: Path,
+        on_prepare: Handler,
+        max_threads: int = 4,
+        add_to_server: Callable[[Any, Any], None] = v1_grpc.add_DRAPluginServicer_to_server,
+    ) -> None:
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
         direct = DirectUnary.attach(self.server, max_threads=max_threads)
         assert direct is not None, "the pinned grpcio must support direct serving"
         self.direct = direct
-        self.direct.add_servicer(v1_grpc.add_DRAPluginServicer_to_server, Servicer(on_prepare))
+        self.direct.add_servicer(add_to_server, Servicer(on_prepare))
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.server.add_insecure_port(f"unix:{socket}")
@@ -64,8 +72,8 @@ class Served:
 def serve(short_tmp: Path) -> Iterator[Callable[..., Served]]:
     started: list[Served] = []
 
-    def start(on_prepare: Handler, max_threads: int = 4) -> Served:
-        served = Served(short_tmp / f"d{len(started)}.sock", on_prepare, max_threads)
+    def start(on_prepare: Handler, max_threads: int = 4, **options: Any) -> Served:
+        served = Served(short_tmp / f"d{len(started)}.sock", on_prepare, max_threads, **options)
         started.append(served)
         return served
 
@@ -183,7 +191,7 @@ def test_callbacks_run_after_the_answer_and_late_ones_are_refused(
     assert contexts[0].add_callback(lambda: None) is False
 
 
-def test_pollers_grow_while_all_are_busy_and_stop_at_the_bound(
+def test_handlers_stop_at_the_bound_and_one_more_thread_keeps_polling(
     serve: Callable[..., Served],
 ) -> None:
     release = threading.Event()
@@ -205,7 +213,7 @@ def test_pollers_grow_while_all_are_busy_and_stop_at_the_bound(
             time.sleep(0.01)
         time.sleep(0.2)  # a fourth handler would have started by now if one could
         assert len(running) == 3
-        assert served.direct.thread_count == 3
+        assert served.direct.thread_count == 4  # three in handlers, one draining the queue
         release.set()
         assert all("uid-1" in call.result(30).claims for call in pending)
     assert len(running) == 5
@@ -263,3 +271,224 @@ def test_plugin_serves_prepare_and_unprepare_in_direct_pollers(
     stub.NodeUnprepareResources(v1.NodeUnprepareResourcesRequest(claims=claims), timeout=10)
     assert len(core.threads) == 2
     assert all(name.startswith("grpc-direct-") for name in core.threads), core.threads
+
+
+# --- faults: a busy server, late calls, grpc core errors, a stop that cannot wait ------
+
+
+def claim_request(uid: str) -> v1.NodePrepareResourcesRequest:
+    return v1.NodePrepareResourcesRequest(claims=[v1.Claim(namespace="default", uid=uid, name=uid)])
+
+
+def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
+    """Poll ``condition`` until it holds (True) or ``seconds`` passed (False)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+class Gate:
+    """Handlers that record their claim UID and block until released."""
+
+    def __init__(self, blocking: int) -> None:
+        self.blocking = blocking
+        self.ran: list[str] = []
+        self.all_blocked = threading.Event()
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def enter(self, request: Any) -> str:
+        uid: str = request.claims[0].uid
+        with self._lock:
+            self.ran.append(uid)
+            if len(self.ran) == self.blocking:
+                self.all_blocked.set()
+        return uid
+
+
+def test_cancellation_reaches_handlers_while_every_handler_slot_is_busy(
+    serve: Callable[..., Served],
+) -> None:
+    gate = Gate(blocking=2)
+    saw_cancel: dict[str, bool] = {}
+
+    def wait_for_cancel(request: Any, context: Any) -> Any:
+        uid = gate.enter(request)
+        saw_cancel[uid] = wait_until(lambda: not context.is_active(), 20)
+        return answer(request, context)
+
+    served = serve(wait_for_cancel, max_threads=2)
+    calls = [
+        served.stub.NodePrepareResources.future(claim_request(uid), timeout=60)
+        for uid in ("a", "b")
+    ]
+    assert gate.all_blocked.wait(10)
+    for call in calls:
+        call.cancel()
+    assert wait_until(lambda: len(saw_cancel) == 2, 30)
+    assert saw_cancel == {"a": True, "b": True}
+
+
+def test_a_call_whose_deadline_passed_while_it_waited_for_a_handler_slot_is_not_run(
+    serve: Callable[..., Served],
+) -> None:
+    gate = Gate(blocking=2)
+
+    def hold_the_first_two(request: Any, context: Any) -> Any:
+        if gate.enter(request).startswith("hold"):
+            gate.release.wait(30)
+        return answer(request, context)
+
+    served = serve(hold_the_first_two, max_threads=2)
+    holds = [
+        served.stub.NodePrepareResources.future(claim_request(uid), timeout=60)
+        for uid in ("hold-1", "hold-2")
+    ]
+    assert gate.all_blocked.wait(10)
+    with pytest.raises(grpc.RpcError) as err:
+        served.stub.NodePrepareResources(claim_request("late"), timeout=0.5)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    gate.release.set()
+    assert all("uid-1" in hold.result(30).claims for hold in holds)
+    served.stub.NodePrepareResources(claim_request("after"), timeout=10)
+    assert sorted(gate.ran) == ["after", "hold-1", "hold-2"]
+
+
+def test_a_call_whose_deadline_passed_while_its_request_was_decoded_is_not_run(
+    serve: Callable[..., Served],
+) -> None:
+    gate = Gate(blocking=1)
+    client_gave_up = threading.Event()
+
+    def decode_late_slowly(data: bytes) -> v1.NodePrepareResourcesRequest:
+        request = v1.NodePrepareResourcesRequest.FromString(data)
+        if request.claims[0].uid == "late":  # a request that takes long to decode
+            client_gave_up.wait(30)
+        return request
+
+    def add_with_slow_decode(servicer: Servicer, server: Any) -> None:
+        handler = grpc.unary_unary_rpc_method_handler(
+            servicer.NodePrepareResources,
+            request_deserializer=decode_late_slowly,
+            response_serializer=v1.NodePrepareResourcesResponse.SerializeToString,
+        )
+        service = PREPARE.split("/")[1]
+        server.add_registered_method_handlers(service, {"NodePrepareResources": handler})
+
+    def hold_the_first(request: Any, context: Any) -> Any:
+        if gate.enter(request) == "hold":
+            gate.release.wait(30)
+        return answer(request, context)
+
+    served = serve(hold_the_first, max_threads=2, add_to_server=add_with_slow_decode)
+    hold = served.stub.NodePrepareResources.future(claim_request("hold"), timeout=60)
+    assert gate.all_blocked.wait(10)
+    with pytest.raises(grpc.RpcError) as err:
+        served.stub.NodePrepareResources(claim_request("late"), timeout=0.5)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    client_gave_up.set()
+    served.stub.NodePrepareResources(claim_request("after"), timeout=10)
+    gate.release.set()
+    assert "uid-1" in hold.result(30).claims
+    assert sorted(gate.ran) == ["after", "hold"]
+
+
+def fault_in_direct_threads(
+    monkeypatch: pytest.MonkeyPatch, name: str, times: int, fault: Callable[..., Any]
+) -> None:
+    """Make ``cygrpc.<name>`` behave as ``fault`` the first ``times`` times a direct-path
+    thread builds one (the client in this process builds them too, and must not see it)."""
+    original = getattr(cygrpc, name)
+    left = [times]
+
+    def build(*args: Any) -> Any:
+        if threading.current_thread().name.startswith("grpc-direct-") and left[0] > 0:
+            left[0] -= 1
+            return fault(original, *args)
+        return original(*args)
+
+    monkeypatch.setattr(cygrpc, name, build)
+
+
+def test_a_batch_grpc_core_refuses_ends_the_call_unavailable(
+    serve: Callable[..., Served], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = serve(answer, max_threads=2)
+    invalid_flags = 0xFF  # the core refuses the batch: GRPC_CALL_ERROR_INVALID_FLAGS
+
+    def refused(original: Callable[..., Any], _flags: int) -> Any:
+        return original(invalid_flags)
+
+    fault_in_direct_threads(monkeypatch, "ReceiveMessageOperation", 1, refused)
+    with pytest.raises(grpc.RpcError) as err:
+        prepare(served.stub, timeout=5)
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "uid-1" in prepare(served.stub).claims
+
+
+def test_a_grpc_core_error_ends_the_call_unavailable_and_costs_no_thread(
+    serve: Callable[..., Served], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = serve(answer, max_threads=2)
+
+    def broken(_original: Callable[..., Any], *_args: Any) -> Any:
+        raise RuntimeError("grpc core failed")
+
+    # More failures than threads: each one used to kill the thread that met it.
+    fault_in_direct_threads(monkeypatch, "ReceiveCloseOnServerOperation", 3, broken)
+    for _ in range(3):
+        with pytest.raises(grpc.RpcError) as err:
+            prepare(served.stub, timeout=5)
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "uid-1" in prepare(served.stub).claims
+
+
+# In a child: a handler that outlives the stop. Once the queue is closed, the late answer
+# must be dropped (the core aborts the process on a batch for a closed queue).
+STOP_WITH_A_STUCK_HANDLER = """
+import threading
+from concurrent import futures
+import grpc
+from kubeletapi.gen.dra.v1 import api_pb2 as v1, api_pb2_grpc as v1_grpc
+from node_plugin.service.direct import DirectUnary
+
+entered, release, returned = threading.Event(), threading.Event(), threading.Event()
+
+class Stuck(v1_grpc.DRAPluginServicer):
+    def NodePrepareResources(self, request, context):
+        entered.set()
+        release.wait()
+        returned.set()
+        return v1.NodePrepareResourcesResponse()
+
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+direct = DirectUnary.attach(server, max_threads=2)
+direct.add_servicer(v1_grpc.add_DRAPluginServicer_to_server, Stuck())
+server.add_insecure_port("unix:SOCKET")
+server.start()
+direct.start()
+channel = grpc.insecure_channel("unix:SOCKET")
+stub = v1_grpc.DRAPluginStub(channel)
+call = stub.NodePrepareResources.future(v1.NodePrepareResourcesRequest(), timeout=60)
+assert entered.wait(30)
+server.stop(0).wait()
+stopped = threading.Event()
+threading.Thread(target=lambda: (direct.stop(), stopped.set()), daemon=True).start()
+print("stop returned" if stopped.wait(30) else "stop hung", flush=True)
+release.set()
+assert returned.wait(30)
+for thread in threading.enumerate():
+    if thread.name.startswith("grpc-direct-"):
+        thread.join(30)
+print("late answer dropped", flush=True)
+"""
+
+
+def test_stop_returns_while_a_handler_is_stuck_and_its_late_answer_is_dropped(
+    short_tmp: Path,
+) -> None:
+    code = STOP_WITH_A_STUCK_HANDLER.replace("SOCKET", str(short_tmp / "stuck.sock"))
+    assert python_output(code).splitlines() == ["stop returned", "late answer dropped"]
