@@ -39,6 +39,8 @@ NORMAL = "Normal"
 WARNING = "Warning"
 MAX_NOTE_BYTES = 1024
 MAX_TRACKED = 4096  # aggregation and rate-limit state is kept for this many keys (LRU)
+#: Characters of the object's name an Event name keeps (then "." and at most 16 hex digits).
+NAME_PREFIX_CHARS = 200
 MAX_QUEUED = 1000  # events waiting for the writer (client-go's maxQueuedEvents)
 DROP_WARNING_INTERVAL = 60.0
 
@@ -315,8 +317,15 @@ def _truncate(note: str) -> str:
 
 
 def _event_name(object_name: str) -> str:
-    # Like client-go: the object's name plus a hex timestamp, unique enough per object.
-    return f"{object_name[:200]}.{time.time_ns():x}"
+    """A valid Event name (DNS subdomain, at most 217 characters) for an object's event.
+
+    Like client-go: the object's name plus a hex timestamp, unique enough per object. The
+    name is cut to 200 characters, and the cut must not end in "." or "-": "name-.ts"
+    and "name..ts" hold a label that does not end alphanumeric, which the apiserver
+    refuses. An object name is a DNS subdomain already, so only its end needs care.
+    """
+    prefix = object_name[:NAME_PREFIX_CHARS].rstrip(".-") or "event"
+    return f"{prefix}.{time.time_ns():x}"
 
 
 def _micro_time() -> str:

@@ -154,3 +154,23 @@ def test_a_bad_event_type_is_refused(
 ) -> None:
     with pytest.raises(ValueError, match="Normal or Warning"):
         recorder().record(pod, type="Error", reason="X", action="Y")
+
+
+@pytest.mark.parametrize("character", [".", "-"])
+def test_event_about_an_object_whose_name_is_cut_before_a_dot_or_dash_is_accepted(
+    api: Any, namespace: str, recorder: Callable[..., EventRecorder], character: str
+) -> None:
+    # The Event name keeps 200 characters of the object's: here the 200th is "." or "-",
+    # which must not end up in front of the timestamp ("x-.17f..." is not a valid name).
+    name = "a" * 199 + character + "b" * 53
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace, "uid": "uid-1"},
+    }
+    rec = recorder()
+    rec.warning(claim, "PrepareFailed", "Prepare", "no such device")
+    assert rec.flush()
+    [event] = events_in(api, namespace)
+    assert event["regarding"]["name"] == name
+    assert event["metadata"]["name"].startswith("a" * 199 + ".")
