@@ -138,7 +138,16 @@ def add_parser(sub: Subcommands) -> None:
         action=env,
         env="WORKERS",
         default="10",
-        help="keys synced in parallel (default: %(default)s)",
+        help="scheduling workers (default: %(default)s)",
+    )
+    p.add_argument(
+        "--lifecycle-workers",
+        metavar="N",
+        action=env,
+        env="LIFECYCLE_WORKERS",
+        default="4",
+        help="workers of their own for claim generation and the claim lifecycle, so slow "
+        "scheduling never holds them up (default: %(default)s)",
     )
     p.add_argument(
         "--scoped-generation-grace",
@@ -226,6 +235,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
             scheduler_name=scheduler_name,
             claim_generation=ClaimGeneration(mode),
             workers=check_number("--workers", args.workers, int, 1),
+            lifecycle_workers=check_number("--lifecycle-workers", args.lifecycle_workers, int, 1),
             scoped_generation_grace=check_number(
                 "--scoped-generation-grace", args.scoped_generation_grace, float, 0.0
             ),

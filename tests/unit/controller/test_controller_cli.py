@@ -20,6 +20,7 @@ def test_help_names_every_flag_and_its_environment_twin():
         ("--claim-generation", "CLAIM_GENERATION"),
         ("--leader-elect", "LEADER_ELECT"),
         ("--workers", "WORKERS"),
+        ("--lifecycle-workers", "LIFECYCLE_WORKERS"),
         ("--metrics-address", "METRICS_ADDRESS"),
     ]
     for flag, env in twins:
@@ -51,3 +52,8 @@ def test_missing_kubeconfig_fails_without_traceback(tmp_path):
     )  # fmt: skip
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and "no such file" in result.stderr
+
+
+def test_lifecycle_workers_must_be_at_least_one(capsys):
+    assert main(["controller", "--lifecycle-workers", "0"]) == 2
+    assert "--lifecycle-workers must be at least 1, got 0" in capsys.readouterr().err
