@@ -127,14 +127,21 @@ class BoundedHTTPServer:
 
     def _listen(self) -> None:
         while not self._closed.is_set():
-            for key, _ in self._selector.select(self._next_wait()):
-                if key.fileobj is self._listening:
-                    self._accept()
-                elif key.fileobj is not self._wake_reader:
-                    self._hand_over(key.fileobj)  # type: ignore[arg-type]
-            self._enforce_time_limits()
+            try:
+                self._listen_once()
+            except Exception:
+                # The listener is the only way in: it must survive anything one round throws.
+                logger.exception("Metrics listener round failed")
         for conn in list(self._idle):
             self._drop_idle(conn)
+
+    def _listen_once(self) -> None:
+        for key, _ in self._selector.select(self._next_wait()):
+            if key.fileobj is self._listening:
+                self._accept()
+            elif key.fileobj is not self._wake_reader:
+                self._hand_over(key.fileobj)  # type: ignore[arg-type]
+        self._enforce_time_limits()
 
     def _accept(self) -> None:
         while True:
@@ -164,16 +171,19 @@ class BoundedHTTPServer:
         return True
 
     def _hand_over(self, conn: socket.socket) -> None:
-        self._selector.unregister(conn)
         with self._lock:
-            accepted = self._idle.pop(conn)
+            accepted = self._idle.pop(conn, None)
+            if accepted is None:
+                return  # closed earlier in this round to make room
             self._busy[conn] = accepted
+        self._selector.unregister(conn)
         self._ready.put(conn)
 
     def _drop_idle(self, conn: socket.socket) -> None:
-        self._selector.unregister(conn)
         with self._lock:
-            self._idle.pop(conn, None)
+            if self._idle.pop(conn, None) is None:
+                return
+        self._selector.unregister(conn)
         conn.close()
 
     def _enforce_time_limits(self) -> None:
