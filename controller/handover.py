@@ -10,7 +10,8 @@ in ``scoped`` mode drakit generates only while kube-controller-manager is not le
 1. a new pod is left to kube-controller-manager for the grace period;
 2. after it, drakit generates only if kube-controller-manager's leader Lease is not held (no
    Lease, no holder, or not changed for its lease duration on our clock); while it is held the
-   pod stays kube-controller-manager's, however long that takes;
+   pod stays kube-controller-manager's, however long that takes. A Lease drakit may not
+   read (RBAC) counts as held: drakit fails closed and generates nothing, and says so;
 3. after creating the claims and before recording them in the pod status, the Lease is read
    again. If it changed, a kube-controller-manager took it in between. It starts its
    informers only after taking the Lease, so it lists our new claim and adopts it (a claim the
@@ -74,16 +75,16 @@ class GenerationGate:
         if self._lease is None:
             return _always
         view = self._read()
-        if view is None:
-            return _always
+        if view is None:  # unreadable: kube-controller-manager may be leading
+            return MAX_RECHECK_SECONDS
         if view.held:
             return min(max(view.expires_in, MIN_RECHECK_SECONDS), MAX_RECHECK_SECONDS)
         lease = self._lease
         return lambda: lease.unchanged_since(view)
 
     def _read(self) -> LeaseView | None:
-        """The Lease now; None when we may not read it (logged once: the grace period is
-        then all that keeps drakit from racing kube-controller-manager)."""
+        """The Lease now; None when we may not read it (logged once). The caller then treats
+        kube-controller-manager as leading: generating on the grace period alone races it."""
         assert self._lease is not None
         try:
             view = self._lease.view()
@@ -92,9 +93,10 @@ class GenerationGate:
                 first, self._forbidden_logged = not self._forbidden_logged, True
             if first:
                 logger.error(
-                    "Cannot read kube-controller-manager's leader Lease: scoped claim "
-                    "generation relies on the grace period alone and may race it; grant 'get' "
-                    "on that Lease (the Helm chart does) or use --claim-generation=off",
+                    "RBAC missing: cannot read kube-controller-manager's leader Lease, so "
+                    "drakit treats kube-controller-manager as leading and generates no claims; "
+                    "grant 'get' on that Lease (the Helm chart does) or use "
+                    "--claim-generation=off",
                     extra={"lease": self._lease_key(), "cause": str(err)},
                 )
             return None

@@ -8,6 +8,7 @@ leader Lease is taken.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,15 @@ def chart_roles() -> tuple[list[Any], list[Any]]:
     return cluster_role["rules"], role["rules"]
 
 
-def service_account_kubeconfig(api: Any, cluster: Any, namespace: str, tmp_path: Path) -> str:
-    """A kubeconfig that authenticates as a new ServiceAccount bound to the chart's roles."""
+def service_account_kubeconfig(
+    api: Any, cluster: Any, namespace: str, tmp_path: Path, name: str | None = None
+) -> str:
+    """A kubeconfig that authenticates as a new ServiceAccount (``name``) bound to the
+    chart's ClusterRole and leader-election Role (not its kube-system Lease Role)."""
     from kubernetes import client  # noqa: PLC0415
 
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    name = f"drakit-{uuid.uuid4().hex[:6]}"
+    name = name or f"drakit-{uuid.uuid4().hex[:6]}"
     core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
     cluster_rules, lease_rules = chart_roles()
     subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
@@ -105,3 +109,40 @@ def test_controller_runs_with_exactly_the_permissions_of_the_helm_chart(
     thread.join(30)
     lease = Resource(api, LEASES).get("drakit-rbac", namespace)
     assert lease["spec"].get("holderIdentity") in (None, "", "rbac-test")
+
+
+def grant_controller_manager_lease(api: Any, namespace: str, account: str) -> None:
+    """Bind the chart's kube-system Role (read kube-controller-manager's Lease) to the
+    ServiceAccount ``account`` of ``namespace``."""
+    from kubernetes import client  # noqa: PLC0415
+
+    docs = [d for d in yaml.safe_load_all(MANIFESTS.read_text()) if d]
+    lease_role = "drakit-controller-controller-manager-lease"
+    role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == lease_role)
+    rbac = client.RbacAuthorizationV1Api(api)
+    name = f"{account}-kcm-lease"
+    rbac.create_namespaced_role("kube-system", {"metadata": {"name": name}, "rules": role["rules"]})
+    rbac.create_namespaced_role_binding("kube-system", {
+        "metadata": {"name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+    })  # fmt: skip
+
+
+def test_scoped_generation_without_rbac_on_the_controller_manager_lease_generates_nothing(
+    *, api, cluster, objects, namespace, start_controller, eventually, tmp_path, caplog
+):
+    """Issue 30: a Lease drakit may not read may be held; drakit fails closed (it used to
+    generate after the grace period alone) and generates once it may read it."""
+    account = f"drakit-{uuid.uuid4().hex[:6]}"
+    kubeconfig = service_account_kubeconfig(api, cluster, namespace, tmp_path, account)
+    restricted = load_client(kubeconfig, qps=0)
+    objects.template(namespace, "tpl", objects.device_class())
+    objects.pod(namespace, "p", templates={"gpu": "tpl"})
+    with caplog.at_level(logging.ERROR, logger="controller.handover"):
+        start_controller(restricted, claim_generation=ClaimGeneration.SCOPED)
+        eventually(lambda: any("RBAC missing" in r.getMessage() for r in caplog.records),
+                   what="the controller to find it may not read the Lease")  # fmt: skip
+    assert objects.pod_claims(namespace, "p") == []
+    grant_controller_manager_lease(api, namespace, account)
+    eventually(lambda: objects.pod_claims(namespace, "p"), what="generation once RBAC allows")

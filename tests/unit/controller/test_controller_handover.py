@@ -98,9 +98,11 @@ def test_all_mode_generates_at_once_whatever_the_lease_says() -> None:
     assert callable(permit) and permit()
 
 
-def test_a_forbidden_lease_read_falls_back_to_the_grace_period_and_says_so_once(
+def test_a_forbidden_lease_read_fails_closed_and_says_rbac_is_missing_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Issue 30: unreadable, the Lease may be held; drakit must not race a leading
+    kube-controller-manager on the grace period alone."""
     leases, gate = gate_with(FakeClock())
 
     def forbidden(name: str, namespace: str | None = None) -> Any:
@@ -109,8 +111,9 @@ def test_a_forbidden_lease_read_falls_back_to_the_grace_period_and_says_so_once(
     leases.get = forbidden  # type: ignore[method-assign]
     with caplog.at_level(logging.ERROR, logger="controller.handover"):
         for _ in range(3):
-            permit = gate.wait_before_generating(pod(age=60.0))
-            assert callable(permit)
+            wait = gate.wait_before_generating(pod(age=60.0))
+            assert wait == MAX_RECHECK_SECONDS  # left to kube-controller-manager, checked again
     errors = [r for r in caplog.records if "leader Lease" in r.getMessage()]
     assert len(errors) == 1
-    assert "--claim-generation=off" in errors[0].getMessage()
+    assert "RBAC missing" in errors[0].getMessage()
+    assert "generates no claims" in errors[0].getMessage()
