@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import json
 import logging
+import reprlib
 import sys
 import time
+import traceback
 from collections.abc import Mapping
-from typing import Any, TextIO
+from types import TracebackType
+from typing import Any, Final, TextIO
 
 __all__ = [
     "LOG_FORMATS",
@@ -31,6 +34,17 @@ __all__ = [
 
 LOG_FORMATS = ("json", "text")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+
+#: A line's parts are bounded so that one event cannot flood the log (a deeply nested claim
+#: once made a single line of 200 KB): the message, each field, all fields together, and the
+#: traceback (its innermost frames). Counted in characters; a line stays near 16 KiB.
+MAX_MESSAGE: Final = 4096
+MAX_FIELD: Final = 1024
+MAX_FIELDS: Final = 3072
+MAX_TRACEBACK: Final = 8192
+MAX_FRAMES: Final = 20
+
+ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
 # Attributes every LogRecord has; anything else on a record came in through ``extra``.
 _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
@@ -84,43 +98,111 @@ def record_fields(record: logging.LogRecord) -> dict[str, Any]:
     return {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
 
 
+def clip(text: str, limit: int) -> str:
+    """``text``, or its head and tail around a marker saying how many characters were cut
+    when it is longer than ``limit``."""
+    if len(text) <= limit:
+        return text
+    marker_room = 40
+    keep = max(limit - marker_room, 0)
+    head, tail = keep // 4, keep - keep // 4
+    cut = len(text) - head - tail
+    return f"{text[:head]}...[{cut} characters cut]...{text[len(text) - tail :]}"
+
+
+def bounded_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """:func:`record_fields` with each value within :data:`MAX_FIELD` characters (as JSON;
+    a longer one becomes its clipped text) and all within :data:`MAX_FIELDS`: the fields
+    past that are left out and counted in ``fields_cut``."""
+    out: dict[str, Any] = {}
+    used = cut = 0
+    for key, value in record_fields(record).items():
+        if isinstance(value, str):
+            bounded: Any = clip(value, MAX_FIELD)
+            size = len(bounded)
+        elif value is None or isinstance(value, (bool, int, float)):
+            bounded, size = value, 8
+        else:
+            text, is_json = _json_text(value)
+            bounded = value if is_json and len(text) <= MAX_FIELD else clip(text, MAX_FIELD)
+            size = min(len(text), MAX_FIELD)
+        if used + size + len(key) > MAX_FIELDS:
+            cut += 1
+            continue
+        used += size + len(key)
+        out[key] = bounded
+    if cut:
+        out["fields_cut"] = cut
+    return out
+
+
+def _json_text(value: Any) -> tuple[str, bool]:
+    """``value`` as JSON and True, or (nested too deep, circular) its repr and False."""
+    try:
+        return json.dumps(value, default=str, ensure_ascii=False), True
+    except (RecursionError, ValueError):
+        return reprlib.repr(value), False
+
+
+def bounded_traceback(exc_info: ExcInfo) -> str:
+    """The traceback's innermost :data:`MAX_FRAMES` frames of each exception in the chain,
+    within :data:`MAX_TRACEBACK` characters, saying how many frames were left out."""
+    kind, value, tb = exc_info
+    frames = sum(1 for _ in traceback.walk_tb(tb))
+    text = "".join(traceback.format_exception(kind, value, tb, limit=-MAX_FRAMES))
+    if frames > MAX_FRAMES:
+        text = f"[{frames - MAX_FRAMES} outer frames cut]\n{text}"
+    return clip(text.rstrip("\n"), MAX_TRACEBACK)
+
+
+def _exc_info(record: logging.LogRecord) -> ExcInfo | None:
+    info = record.exc_info
+    if not info or info[0] is None or info[1] is None:
+        return None
+    return info[0], info[1], info[2]
+
+
 def _timestamp(record: logging.LogRecord) -> str:
     seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
     return f"{seconds}.{int(record.msecs):03d}Z"
 
 
 class JsonFormatter(logging.Formatter):
-    """``{"ts", "level", "logger", "msg", ...fields, "traceback"?}`` on one line."""
+    """``{"ts", "level", "logger", "msg", ...fields, "traceback"?}`` on one line, each part
+    bounded (:data:`MAX_MESSAGE`, :func:`bounded_fields`, :func:`bounded_traceback`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "ts": _timestamp(record),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": clip(record.getMessage(), MAX_MESSAGE),
         }
-        entry.update(record_fields(record))
-        if record.exc_info:
-            entry["traceback"] = self.formatException(record.exc_info)
+        entry.update(bounded_fields(record))
+        exc_info = _exc_info(record)
+        if exc_info is not None:
+            entry["traceback"] = bounded_traceback(exc_info)
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
 class TextFormatter(logging.Formatter):
-    """``ts level logger "msg" key=value ...`` for humans at a terminal."""
+    """``ts level logger "msg" key=value ...`` for humans at a terminal (bounded as
+    :class:`JsonFormatter` bounds its lines)."""
 
     def format(self, record: logging.LogRecord) -> str:
         parts = [
             _timestamp(record),
             record.levelname.lower(),
             record.name,
-            json.dumps(record.getMessage()),
+            json.dumps(clip(record.getMessage(), MAX_MESSAGE)),
         ]
-        for key, value in record_fields(record).items():
+        for key, value in bounded_fields(record).items():
             plain = isinstance(value, str) and value and " " not in value
             parts.append(f"{key}={value if plain else json.dumps(value, default=str)}")
         line = " ".join(parts)
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+        exc_info = _exc_info(record)
+        if exc_info is not None:
+            line += "\n" + bounded_traceback(exc_info)
         return line
 
 

@@ -72,3 +72,65 @@ def test_text_format_prints_the_extra_fields_as_key_value() -> None:
         root.handlers[:] = handlers
         root.setLevel(level)
     assert '"Watch expired" cause=410' in stream.getvalue()
+
+
+def _descend(claim: dict[str, object], depth: int) -> None:
+    """A recursive walk over a deep claim that fails at the bottom (two alternating frames,
+    so Python's repeated-line folding does not shorten the traceback)."""
+    if depth == 0:
+        raise ValueError(f"bad claim: {json.dumps(claim)[:50_000]}")
+    _descend_more(claim, depth - 1)
+
+
+def _descend_more(claim: dict[str, object], depth: int) -> None:
+    _descend(claim, depth)
+
+
+def _deep_claim(depth: int) -> dict[str, object]:
+    claim: dict[str, object] = {"name": "leaf"}
+    for i in range(depth):
+        claim = {"name": f"level-{i}", "child": claim}
+    return claim
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_a_handler_failure_on_a_deep_claim_logs_a_bounded_line_saying_what_was_cut(
+    fmt: str,
+) -> None:
+    """Issue 30: one failure on a deep claim logged a single line of about 200 KB."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    stream = io.StringIO()
+    configure(fmt, "debug", stream)
+    try:
+        claim = _deep_claim(100)
+        try:
+            _descend(claim, 200)
+        except ValueError:
+            get_logger("drakit.test").exception(
+                "Handler failed: " + "x" * 50_000,
+                claim=claim,
+                note="y" * 50_000,
+                **{f"field{i}": "z" * 900 for i in range(20)},
+            )
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    text = stream.getvalue()
+    assert len(text) <= 16 * 1024
+    assert "characters cut]" in text
+    assert "outer frames cut]" in text
+    assert "bad claim" in text  # the innermost frames and the error itself are kept
+    if fmt == "json":
+        (line,) = lines(stream)
+        assert line["msg"].startswith("Handler failed: xxx")  # type: ignore[union-attr]
+        assert line["fields_cut"] > 0  # type: ignore[operator]
+        assert "_descend" in line["traceback"]  # type: ignore[operator]
+
+
+def test_small_lines_are_written_whole(log_stream: io.StringIO) -> None:
+    get_logger("drakit.test").info("Prepared claim", claim={"name": "c"}, devices=3)
+    (line,) = lines(log_stream)
+    assert line["msg"] == "Prepared claim"
+    assert line["claim"] == {"name": "c"}
+    assert line["devices"] == 3
