@@ -68,6 +68,7 @@ class NodeFilter:
         self._info = info if info is not None or view is None else PodInfo.of(pod)
         self._spread_constraints = spread_constraints(pod) if view is not None else ()
         self._inter_pod: InterPodAffinity | None = None
+        self._inter_pod_moot = False  # no term anywhere concerns this pod
         self._spread: TopologySpread | None = None
 
     @staticmethod
@@ -168,10 +169,11 @@ class NodeFilter:
 
     def _inter_pod_affinity(self, view: ClusterView, info: PodInfo) -> InterPodAffinity | None:
         """The affinity counts, or None when no term anywhere concerns this pod."""
-        if self._inter_pod is None:
+        if self._inter_pod is None and not self._inter_pod_moot:
             own_terms = bool(info.affinity or info.anti_affinity)
             placed = view.usage.placed() if own_terms else view.usage.placed_with_anti_affinity()
             if not placed and not own_terms:
+                self._inter_pod_moot = True
                 return None
             labels_of = {str(meta(n).get("name")): meta(n).get("labels") or {}
                          for n in view.nodes()}  # fmt: skip
