@@ -13,14 +13,16 @@ Cost and time: Kubernetes stops an evaluation whose actual cost passes
 :data:`MAX_COST` ("cost limit exceeded"). Here library functions charge the same units
 while they run (:mod:`allocator.cel.budget`), and expressions whose work is not bounded by
 their length and the device data (:func:`allocator.cel.rewrite.is_risky`: ``cel.bind``,
-``lists.range``, ``split``, ``map``, deep nesting, ...) are evaluated in a forked child with
-CPU, memory and wall-clock limits (:mod:`allocator.cel.sandbox`). Either bound produces a
+``lists.range``, ``split``, ``map``, deep nesting, ...) are evaluated in a child process
+(never a fork of the caller) with CPU, memory and wall-clock limits
+(:mod:`allocator.cel.sandbox`). Either bound produces a
 :class:`CELCostError` (a :class:`CELRuntimeError`) whose message says "cost limit exceeded";
 cancellation yields :class:`CELCancelledError`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -98,7 +100,7 @@ class Selector:
     ``risky`` selectors are evaluated in a guarded child process (see the module doc).
     """
 
-    __slots__ = ("_answers", "cost", "expression", "program", "projection", "risky")
+    __slots__ = ("_answers", "core", "cost", "expression", "program", "projection", "risky")
 
     def __init__(
         self,
@@ -107,8 +109,13 @@ class Selector:
         cost: int,
         risky: bool = False,
         projection: Projection | None = None,
+        *,
+        core: str | None = None,
     ) -> None:
         self.expression = expression
+        #: The text ``program`` was compiled from (the rewritten expression): a guarded
+        #: child compiles it again, as compiled programs cannot be sent to a process.
+        self.core = _core_of(expression, risky) if core is None else core
         self.program = program
         self.cost = cost
         self.risky = risky
@@ -144,10 +151,11 @@ class Selector:
         """
         if not self.risky:
             return self._evaluate(context)
+        task = functools.partial(
+            _guarded_answer, self.expression, self.core, self._variables(context)
+        )
         try:
-            ok, text = sandbox.run_guarded(
-                lambda: self._answer(context), deadline=deadline, cancelled=cancelled
-            )
+            ok, text = sandbox.run_guarded(task, deadline=deadline, cancelled=cancelled)
         except sandbox.SandboxCancelledError as exc:
             timed_out = isinstance(exc, sandbox.SandboxDeadlineError)
             raise CELCancelledError(str(exc), self.expression, timed_out) from None
@@ -178,14 +186,17 @@ class Selector:
             self._answers[key] = result
         return result
 
+    def _variables(self, context: Any) -> dict[str, Any]:
+        """The engine's variables for ``context``: what the selector reads of the device."""
+        if self.projection is not None:
+            return self.projection.apply(context)
+        if isinstance(context, DeviceVariables):
+            return context.whole()
+        return dict(context)
+
     def _execute(self, context: Any, on_limit: Callable[[], None] | None) -> bool:
         budget.start(on_limit)
-        if self.projection is not None:
-            variables = self.projection.apply(context)
-        elif isinstance(context, DeviceVariables):
-            variables = context.whole()
-        else:
-            variables = context
+        variables = self._variables(context)
         try:
             result = self.program.execute(_bound_context(variables))
         except KeyError as exc:
@@ -207,6 +218,16 @@ class Selector:
 
     def __repr__(self) -> str:
         return f"Selector({self.expression!r})"
+
+
+def _guarded_answer(expression: str, core: str, variables: dict[str, Any]) -> tuple[bool, str]:
+    """A guarded child's task (:func:`sandbox.run_guarded`): evaluate the selector compiled
+    from ``core`` for ``variables``; never raises."""
+    try:
+        program = _cel.compile(core)
+    except Exception as exc:  # compiled in the parent already: should not happen
+        return False, f"compilation failed in the guarded child: {exc}"
+    return Selector(expression, program, 0, core=core)._answer(variables)
 
 
 def _stop_child_at_limit() -> None:
@@ -269,8 +290,7 @@ def _compile(expression: str) -> Selector:
     try:
         cost = estimate_cost(expression)
         risky = is_risky(expression, MAX_COST)
-        # Risky expressions keep their calls: each charges its cost as Kubernetes does.
-        core = rewrite(expression, count_iterations=risky, fold=None if risky else CONSTANT_FOLDERS)
+        core = _core_of(expression, risky)
     except CELSyntaxError as exc:
         raise CELCompileError(
             f"compilation failed: {exc} at {_caret(expression, exc.position)}\n"
@@ -281,7 +301,13 @@ def _compile(expression: str) -> Selector:
         program = _cel.compile(core)
     except Exception as exc:
         raise CELCompileError(_compile_message(expression, core, str(exc)), expression) from None
-    return Selector(expression, program, cost, risky, projection_of(expression))
+    return Selector(expression, program, cost, risky, projection_of(expression), core=core)
+
+
+def _core_of(expression: str, risky: bool) -> str:
+    """The text the engine compiles for ``expression``; raises CELSyntaxError."""
+    # Risky expressions keep their calls: each charges its cost as Kubernetes does.
+    return rewrite(expression, count_iterations=risky, fold=None if risky else CONSTANT_FOLDERS)
 
 
 def _compile_message(expression: str, core: str, engine_message: str) -> str:

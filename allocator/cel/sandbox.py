@@ -1,43 +1,47 @@
-"""Evaluate one risky selector in a forked child with CPU, memory and wall-clock limits.
+"""Evaluate one risky selector in a child process with CPU, memory and wall-clock limits.
 
 The Rust CEL engine holds the GIL while it evaluates and cannot be interrupted, and it
 aborts the whole process when an allocation fails. A selector that can grow strings or
 lists (``cel.bind`` doublings, ``lists.range``, ``split``, nested comprehensions) is
-therefore evaluated in a child process forked for the purpose:
+therefore evaluated in a child process started for the purpose:
 
-* the child inherits the compiled program and the device value (nothing is serialized on
-  the way in), sets ``RLIMIT_AS`` to its current size plus :data:`MEMORY_HEADROOM` and
-  ``RLIMIT_CPU`` to :data:`CPU_SECONDS`, evaluates, writes a small JSON answer to a pipe
-  and leaves with ``os._exit`` (no cleanup handlers, no logging, no flushing of the
-  parent's buffers);
+* children come from multiprocessing's *forkserver* (:data:`START_METHOD`): a
+  single-threaded server process, started once with the CEL engine imported, forks each
+  one. The caller (the controller, with its informer, worker and gRPC threads) never
+  forks itself: a fork of a multi-threaded process copies locks other threads hold, and
+  Python 3.12 deprecates it. As with any forkserver child, a child imports the program's
+  main script again, so that script must guard its work with ``if __name__ == "__main__"``
+  (drakit's entry points do);
+* the task (a picklable callable: the selector's text and the device's variables) is sent
+  to the child, which sets ``RLIMIT_AS`` to its current size plus :data:`MEMORY_HEADROOM`
+  and ``RLIMIT_CPU`` to :data:`CPU_SECONDS`, evaluates, sends a small JSON answer on a pipe
+  and leaves with ``os._exit`` (no cleanup handlers, no logging, no flushing);
 * the parent waits on the pipe without holding the GIL, polling ``cancelled`` every
   :data:`POLL_SECONDS`; past the deadline, or when cancelled, it kills the child;
 * a child that dies (out of memory: the engine aborts; out of CPU: SIGXCPU/SIGKILL) or is
   killed produces :class:`SandboxLimitError`, which callers report as Kubernetes' "cost limit
   exceeded".
-
-Fork safety: the child only runs the engine on objects the parent already built and
-writes to a pipe; it takes no lock that another parent thread could hold at fork time
-(compiled programs are immutable; the selector cache is not touched).
 """
 
 from __future__ import annotations
 
-import contextlib
 import faulthandler
 import json
+import multiprocessing
 import os
 import resource
-import select
 import signal
 import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Final
 
 __all__ = [
     "CPU_SECONDS",
     "MEMORY_HEADROOM",
+    "START_METHOD",
     "SandboxCancelledError",
     "SandboxDeadlineError",
     "SandboxError",
@@ -52,6 +56,11 @@ WALL_SECONDS: Final = 10.0  # wall-clock bound when the caller has no deadline
 POLL_SECONDS: Final = 0.1
 _MAX_ANSWER: Final = 64 * 1024
 _EXIT_OUT_OF_MEMORY: Final = 3
+#: How children are started: never a fork of the (multi-threaded) caller.
+START_METHOD: Final = "forkserver"
+_CONTEXT: Final = multiprocessing.get_context(START_METHOD)
+# The server imports the engine once; each child then starts with it loaded.
+_CONTEXT.set_forkserver_preload(["allocator.cel.engine"])
 
 
 class SandboxError(RuntimeError):
@@ -71,31 +80,32 @@ class SandboxDeadlineError(SandboxCancelledError):
 
 
 def run_guarded(
-    evaluate: Callable[[], tuple[bool, str]],
+    task: Callable[[], tuple[bool, str]],
     *,
     deadline: float | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> tuple[bool, str]:
-    """Run ``evaluate`` in a forked child; return its ``(ok, text)`` answer.
+    """Run ``task`` in a child process; return its ``(ok, text)`` answer.
 
-    ``evaluate`` must not raise: it returns ``(True, "true"|"false")`` or ``(False, message)``.
-    ``deadline`` is a ``time.monotonic()`` value. Raises :class:`SandboxLimitError` or
-    :class:`SandboxCancelledError`.
+    ``task`` must be picklable (a module-level function, or a ``functools.partial`` of one
+    with picklable arguments) and must not raise: it returns ``(True, "true"|"false")`` or
+    ``(False, message)``. ``deadline`` is a ``time.monotonic()`` value. Raises
+    :class:`SandboxLimitError` or :class:`SandboxCancelledError`.
     """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: never returns
-        os.close(read_end)
-        _child(evaluate, write_end)
-    os.close(write_end)
+    reader, writer = _CONTEXT.Pipe(duplex=False)
+    child = _CONTEXT.Process(target=_child, args=(task, writer), daemon=True)
     try:
-        answer = _collect(read_end, pid, deadline, cancelled)
+        child.start()
     finally:
-        os.close(read_end)
-    return answer
+        writer.close()
+    try:
+        return _collect(reader, child, deadline, cancelled)
+    finally:
+        reader.close()
+        child.close()  # joined by _collect on every path
 
 
-_answer_pipe: int | None = None  # set in a guarded child only
+_answer_pipe: Connection | None = None  # set in a guarded child only
 
 
 def finish_early(ok: bool, text: str) -> None:
@@ -108,20 +118,18 @@ def finish_early(ok: bool, text: str) -> None:
         os._exit(0)
 
 
-def _send(write_end: int, ok: bool, text: str) -> None:
-    view = memoryview(json.dumps([ok, text[:_MAX_ANSWER]]).encode())
-    while view:
-        view = view[os.write(write_end, view) :]
+def _send(writer: Connection, ok: bool, text: str) -> None:
+    writer.send_bytes(json.dumps([ok, text[:_MAX_ANSWER]]).encode())
 
 
-def _child(evaluate: Callable[[], tuple[bool, str]], write_end: int) -> None:
+def _child(task: Callable[[], tuple[bool, str]], writer: Connection) -> None:
     global _answer_pipe  # noqa: PLW0603 - this process is the child; nothing else runs here
     code = 0
     try:
-        _answer_pipe = write_end
+        _answer_pipe = writer
         _limit_self()
-        ok, text = evaluate()
-        _send(write_end, ok, text)
+        ok, text = task()
+        _send(writer, ok, text)
     except MemoryError:
         code = _EXIT_OUT_OF_MEMORY
     except BaseException:
@@ -145,11 +153,14 @@ def _limit_self() -> None:
 
 
 def _collect(
-    read_end: int, pid: int, deadline: float | None, cancelled: Callable[[], bool] | None
+    reader: Connection,
+    child: BaseProcess,
+    deadline: float | None,
+    cancelled: Callable[[], bool] | None,
 ) -> tuple[bool, str]:
     own_end = time.monotonic() + WALL_SECONDS
     end = own_end if deadline is None else min(deadline, own_end)
-    chunks: list[bytes] = []
+    data = b""
     try:
         while True:
             if cancelled is not None and cancelled():
@@ -159,40 +170,40 @@ def _collect(
                 if end < own_end:
                     raise SandboxDeadlineError("filter operation aborted: time limit exceeded")
                 raise SandboxLimitError(f"evaluation took longer than {WALL_SECONDS:g} s")
-            ready, _, _ = select.select([read_end], [], [], min(POLL_SECONDS, remaining))
-            if not ready:
-                continue
-            chunk = os.read(read_end, 65536)
-            if not chunk:
+            ready = wait([reader, child.sentinel], min(POLL_SECONDS, remaining))
+            if reader in ready or (ready and reader.poll(0)):
+                data = _receive(reader)
                 break
-            chunks.append(chunk)
+            if ready:  # the child ended without an answer
+                break
     except BaseException:  # time is up, cancelled, or the caller is interrupted: no orphans
-        _kill(pid)
+        child.kill()
+        child.join()
         raise
-    status = os.waitpid(pid, 0)[1]
-    data = b"".join(chunks)
-    if not data or os.waitstatus_to_exitcode(status) != 0:
-        raise SandboxLimitError(_death_reason(status))
+    child.join()
+    code = child.exitcode if child.exitcode is not None else 1
+    if not data or code != 0:
+        raise SandboxLimitError(_death_reason(code))
     ok, text = json.loads(data)
     return bool(ok), str(text)
 
 
-def _kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
+def _receive(reader: Connection) -> bytes:
+    try:
+        return reader.recv_bytes()
+    except EOFError:
+        return b""
 
 
 _OUT_OF_MEMORY: Final = f"evaluation ran out of memory (more than {MEMORY_HEADROOM >> 20} MiB)"
 
 
-def _death_reason(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if sig in (signal.SIGXCPU, signal.SIGKILL):
+def _death_reason(code: int) -> str:
+    """Why a child with exit code ``code`` (negative: killed by that signal) gave no answer."""
+    if code < 0:
+        if -code in (signal.SIGXCPU, signal.SIGKILL):
             return f"evaluation used more than {CPU_SECONDS} s of CPU time"
         return _OUT_OF_MEMORY
-    if os.waitstatus_to_exitcode(status) == _EXIT_OUT_OF_MEMORY:
+    if code == _EXIT_OUT_OF_MEMORY:
         return _OUT_OF_MEMORY
-    return f"evaluation failed (exit status {os.waitstatus_to_exitcode(status)})"
+    return f"evaluation failed (exit status {code})"

@@ -166,3 +166,24 @@ def test_guarded_evaluation_past_the_deadline_is_a_time_out_not_an_answer(ctx: A
     with pytest.raises(CELCancelledError, match="time limit exceeded") as info:
         compile_selector(SLOW).matches(ctx, deadline=time.monotonic())
     assert info.value.timed_out
+
+
+def test_guarded_evaluation_never_forks_the_calling_process(
+    ctx: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30: the sandbox forked the multi-threaded controller (locks held by other
+    threads are copied locked; Python 3.12 deprecates it). Children now come from a
+    single-threaded fork server, and still answer and stay bounded."""
+    import os  # noqa: PLC0415
+
+    def no_fork() -> int:
+        raise AssertionError("the caller forked itself")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    selector = compile_selector(f"cel.bind(i, {A}.index, i == 3)")
+    assert selector.risky
+    assert selector.matches(ctx) is True
+    with pytest.raises(CELCostError, match="cost limit exceeded"):
+        compile_selector("lists.range(2000000).size() > 0").matches(ctx)
+    with pytest.raises(CELRuntimeError, match="no such key"):
+        compile_selector(f"cel.bind(i, {A}.nope, i == 3)").matches(ctx)
