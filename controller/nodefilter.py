@@ -25,7 +25,7 @@ from controller.naming import meta
 from controller.podfit.affinity import InterPodAffinity, Placed
 from controller.podfit.podinfo import PodInfo
 from controller.podfit.ports import REASON_PORTS, ports_conflict
-from controller.podfit.resources import Allocatable, insufficient_resources
+from controller.podfit.resources import allocatable_of, insufficient_resources
 from controller.podfit.spread import SpreadNode, TopologySpread, spread_constraints
 from controller.podfit.unsupported import unsupported_features
 from controller.podfit.usage import NodeUsage
@@ -137,7 +137,7 @@ class NodeFilter:
         if info.ports and ports_conflict(info.ports, view.usage.ports(name)):
             return (REASON_PORTS,)
         short = insufficient_resources(
-            info.requests, Allocatable.of(node), view.usage.used(name), view.dra_extended
+            info.requests, allocatable_of(node), view.usage.used(name), view.dra_extended
         )
         if short:
             return tuple(short)

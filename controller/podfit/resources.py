@@ -24,6 +24,7 @@ __all__ = [
     "REASON_TOO_MANY_PODS",
     "Allocatable",
     "Used",
+    "allocatable_of",
     "dra_extended_reason",
     "insufficient_resources",
 ]
@@ -67,6 +68,26 @@ class Allocatable:
             pods=values.get("pods", 0),
             scalar={k: v for k, v in values.items() if is_scalar_resource(k)},
         )
+
+
+_PARSED: dict[tuple[str, str], Allocatable] = {}
+_PARSED_LIMIT = 20_000
+
+
+def allocatable_of(node: Mapping[str, Any]) -> Allocatable:
+    """``Allocatable.of(node)``, remembered per node name and resourceVersion: parsing the
+    quantities costs more than the whole fit check, and a node changes rarely."""
+    metadata = node.get("metadata") or {}
+    version = metadata.get("resourceVersion")
+    if not version:
+        return Allocatable.of(node)
+    key = (str(metadata.get("name")), str(version))
+    found = _PARSED.get(key)
+    if found is None:
+        if len(_PARSED) >= _PARSED_LIMIT:
+            _PARSED.clear()  # old versions of nodes: simply start over
+        found = _PARSED[key] = Allocatable.of(node)
+    return found
 
 
 @dataclass(frozen=True)

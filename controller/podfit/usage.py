@@ -42,15 +42,26 @@ class UsageChange:
 
 
 class _NodeTotals:
-    __slots__ = ("ephemeral", "members", "memory", "milli_cpu", "pods", "ports", "scalar")
+    __slots__ = (
+        "_used",
+        "ephemeral",
+        "members",
+        "memory",
+        "milli_cpu",
+        "pods",
+        "ports",
+        "scalar",
+    )
 
     def __init__(self) -> None:
         self.milli_cpu = self.memory = self.ephemeral = self.pods = 0
         self.scalar: dict[str, int] = {}
         self.ports: dict[HostPort, int] = {}
         self.members: dict[str, PodInfo] = {}
+        self._used: Used | None = None
 
     def apply(self, info: PodInfo, sign: int) -> None:
+        self._used = None
         r = info.requests
         self.milli_cpu += sign * r.milli_cpu
         self.memory += sign * r.memory
@@ -70,8 +81,12 @@ class _NodeTotals:
             self.members.pop(info.uid, None)
 
     def used(self) -> Used:
-        scalar = {k: v for k, v in self.scalar.items() if v}
-        return Used(Requests(self.milli_cpu, self.memory, self.ephemeral, scalar), self.pods)
+        """The totals as a (cached, immutable) ``Used``."""
+        if self._used is None:
+            scalar = {k: v for k, v in self.scalar.items() if v}
+            requests = Requests(self.milli_cpu, self.memory, self.ephemeral, scalar)
+            self._used = Used(requests, self.pods)
+        return self._used
 
 
 def _fingerprint(pod: Mapping[str, Any]) -> tuple[Any, ...]:
