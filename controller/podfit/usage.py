@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.podfit.podinfo import PodInfo
@@ -130,6 +130,9 @@ class NodeUsage:
         with self._lock:
             old = self._entries.get(uid)
             if old is not None and not old.assumed and old.fingerprint == fingerprint:
+                # Keep the new copy's parts: the informer dropped the old ones, and holding
+                # on to them would keep a second copy of every placed pod's spec alive.
+                self._entries[uid] = replace(old, fingerprint=fingerprint)
                 return UsageChange()
         try:
             info = PodInfo.of(pod)

@@ -10,6 +10,7 @@ from controller.podfit.resources import (
     REASON_TOO_MANY_PODS,
     Allocatable,
     Used,
+    allocatable_of,
     dra_extended_reason,
     insufficient_resources,
 )
@@ -103,3 +104,12 @@ def test_an_extended_resource_a_device_class_maps_is_named_as_unsupported():
     assert insufficient_resources(request, node(pods="9"), Used(), {"example.com/gpu"}) == [
         dra_extended_reason("example.com/gpu")
     ]
+
+
+def test_a_nodes_allocatable_is_read_again_when_the_node_changes():
+    def version(rv: str, cpu: str) -> dict[str, Any]:
+        return {"metadata": {"name": "n", "resourceVersion": rv},
+                "status": {"allocatable": {"cpu": cpu}}}  # fmt: skip
+
+    assert allocatable_of(version("1", "2")).milli_cpu == 2000
+    assert allocatable_of(version("2", "4")).milli_cpu == 4000
