@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from kubeapi import deepjson
 from kubeapi.clientcert import RotatingTLSContext
 from kubeapi.documents import DocumentError, parse_document
 from kubeapi.errors import ConfigError
@@ -223,16 +224,18 @@ class LightApiClient:
 
 
 def _stdlib_dumps(body: Any) -> bytes:
-    return json.dumps(body).encode("utf-8")
+    text: str = deepjson.encode(body, json.dumps)
+    return text.encode("utf-8")
 
 
 def _orjson_dumps(body: Any) -> bytes:
     import orjson  # noqa: PLC0415  (loaded already by a client that uses this)
 
     try:
-        return orjson.dumps(body)
-    except TypeError:  # what only json can write (an int beyond 64 bits, a non-str key)
-        return _stdlib_dumps(body)
+        data: bytes = deepjson.encode(body, orjson.dumps)
+    except TypeError:  # what only json can write (an int beyond 64 bits, a non-str key,
+        return _stdlib_dumps(body)  # nesting beyond orjson's 255 levels)
+    return data
 
 
 def load_light_client(

@@ -26,6 +26,7 @@ from typing import Any, TypedDict, Unpack
 
 import urllib3
 
+from kubeapi.deepjson import depth_safe
 from kubeapi.errors import ApiError, ApiUnavailable, InvalidPathSegment, error_from_status
 from kubeapi.objects import KubeObject
 
@@ -265,7 +266,8 @@ class Resource:
         self.api = api
         self.rtype = rtype
         # The client's JSON decoder where it has one (the light client's may be orjson).
-        self._loads: Callable[[bytes], Any] = getattr(api, "json_loads", json.loads)
+        # Falls back to a depth-bounded decode where the decoder gives up on deep nesting.
+        self._loads: Callable[[bytes], Any] = depth_safe(getattr(api, "json_loads", json.loads))
         #: (connect, read) seconds for every request but watches.
         self.request_timeout = request_timeout
 
@@ -537,14 +539,21 @@ class Resource:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
-        method, url, headers, body, _ = self.api.param_serialize(
+        # The light client encodes the body in param_serialize (deep values included, see
+        # kubeapi.deepjson). The kubernetes client's param_serialize would walk it with the
+        # recursive sanitize_for_serialization (RecursionError on a claim a few hundred
+        # levels deep): its body, plain JSON already, goes to the REST layer's json.dumps.
+        encodes_body = not hasattr(self.api, "sanitize_for_serialization")
+        method, url, headers, encoded, _ = self.api.param_serialize(
             method=method,
             resource_path=path,
             query_params=query or None,
             header_params=headers,
-            body=body,
+            body=body if encodes_body else None,
             auth_settings=["BearerToken"],
         )
+        if encodes_body:
+            body = encoded
         try:
             rest_response = self.api.call_api(
                 method,
@@ -557,6 +566,8 @@ class Resource:
             raise ApiUnavailable(f"{method} {path}: {getattr(err, 'reason', err)}") from err
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise ApiUnavailable(f"{method} {path}: {err}") from err
+        except TypeError as err:  # a DeepJSON value: only the light client writes those
+            raise ApiError(f"{method} {path}: the body cannot be written as JSON: {err}") from err
         response = rest_response.response
         if 200 <= response.status < 300:
             return response

@@ -6,11 +6,16 @@ handlers swallowed, so its device never entered drakit's allocated state and dra
 scheduler gave the device to a second claim. The device must stay taken (fail closed), and
 every reader of claims (the scheduler, the pool gauges, pool-status answers and ``drakit
 devices``) must keep working and count the device as allocated.
+
+Lists nest deeper within the apiserver's 10 KiB limit for parameters: 4,500 levels, past
+every Python JSON parser, which made every LIST of claims fail (kubeapi.deepjson).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -20,10 +25,11 @@ from controller.metrics import _PoolCollector
 from controller.poolstatus import pool_status
 from drakit.cli import main
 from drakit.localcluster import LocalCluster
+from kubeapi.deepjson import DeepJSON
+from kubeapi.lightclient import load_light_client
+from kubeapi.resources import RESOURCE_CLAIMS, Resource
 
 pytestmark = pytest.mark.integration
-
-DEPTH = 600
 
 
 def nested(depth: int) -> dict[str, Any]:
@@ -33,16 +39,44 @@ def nested(depth: int) -> dict[str, Any]:
     return value
 
 
-def allocate_deep_claim(objects: Objects, namespace: str, device_class: str, node: str) -> None:
+#: The review's 600 nested objects, and lists 4,500 deep (written as their text: no Python
+#: JSON encoder nests that far).
+SHAPES = {
+    "objects-600": lambda: nested(600),
+    "lists-4500": lambda: DeepJSON("[" * 4500 + "]" * 4500),
+}
+
+
+@pytest.fixture(params=sorted(SHAPES))
+def deep_value(request: pytest.FixtureRequest) -> Any:
+    return SHAPES[request.param]()
+
+
+@pytest.fixture
+def light_claims(cluster: LocalCluster, deep_value: Any) -> Iterator[DeepClaims]:
+    """Claims through the light client (the one drakit's programs use), and the deep value."""
+    api = load_light_client(cluster.kubeconfig, qps=0)
+    yield DeepClaims(Resource(api, RESOURCE_CLAIMS), deep_value)
+    api.close()
+
+
+@dataclass(frozen=True)
+class DeepClaims:
+    claims: Resource
+    deep: Any
+
+
+def allocate_deep_claim(light: DeepClaims, objects: Objects, namespace: str, node: str) -> None:
     """What kube-scheduler writes for a claim with deep opaque config: the allocation of
     ``dev-0`` with the claim's config copied into it."""
+    device_class = objects.device_class()
     config = {
         "opaque": {
             "driver": objects.driver,
-            "parameters": {"apiVersion": "v1", "kind": "Deep", "spec": nested(DEPTH)},
+            "parameters": {"apiVersion": "v1", "kind": "Deep", "spec": light.deep},
         }
     }
-    claim = objects.claims.create(
+    claim = light.claims.create(
         {
             "metadata": {"name": "deep", "namespace": namespace},
             "spec": {
@@ -59,7 +93,7 @@ def allocate_deep_claim(objects: Objects, namespace: str, device_class: str, nod
             "devices": {"results": [result], "config": [{"source": "FromClaim", **config}]}
         }
     }
-    objects.claims.update_status(claim)
+    light.claims.update_status(claim)
 
 
 def pod_scheduled(objects: Objects, namespace: str, name: str) -> dict[str, Any] | None:
@@ -68,31 +102,32 @@ def pod_scheduled(objects: Objects, namespace: str, name: str) -> dict[str, Any]
 
 
 def test_device_of_an_allocated_undecodable_claim_is_never_given_to_another_pod(
-    objects, namespace, start_controller, eventually
+    objects, namespace, start_controller, eventually, light_claims
 ):
     node = f"n-{uuid.uuid4().hex[:6]}"
     objects.node(node, devices=1)
-    device_class = objects.device_class()
-    allocate_deep_claim(objects, namespace, device_class, node)
-    objects.claim(namespace, "other", device_class)
-    start_controller()
+    allocate_deep_claim(light_claims, objects, namespace, node)
+    objects.claim(namespace, "other", objects.device_class(f"other-{uuid.uuid4().hex[:6]}"))
+    start_controller(light_claims.claims.api)
     objects.pod(namespace, "second", claims={"gpu": "other"})
     condition = eventually(lambda: pod_scheduled(objects, namespace, "second"))
     assert condition["status"] == "False" and condition["reason"] == "Unschedulable"
     assert "already allocated" in condition["message"]
     assert objects.pods.get("second", namespace)["spec"].get("nodeName") is None
     # The deep claim lets its device go: now, and only now, the pod runs.
-    deep = objects.claims.get("deep", namespace)
-    objects.claims.update_status({**deep, "status": {}})
+    deep = light_claims.claims.get("deep", namespace)
+    light_claims.claims.update_status({**deep, "status": {}})
     eventually(lambda: objects.pods.get("second", namespace)["spec"].get("nodeName") == node)
 
 
-def test_pool_gauges_and_pool_status_count_the_device_of_an_undecodable_claim(objects, namespace):
+def test_pool_gauges_and_pool_status_count_the_device_of_an_undecodable_claim(
+    objects, namespace, light_claims
+):
     node = f"n-{uuid.uuid4().hex[:6]}"
     objects.node(node, devices=2)
-    allocate_deep_claim(objects, namespace, objects.device_class(), node)
+    allocate_deep_claim(light_claims, objects, namespace, node)
     slices = objects.slices.list().items
-    claims = objects.claims.list(namespace).items
+    claims = light_claims.claims.list(namespace).items
 
     collector = _PoolCollector(top_namespaces=5)
     collector.list_slices = lambda: slices
@@ -109,11 +144,11 @@ def test_pool_gauges_and_pool_status_count_the_device_of_an_undecodable_claim(ob
 
 
 def test_drakit_devices_shows_the_device_of_an_undecodable_claim_as_allocated(
-    objects, namespace, cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+    objects, namespace, cluster: LocalCluster, capsys: pytest.CaptureFixture[str], light_claims
 ):
     node = f"n-{uuid.uuid4().hex[:6]}"
     objects.node(node, devices=2)
-    allocate_deep_claim(objects, namespace, objects.device_class(), node)
+    allocate_deep_claim(light_claims, objects, namespace, node)
     code = main(["devices", "--kubeconfig", cluster.kubeconfig, "--driver", objects.driver])
     out, err = capsys.readouterr()
     assert code == 0, err
