@@ -33,7 +33,14 @@ from fractions import Fraction
 from typing import Any, Final
 
 from allocator.allocated import AllocatedState
-from allocator.capacity import CapacityError, consumed_capacity, fits_capacity
+from allocator.capacity import (
+    CapacityError,
+    CapacityPlan,
+    capacity_plan,
+    consumed_capacity,
+    fits_capacity,
+    fits_plan,
+)
 from allocator.cel import CELCancelledError, CELError, compile_selector
 from allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
 from allocator.features import Features
@@ -82,6 +89,8 @@ _CHECK_EVERY: Final = 16
 # A search still running at this step looks ahead for claims no path can allocate (see
 # allocator.lookahead): most searches end long before, and never pay for the look.
 _LOOK_AHEAD_AT: Final = 2000
+# A bound on the memory of claim entries that answered "no" (see _Run._enter_claim).
+_MAX_FAILED_ENTRIES: Final = 100_000
 
 
 class AllocationError(Exception):
@@ -310,10 +319,13 @@ class _Run:
         "deadline",
         "dedicated",
         "depth",
+        "failed_entries",
         "features",
         "node",
+        "plans",
         "pools",
         "pools_by_id",
+        "relevant",
         "results",
         "selected",
         "skip_claim",
@@ -352,6 +364,13 @@ class _Run:
         #: per claim: never entered, since no path through it can succeed or fail loudly
         #: (set by the lookahead, see _look_ahead)
         self.skip_claim: list[bool] | None = None
+        #: per claim: the devices whose state the search from its entry on reads, and the
+        #: pools of those that consume counters (set by the lookahead)
+        self.relevant: list[tuple[tuple[DeviceEntry, ...], tuple[tuple[str, str], ...]]] = []
+        #: keys (see _entry_key) of claim entries from which the search answered "no"
+        self.failed_entries: set[tuple[Any, ...]] = set()
+        #: capacity plans (see allocator.capacity.capacity_plan) by request and device
+        self.plans: dict[tuple[_Request, DeviceEntry], CapacityPlan | None] = {}
         #: frames the search may need: one per device slot, request and claim boundary,
         #: plus helpers (summed while preparing the claims)
         self.depth = 100
@@ -703,12 +722,12 @@ class _Run:
                     ci += 1  # no later claim could raise the max-size sentinel
                     continue
                 skip = self.skip_claim
-                if skip is not None and skip[ci + 1]:
-                    return False  # what entering it would answer (see _look_ahead)
-                try:
-                    return self._allocate_one(ci + 1, 0, 0, 0, False, 0)
-                except _MaxSizeExceededError:
-                    return False
+                if skip is None:
+                    try:
+                        return self._allocate_one(ci + 1, 0, 0, 0, False, 0)
+                    except _MaxSizeExceededError:
+                        return False
+                return False if skip[ci + 1] else self._enter_claim(ci + 1)
             slot = slots[ri]
             if not in_sub and slot.first_available:
                 all_exceeded = True
@@ -809,7 +828,60 @@ class _Run:
         ]
         if hopeless(outlooks):
             raise _HOPELESS
+        later: set[DeviceEntry] = set()
+        relevant = []
+        for outlook in reversed(outlooks):
+            later.update(outlook.devices)
+            devices = tuple(d for d in self.candidates if d in later)
+            pools = tuple(sorted({d.pool_id for d in devices if d.counters}))
+            relevant.append((devices, pools))
+        relevant.reverse()
+        self.relevant = relevant
         self.skip_claim = [ci > 0 and o.doomed and o.quiet for ci, o in enumerate(outlooks)]
+
+    def _enter_claim(self, ci: int) -> bool:
+        """The search from the entry of claim ``ci`` (> 0), remembered when it answers
+        "no": it reads only the state kept in :meth:`_entry_key` (a claim starts with no
+        results and fresh constraints; devices held by earlier claims matter only as held,
+        admin requests ask only for holders of their own claim), so the same key gets the
+        same answer, without an error (an error ends the whole search)."""
+        key = self._entry_key(ci)
+        failed = self.failed_entries
+        if key in failed:
+            return False
+        try:
+            done = self._allocate_one(ci, 0, 0, 0, False, 0)
+        except _MaxSizeExceededError:
+            done = False
+        if not done:
+            if len(failed) >= _MAX_FAILED_ENTRIES:
+                failed.clear()
+            failed.add(key)
+        return done
+
+    def _entry_key(self, ci: int) -> tuple[Any, ...]:
+        """The state the search from the entry of claim ``ci`` depends on: for each device
+        its requests may pick, whether it is held and its in-flight capacity; the counters
+        consumed in the pools of those that consume counters."""
+        devices, pools = self.relevant[ci]
+        allocating, flight = self.allocating, self.allocating_capacity
+        held = []
+        for d in devices:
+            dev_id = d.id
+            taken = flight.get(dev_id)
+            held.append(
+                (dev_id in allocating, None if taken is None else tuple(sorted(taken.items())))
+            )
+        consumed = self.consumed_counters
+        counters = []
+        for pool_id in pools:
+            sets = consumed.get(pool_id)
+            counters.append(
+                None
+                if sets is None
+                else tuple(sorted((name, tuple(sorted(c.items()))) for name, c in sets.items()))
+            )
+        return ci, tuple(held), tuple(counters)
 
     def _verdict(self, rd: _Request, d: DeviceEntry) -> Verdict:
         """The checks of the search on ``d`` for ``rd`` that do not depend on its state,
@@ -854,18 +926,25 @@ class _Run:
             persisted = self.a.state.capacity.get(d.id)
             in_flight = self.allocating_capacity.get(d.id)
         try:
-            return fits_capacity(
-                rd.capacity,
-                d.capacity,
-                persisted,
-                in_flight,
-                self.features.fractional_capacity_range,
-            )
+            plan = self._capacity_plan(rd, d)
         except CapacityError as exc:
             raise AllocationError(
                 f"claim {self.claims[rd.claim_index].key}, request {rd.name}: checking "
                 f"capacity for device {d.id}: {exc}"
             ) from None
+        return fits_plan(plan, persisted, in_flight)
+
+    def _capacity_plan(self, rd: _Request, d: DeviceEntry) -> CapacityPlan | None:
+        """The request's capacity plan for the device, made once per call (a search
+        checks the same pair again for every combination of the devices before it)."""
+        key = (rd, d)
+        plans = self.plans
+        if key in plans:
+            return plans[key]
+        plan = plans[key] = capacity_plan(
+            rd.capacity, d.capacity, self.features.fractional_capacity_range
+        )
+        return plan
 
     def _allocate_device(self, rd: _Request, d: DeviceEntry, must: bool) -> _Pick | None:
         """Tentatively add ``d`` for ``rd``; returns the pick (undo it with
@@ -947,8 +1026,13 @@ class _Run:
         """Consume the request's capacity of a multi-allocatable device, under a new share."""
         rd, d = pick.request, pick.device
         try:
-            consumed = consumed_capacity(
-                rd.capacity, d.capacity, self.features.fractional_capacity_range
+            plan = self._capacity_plan(rd, d)
+            consumed = (
+                {name: amount for name, amount, _ in plan}
+                if plan is not None
+                else consumed_capacity(
+                    rd.capacity, d.capacity, self.features.fractional_capacity_range
+                )
             )
         except CapacityError as exc:
             self._undo(pick)

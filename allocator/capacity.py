@@ -19,7 +19,14 @@ from typing import Final
 from allocator.model import CapacityRequestPolicyRange, DeviceCapacity
 from allocator.quantity import NANO, Quantity, nanos
 
-__all__ = ["CapacityError", "consumed_capacity", "fits_capacity"]
+__all__ = [
+    "CapacityError",
+    "CapacityPlan",
+    "capacity_plan",
+    "consumed_capacity",
+    "fits_capacity",
+    "fits_plan",
+]
 
 INT64_MAX: Final = 2**63 - 1
 MILLI: Final = NANO // 1000
@@ -155,6 +162,62 @@ def consumed_capacity(
     }
 
 
+#: what fitting one request on one device needs to know beyond the consumption in use:
+#: (capacity name, amount the request consumes, capacity value) for every capacity
+CapacityPlan = tuple[tuple[str, int, int], ...]
+
+
+def capacity_plan(
+    requests: Mapping[str, Quantity] | None,
+    capacity: Mapping[str, DeviceCapacity],
+    fractional: bool = False,
+) -> CapacityPlan | None:
+    """The part of :func:`fits_capacity` that depends only on the request and the device:
+    None when the device never fits the request (a requested capacity it lacks, or an
+    amount its policy does not allow), else the plan :func:`fits_plan` checks.
+
+    Raises CapacityError exactly when :func:`fits_capacity` would for some consumption in
+    use; the amounts are those :func:`consumed_capacity` returns.
+    """
+    if requests:
+        for name in requests:
+            if name not in capacity:
+                return None
+    amounts: dict[str, tuple[int, bool]] = {}
+    for name, cap in capacity.items():
+        amount, is_default = _consumed_one((requests or {}).get(name), cap, fractional)
+        if amount < 0:
+            raise CapacityError(f"capacity {name!r}: capacity value is negative")
+        amounts[name] = (amount, is_default)
+    plan = []
+    for name, cap in capacity.items():
+        amount, is_default = amounts[name]
+        if _violates(amount, is_default, cap, fractional):
+            return None
+        plan.append((name, amount, nanos(cap.value)))
+    return tuple(plan)
+
+
+def fits_plan(
+    plan: CapacityPlan | None,
+    persisted: Mapping[str, int] | None,
+    in_flight: Mapping[str, int] | None,
+) -> bool:
+    """Whether a request with this :func:`capacity_plan` fits next to the persisted and
+    in-flight consumption of the device."""
+    if plan is None:
+        return False
+    for name, amount, value in plan:
+        total = amount
+        if persisted:
+            total += persisted.get(name, 0)
+        if in_flight:
+            total += in_flight.get(name, 0)
+        if total > value:
+            return False
+    return True
+
+
 def fits_capacity(
     requests: Mapping[str, Quantity] | None,
     capacity: Mapping[str, DeviceCapacity],
@@ -166,27 +229,11 @@ def fits_capacity(
 
     Raises CapacityError when the request cannot be evaluated (upstream: fatal).
     """
-    if requests:
-        for name in requests:
-            if name not in capacity:
-                return False
-    elif (
-        not persisted
+    if (
+        not requests
+        and not persisted
         and not in_flight
         and all(cap.request_policy is None and cap.value.sign() >= 0 for cap in capacity.values())
     ):
         return True  # nothing requested, nothing in use: each capacity is taken whole
-    amounts: dict[str, tuple[int, bool]] = {}
-    for name, cap in capacity.items():
-        amount, is_default = _consumed_one((requests or {}).get(name), cap, fractional)
-        if amount < 0:
-            raise CapacityError(f"capacity {name!r}: capacity value is negative")
-        amounts[name] = (amount, is_default)
-    for name, cap in capacity.items():
-        amount, is_default = amounts[name]
-        if _violates(amount, is_default, cap, fractional):
-            return False
-        total = amount + (persisted or {}).get(name, 0) + (in_flight or {}).get(name, 0)
-        if total > nanos(cap.value):
-            return False
-    return True
+    return fits_plan(capacity_plan(requests, capacity, fractional), persisted, in_flight)

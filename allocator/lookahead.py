@@ -71,6 +71,9 @@ class ClaimOutlook:
     quiet: bool
     #: no path through the claim reaches the 32-results limit
     bounded: bool
+    #: the devices the claim's requests may pick (or fail on), in candidate order: the
+    #: search through the claim reads the state of no other device
+    devices: tuple[DeviceEntry, ...] = ()
 
 
 DeviceCheck = Callable[[Alternative, DeviceEntry], Verdict]
@@ -90,6 +93,7 @@ def claim_outlook(
     quiet = True
     doomed = False
     most = 0
+    reachable: set[DeviceEntry] = set()
     for alternatives in slots:
         slot_doomed = True
         for alt in alternatives:
@@ -100,20 +104,23 @@ def claim_outlook(
                     quiet = False
                 if alt.all_devices:
                     slot_doomed = False
+                reachable.update(alt.all_devices)
                 continue
             possible = 0
             for d in candidates:
                 verdict = check(alt, d)
-                if verdict is Verdict.POSSIBLE:
-                    possible += 1
-                elif verdict is Verdict.MAY_FAIL:
+                if verdict is Verdict.NEVER:
+                    continue
+                if verdict is Verdict.MAY_FAIL:
                     quiet = False
-                    possible += 1
+                possible += 1
+                reachable.add(d)
             if possible >= alt.num_devices:
                 slot_doomed = False
         doomed = doomed or slot_doomed
         most += max((alt.num_devices for alt in alternatives), default=0)
-    return ClaimOutlook(doomed=doomed, quiet=quiet, bounded=most <= MAX_RESULTS)
+    devices = tuple(d for d in candidates if d in reachable)
+    return ClaimOutlook(doomed, quiet, most <= MAX_RESULTS, devices)
 
 
 def hopeless(outlooks: Sequence[ClaimOutlook]) -> bool:
