@@ -9,8 +9,10 @@ from controller.nodefilter import (
     REASON_SELECTOR,
     REASON_TAINT,
     REASON_UNSCHEDULABLE,
+    ClusterView,
     NodeFilter,
 )
+from controller.podfit.usage import NodeUsage
 
 
 def node(name: str = "n1", *, ready: str = "True", labels: Any = None, **spec: Any) -> Any:
@@ -77,9 +79,6 @@ def test_required_node_affinity_by_label_and_by_name():
 
 
 def test_with_placed_pods_a_pod_too_big_for_the_node_is_rejected_as_kube_scheduler_words_it():
-    from controller.nodefilter import ClusterView  # noqa: PLC0415
-    from controller.podfit.usage import NodeUsage  # noqa: PLC0415
-
     small = node(labels={})
     small["status"]["allocatable"] = {"cpu": "2", "memory": "4Gi", "pods": "110"}
     big = pod(containers=[{"name": "c", "resources": {"requests": {"cpu": "64"}}}])
