@@ -138,6 +138,8 @@ def load_documents(path: str) -> list[tuple[str, dict[str, Any]]]:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML/JSON"
         raise InputError(f"{path}{where}: {problem}") from None
+    except RecursionError:  # PyYAML's composer recurses once per level of nesting
+        raise InputError(f"{path}: nested too deep to read") from None
     out: list[tuple[str, dict[str, Any]]] = []
     for i, doc in enumerate(docs):
         if doc is None:

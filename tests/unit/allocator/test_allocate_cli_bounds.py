@@ -7,6 +7,7 @@ on memory; the time bound is enforced as the subprocess timeout only (a liveness
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -120,3 +121,33 @@ def test_redos_selector_answers_like_re2(tmp_path: Path) -> None:
     code, output, _ = run_allocate(tmp_path, selector)
     assert code == 0, output
     assert "node node-1: fits" in output
+
+
+@pytest.mark.parametrize("depth", [600, 3000], ids=["objects-600", "lists-3000"])
+def test_claim_file_nested_too_deep_is_a_one_line_input_error(tmp_path: Path, depth: int) -> None:
+    """Opaque parameters nested past the model's limit (600) or past the YAML reader's
+    recursion (3,000): exit 2 with one line naming the file or field, no traceback."""
+    parameters: object = [] if depth > 1000 else {"leaf": 1}
+    text = "[" * depth + "]" * depth if depth > 1000 else None
+    for _ in range(0 if text else depth):
+        parameters = {"n": parameters}
+    document = claim("c", req("r", "gpu", "true"))
+    document["spec"]["devices"]["config"] = [
+        {"opaque": {"driver": "gpu.example.com", "parameters": {"a": "DEEP"}}}
+    ]
+    claims = json.dumps(document).replace('"DEEP"', text or json.dumps(parameters))
+    paths = {}
+    for flag, body in (
+        ("slices", yaml.safe_dump_all([rslice("n1", gpus(2), node="node-1")])),
+        ("classes", yaml.safe_dump_all([dclass()])),
+        ("claims", claims),
+    ):
+        paths[flag] = tmp_path / f"{flag}.json"
+        paths[flag].write_text(body)
+    args = [sys.executable, "-m", "drakit.cli", "allocate"]
+    for flag, path in paths.items():
+        args += [f"--{flag}", str(path)]
+    done = subprocess.run(args, capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "nested" in done.stderr
