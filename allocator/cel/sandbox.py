@@ -5,13 +5,10 @@ aborts the whole process when an allocation fails. A selector that can grow stri
 lists (``cel.bind`` doublings, ``lists.range``, ``split``, nested comprehensions) is
 therefore evaluated in a child process started for the purpose:
 
-* children come from multiprocessing's *forkserver* (:data:`START_METHOD`): a
-  single-threaded server process, started once with the CEL engine imported, forks each
-  one. The caller (the controller, with its informer, worker and gRPC threads) never
-  forks itself: a fork of a multi-threaded process copies locks other threads hold, and
-  Python 3.12 deprecates it. As with any forkserver child, a child imports the program's
-  main script again, so that script must guard its work with ``if __name__ == "__main__"``
-  (drakit's entry points do);
+* children come from a single-threaded host process (:mod:`allocator.cel.forkhost`),
+  started once with the CEL engine imported, which forks each one. The caller (the
+  controller, with its informer, worker and gRPC threads) never forks itself: a fork of a
+  multi-threaded process copies locks other threads hold, and Python 3.12 deprecates it;
 * the task (a picklable callable: the selector's text and the device's variables) is sent
   to the child, which sets ``RLIMIT_AS`` to its current size plus :data:`MEMORY_HEADROOM`
   and ``RLIMIT_CPU`` to :data:`CPU_SECONDS`, evaluates, sends a small JSON answer on a pipe
@@ -25,23 +22,25 @@ therefore evaluated in a child process started for the purpose:
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
+import functools
 import json
-import multiprocessing
 import os
 import resource
+import select
 import signal
+import socket
 import time
 from collections.abc import Callable
-from multiprocessing.connection import Connection, wait
-from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
+
+from allocator.cel.forkhost import ForkHost, receive_message, send_message
 
 __all__ = [
     "CPU_SECONDS",
     "MEMORY_HEADROOM",
-    "START_METHOD",
     "SandboxCancelledError",
     "SandboxDeadlineError",
     "SandboxError",
@@ -56,11 +55,7 @@ WALL_SECONDS: Final = 10.0  # wall-clock bound when the caller has no deadline
 POLL_SECONDS: Final = 0.1
 _MAX_ANSWER: Final = 64 * 1024
 _EXIT_OUT_OF_MEMORY: Final = 3
-#: How children are started: never a fork of the (multi-threaded) caller.
-START_METHOD: Final = "forkserver"
-_CONTEXT: Final = multiprocessing.get_context(START_METHOD)
-# The server imports the engine once; each child then starts with it loaded.
-_CONTEXT.set_forkserver_preload(["allocator.cel.engine"])
+_HOST: Final = ForkHost()
 
 
 class SandboxError(RuntimeError):
@@ -92,20 +87,14 @@ def run_guarded(
     ``(False, message)``. ``deadline`` is a ``time.monotonic()`` value. Raises
     :class:`SandboxLimitError` or :class:`SandboxCancelledError`.
     """
-    reader, writer = _CONTEXT.Pipe(duplex=False)
-    child = _CONTEXT.Process(target=_child, args=(task, writer), daemon=True)
+    conn = _HOST.start_child(functools.partial(_child, task))
     try:
-        child.start()
+        return _collect(conn, deadline, cancelled)
     finally:
-        writer.close()
-    try:
-        return _collect(reader, child, deadline, cancelled)
-    finally:
-        reader.close()
-        child.close()  # joined by _collect on every path
+        conn.close()
 
 
-_answer_pipe: Connection | None = None  # set in a guarded child only
+_answer_pipe: socket.socket | None = None  # set in a guarded child only
 
 
 def finish_early(ok: bool, text: str) -> None:
@@ -118,18 +107,18 @@ def finish_early(ok: bool, text: str) -> None:
         os._exit(0)
 
 
-def _send(writer: Connection, ok: bool, text: str) -> None:
-    writer.send_bytes(json.dumps([ok, text[:_MAX_ANSWER]]).encode())
+def _send(conn: socket.socket, ok: bool, text: str) -> None:
+    send_message(conn, json.dumps([ok, text[:_MAX_ANSWER]]).encode())
 
 
-def _child(task: Callable[[], tuple[bool, str]], writer: Connection) -> None:
+def _child(task: Callable[[], tuple[bool, str]], conn: socket.socket) -> None:
     global _answer_pipe  # noqa: PLW0603 - this process is the child; nothing else runs here
     code = 0
     try:
-        _answer_pipe = writer
+        _answer_pipe = conn
         _limit_self()
         ok, text = task()
-        _send(writer, ok, text)
+        _send(conn, ok, text)
     except MemoryError:
         code = _EXIT_OUT_OF_MEMORY
     except BaseException:
@@ -153,14 +142,14 @@ def _limit_self() -> None:
 
 
 def _collect(
-    reader: Connection,
-    child: BaseProcess,
-    deadline: float | None,
-    cancelled: Callable[[], bool] | None,
+    conn: socket.socket, deadline: float | None, cancelled: Callable[[], bool] | None
 ) -> tuple[bool, str]:
     own_end = time.monotonic() + WALL_SECONDS
     end = own_end if deadline is None else min(deadline, own_end)
-    data = b""
+    first = _message(conn)  # the child's pid: sent at once, so that it can be killed
+    pid = int(first["pid"]) if isinstance(first, dict) and "pid" in first else None
+    if pid is None:
+        raise SandboxLimitError("evaluation failed (the sandbox host did not start a child)")
     try:
         while True:
             if cancelled is not None and cancelled():
@@ -170,29 +159,28 @@ def _collect(
                 if end < own_end:
                     raise SandboxDeadlineError("filter operation aborted: time limit exceeded")
                 raise SandboxLimitError(f"evaluation took longer than {WALL_SECONDS:g} s")
-            ready = wait([reader, child.sentinel], min(POLL_SECONDS, remaining))
-            if reader in ready or (ready and reader.poll(0)):
-                data = _receive(reader)
-                break
-            if ready:  # the child ended without an answer
-                break
+            ready, _, _ = select.select([conn], [], [], min(POLL_SECONDS, remaining))
+            if ready:
+                return _answer(_message(conn))
     except BaseException:  # time is up, cancelled, or the caller is interrupted: no orphans
-        child.kill()
-        child.join()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
         raise
-    child.join()
-    code = child.exitcode if child.exitcode is not None else 1
-    if not data or code != 0:
-        raise SandboxLimitError(_death_reason(code))
-    ok, text = json.loads(data)
-    return bool(ok), str(text)
 
 
-def _receive(reader: Connection) -> bytes:
-    try:
-        return reader.recv_bytes()
-    except EOFError:
-        return b""
+def _message(conn: socket.socket) -> Any:
+    data = receive_message(conn)
+    return None if data is None else json.loads(data)
+
+
+def _answer(message: Any) -> tuple[bool, str]:
+    """The child's answer, or the reason it gave none (the host's exit status report)."""
+    if isinstance(message, list):
+        ok, text = message
+        return bool(ok), str(text)
+    if isinstance(message, dict) and "status" in message:
+        raise SandboxLimitError(_death_reason(int(message["status"])))
+    raise SandboxLimitError("evaluation failed (the sandbox host ended)")
 
 
 _OUT_OF_MEMORY: Final = f"evaluation ran out of memory (more than {MEMORY_HEADROOM >> 20} MiB)"
