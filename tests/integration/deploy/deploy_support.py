@@ -60,8 +60,9 @@ class Helm:
         namespace: str = "drakit-system",
         values: Mapping[str, str] | None = None,
         check: bool = True,
+        kube_version: str = KUBE_VERSION,
     ) -> subprocess.CompletedProcess[str]:
-        """``helm template`` of the chart; ``values`` are ``--set`` pairs."""
+        """``helm template`` of the chart for ``kube_version``; ``values`` are ``--set`` pairs."""
         return self.run(
             "template",
             release,
@@ -69,7 +70,7 @@ class Helm:
             "--namespace",
             namespace,
             "--kube-version",
-            KUBE_VERSION,
+            kube_version,
             *set_args(values),
             check=check,
         )

@@ -73,6 +73,14 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
 {{/*
+The node plugin's own folder in pluginsDir (its DRA socket, checkpoint and
+lock): the only part of pluginsDir it mounts.
+*/}}
+{{- define "drakit.pluginDataDir" -}}
+{{- printf "%s/%s" (include "drakit.pluginsDir" .) .Values.driverName }}
+{{- end }}
+
+{{/*
 The node plugin's liveness check, run in the plugin container with the
 plugin's own environment: gRPC health of the DRA socket must be SERVING and
 GetInfo on the registration socket must name the driver. Socket paths follow
