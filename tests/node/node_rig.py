@@ -37,6 +37,7 @@ from kubeapi.resources import (
     Resource,
     ResourceType,
 )
+from telemetry.address import LOOPBACK
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "drakit"
@@ -229,8 +230,16 @@ class RealNodeStack:
             "cdiRoot": str(self.node.cdi_root),
             "apiServer": {"host": host, "port": port},
             "logging": {"format": "text", "level": "info"},
-            "nodePlugin": {"hostNetwork": True, "metrics": {"port": _free_port()}},
-            "controller": {"hostNetwork": True, "replicas": 1, "metrics": {"port": _free_port()}},
+            # On the host network the pod IP is the node's: the tests scrape loopback.
+            "nodePlugin": {
+                "hostNetwork": True,
+                "metrics": {"port": _free_port(), "host": LOOPBACK},
+            },
+            "controller": {
+                "hostNetwork": True,
+                "replicas": 1,
+                "metrics": {"port": _free_port(), "host": LOOPBACK},
+            },
         }
         return _merge(values, overrides)
 

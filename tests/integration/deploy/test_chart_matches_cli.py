@@ -17,8 +17,9 @@ from drakit.cli import build_parser
 
 pytestmark = pytest.mark.integration
 
-# Set by the chart for the Python runtime, not a drakit flag.
-NOT_FLAGS = {"PYTHONDONTWRITEBYTECODE"}
+# Set by the chart for the Python runtime, and the pod IP that a metrics address without
+# a host binds (telemetry.address): not drakit flags.
+NOT_FLAGS = {"PYTHONDONTWRITEBYTECODE", "POD_IP"}
 
 
 def _subcommand(name: str) -> argparse.ArgumentParser | None:

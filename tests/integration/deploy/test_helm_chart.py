@@ -42,6 +42,8 @@ def test_default_render_holds_every_component(helm: Helm) -> None:
             "DeviceClass",
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding",
+            "NetworkPolicy",
+            "NetworkPolicy",
         ]
     )
     namespaces = {
