@@ -81,34 +81,6 @@ lock): the only part of pluginsDir it mounts.
 {{- end }}
 
 {{/*
-The node plugin's liveness check, run in the plugin container with the
-plugin's own environment: gRPC health of the DRA socket must be SERVING and
-GetInfo on the registration socket must name the driver. Socket paths follow
-the plugin's rule (per pod UID during rolling updates), so it asks
-node_plugin.sockets instead of guessing names. Prints one line and exits 1
-when unhealthy.
-*/}}
-{{- define "drakit.nodePlugin.probeScript" -}}
-import os, sys
-from pathlib import Path
-import grpc
-from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as hg
-from kubeletapi.gen.pluginregistration.v1 import api_pb2 as r, api_pb2_grpc as rg
-from node_plugin.sockets import socket_paths
-driver = os.environ["DRIVER_NAME"]
-paths = socket_paths(Path(os.environ["KUBELET_REGISTRAR_DIRECTORY_PATH"]), Path(os.environ["KUBELET_PLUGINS_DIRECTORY_PATH"]) / driver, driver, os.environ.get("POD_UID") or None)
-try:
-    with grpc.insecure_channel(f"unix:{paths.dra}") as channel:
-        status = hg.HealthStub(channel).Check(h.HealthCheckRequest(), timeout=3).status
-    with grpc.insecure_channel(f"unix:{paths.registration}") as channel:
-        name = rg.RegistrationStub(channel).GetInfo(r.InfoRequest(), timeout=3).name
-except grpc.RpcError as err:
-    sys.exit(f"drakit node plugin probe: {err.code().name}: {err.details()} ({paths.dra}, {paths.registration})")
-if status != h.HealthCheckResponse.SERVING or name != driver:
-    sys.exit(f"drakit node plugin probe: DRA socket health {h.HealthCheckResponse.ServingStatus.Name(status)}, registration names {name!r}, want {driver!r}")
-{{- end }}
-
-{{/*
 Environment that points a component at apiServer.host/port instead of the
 in-cluster Service (explicit env wins over what the kubelet injects).
 */}}
