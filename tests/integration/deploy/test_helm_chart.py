@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from conftest import Installed
-from deploy_support import CHART, KUBE_VERSION, ROOT, Helm, by_kind, one
+from deploy_support import CHART, KUBE_VERSION, ROOT, Helm, by_kind, load_objects, one
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +42,8 @@ def test_default_render_holds_every_component(helm: Helm) -> None:
             "DeviceClass",
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding",
+            "NetworkPolicy",
+            "NetworkPolicy",
         ]
     )
     namespaces = {
@@ -102,7 +104,7 @@ def test_node_plugin_daemonset_follows_the_kubelet_plugin_contract(helm: Helm) -
     host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
     assert host_paths == {
         "plugins-registry": "/var/lib/kubelet/plugins_registry",
-        "plugins": "/var/lib/kubelet/plugins",
+        "plugin-data": "/var/lib/kubelet/plugins/gpu.drakit.dev",
         "cdi": "/var/run/cdi",
     }
     # Mounted at the host paths: the DRA socket path reported to the kubelet is a host path.
@@ -116,10 +118,33 @@ def test_kubelet_dir_moves_every_kubelet_folder(helm: Helm) -> None:
     ds = one(helm.render(values={"kubeletDir": "/data/kubelet/"}), "DaemonSet")
     pod = ds["spec"]["template"]["spec"]
     host_paths = {v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
-    assert host_paths == {"/data/kubelet/plugins_registry", "/data/kubelet/plugins", "/var/run/cdi"}
+    assert host_paths == {
+        "/data/kubelet/plugins_registry",
+        "/data/kubelet/plugins/gpu.drakit.dev",
+        "/var/run/cdi",
+    }
     env = _env(pod["containers"][0])
     assert env["KUBELET_REGISTRAR_DIRECTORY_PATH"] == "/data/kubelet/plugins_registry"
     assert env["KUBELET_PLUGINS_DIRECTORY_PATH"] == "/data/kubelet/plugins"
+
+
+def test_node_plugin_mounts_only_its_own_drivers_folder_of_the_kubelet_plugins_dir(
+    helm: Helm,
+) -> None:
+    ds = one(helm.render(values={"driverName": "net.example.com"}), "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    host_paths = sorted(v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v)
+    # Not /var/lib/kubelet/plugins itself: other drivers' sockets and state live there.
+    assert [p for p in host_paths if p.startswith("/var/lib/kubelet/plugins/")] == [
+        "/var/lib/kubelet/plugins/net.example.com"
+    ]
+    assert "/var/lib/kubelet/plugins" not in host_paths
+    mounts = sorted(m["mountPath"] for m in container["volumeMounts"])
+    assert "/var/lib/kubelet/plugins/net.example.com" in mounts
+    assert "/var/lib/kubelet/plugins" not in mounts
+    # The plugin still derives its folder from the parent and its driver name.
+    assert _env(container)["KUBELET_PLUGINS_DIRECTORY_PATH"] == "/var/lib/kubelet/plugins"
 
 
 UNPRIVILEGED = {
@@ -218,6 +243,22 @@ def test_device_status_grants_only_this_drivers_granular_verbs(helm: Helm) -> No
             "verbs": ["associated-node:update", "associated-node:patch"],
         }
     ]
+
+
+def test_device_status_is_refused_before_granular_status_authorization(helm: Helm) -> None:
+    values = {"nodePlugin.deviceStatus": "true"}
+    proc = helm.template(values=values, kube_version="v1.35.4", check=False)
+    assert proc.returncode != 0
+    assert "nodePlugin.deviceStatus=true needs Kubernetes 1.36 or newer" in proc.stderr
+    assert "DRAResourceClaimGranularStatusAuthorization" in proc.stderr
+    assert "on v1.35.4 resourceclaims/status would let every node plugin" in proc.stderr
+    # Without deviceStatus 1.35 is fine; from 1.36 on deviceStatus is granted.
+    helm.template(kube_version="v1.35.4")
+    roles = by_kind(
+        load_objects(helm.template(values=values, kube_version="v1.36.0").stdout), "ClusterRole"
+    )
+    plugin_role = next(r for r in roles if r["metadata"]["name"] == "drakit-node-plugin")
+    assert any("resourceclaims/status" in r["resources"] for r in plugin_role["rules"])
 
 
 @pytest.mark.parametrize(
