@@ -71,14 +71,22 @@ class GenerationGate:
         age = age_seconds(pod)
         grace_left = self._config.scoped_generation_grace - (age if age is not None else 0.0)
         if grace_left > 0:
+            logger.debug(
+                "Leaving the pod's claims to kube-controller-manager for the grace period",
+                extra={"pod": _pod_key(pod), "seconds": round(grace_left, 3)},
+            )
             return grace_left
         if self._lease is None:
             return _always
         view = self._read()
-        if view is None:  # unreadable: kube-controller-manager may be leading
-            return MAX_RECHECK_SECONDS
-        if view.held:
-            return min(max(view.expires_in, MIN_RECHECK_SECONDS), MAX_RECHECK_SECONDS)
+        if view is None or view.held:  # unreadable: kube-controller-manager may be leading
+            wait = MAX_RECHECK_SECONDS if view is None else view.expires_in
+            wait = min(max(wait, MIN_RECHECK_SECONDS), MAX_RECHECK_SECONDS)
+            logger.debug(
+                "Leaving the pod's claims to a leading kube-controller-manager",
+                extra={"pod": _pod_key(pod), "recheck_seconds": round(wait, 3)},
+            )
+            return wait
         lease = self._lease
         return lambda: lease.unchanged_since(view)
 
@@ -123,6 +131,11 @@ class GenerationGate:
     def _lease_key(self) -> str:
         assert self._lease is not None
         return f"{self._lease.namespace}/{self._lease.name}"
+
+
+def _pod_key(pod: KubeObject) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
 def _always() -> bool:

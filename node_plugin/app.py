@@ -196,6 +196,8 @@ def run_until_signal(plugin: NodePlugin) -> int:
         settle_heap()
         if home is not None:
             home.start()
+        else:
+            _log.info("CPU home off: the plugin's threads stay on the CPUs the kernel gives them")
         while not stop.wait(timeout=1.0):
             pass
         _log.info("Shutting down", signal=signal.Signals(received[0]).name)

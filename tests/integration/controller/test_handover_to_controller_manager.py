@@ -10,7 +10,7 @@ drakit had already given a claim, allocated, bound and started.
 from __future__ import annotations
 
 import datetime as dt
-import time
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -86,14 +86,26 @@ def beside_leading_kcm(objects, namespace, start_controller, eventually, kcm_pro
     start_controller(scoped_generation_grace=1.0)
 
 
+def left_to_leading_kcm(caplog: pytest.LogCaptureFixture, pod: str) -> bool:
+    """drakit has judged ``pod`` after its grace period and left it to kube-controller-manager."""
+    return any(
+        getattr(r, "pod", None) == pod and "leading kube-controller-manager" in r.getMessage()
+        for r in caplog.records
+    )
+
+
 @pytest.mark.usefixtures("beside_leading_kcm")
 def test_a_slow_controller_manager_keeps_its_pods_and_drakit_generates_nothing(
-    objects, namespace, eventually, kcm_proxy
+    objects, namespace, eventually, kcm_proxy, caplog
 ):
     kcm_proxy.set_mode("delay", delay=1.0)  # every chunk both ways: its Lease is still renewed
     try:
-        objects.pod(namespace, "p", templates={"gpu": "tpl"})
-        time.sleep(10)  # ten grace periods: before the fix drakit generated after one
+        with caplog.at_level(logging.DEBUG, logger="controller.handover"):
+            objects.pod(namespace, "p", templates={"gpu": "tpl"})
+            # Past its grace period drakit judged the pod (before the fix it generated then),
+            # while kube-controller-manager was still too slow to have recorded a claim.
+            eventually(lambda: left_to_leading_kcm(caplog, f"{namespace}/p"),
+                       what="drakit to leave the pod to kube-controller-manager")  # fmt: skip
     finally:
         kcm_proxy.set_mode("pass")
     claim = the_recorded_claim(objects, namespace, "p", eventually)

@@ -167,7 +167,12 @@ def test_plugin_threads_move_to_one_home_cpu_by_default(plugin_process) -> None:
 def test_cpu_home_off_leaves_the_threads_where_the_kernel_puts_them(plugin_process) -> None:  # type: ignore[no-untyped-def]
     process = plugin_process("--cpu-home", "off")
     process.wait_started()
-    time.sleep(2.5)  # past the first choice a home would have made
+    # Logged where the keeper thread would have been started: only it ever moves threads,
+    # so once this line is out and no keeper runs, no thread will be moved.
+    deadline = time.monotonic() + 30
+    while not any(e["msg"].startswith("CPU home off") for e in process.logs):
+        assert time.monotonic() < deadline, f"no word on the CPU home: {process.logs}"
+        time.sleep(0.1)
     affinities = _thread_affinities(process.process.pid)
     assert "cpu-home" not in affinities
     assert {cpus for lists in affinities.values() for cpus in lists} == {

@@ -191,6 +191,14 @@ def test_callbacks_run_after_the_answer_and_late_ones_are_refused(
     assert contexts[0].add_callback(lambda: None) is False
 
 
+def backlogged(served: Served) -> int:
+    """Calls the server received and holds until a handler slot frees (internal state:
+    the observable event that a call was refused a handler of its own)."""
+    direct = served.direct
+    with direct._lock:
+        return len(direct._backlog)
+
+
 def test_handlers_stop_at_the_bound_and_one_more_thread_keeps_polling(
     serve: Callable[..., Served],
 ) -> None:
@@ -209,9 +217,10 @@ def test_handlers_stop_at_the_bound_and_one_more_thread_keeps_polling(
     with futures.ThreadPoolExecutor(max_workers=5) as clients:
         pending = [clients.submit(prepare, served.stub, 30) for _ in range(5)]
         deadline = time.monotonic() + 10
-        while len(running) < 3 and time.monotonic() < deadline:
+        while (backlogged(served) < 2 or len(running) < 3) and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(0.2)  # a fourth handler would have started by now if one could
+        # The fourth and fifth calls arrived and were held back instead of run
+        assert backlogged(served) == 2
         assert len(running) == 3
         assert served.direct.thread_count == 4  # three in handlers, one draining the queue
         release.set()
