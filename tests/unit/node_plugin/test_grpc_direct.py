@@ -23,6 +23,15 @@ from node_plugin.driver import CallContext, ClaimRef, PrepareResult
 from node_plugin.service.direct import DirectUnary
 
 PREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
+
+
+@pytest.fixture(autouse=True)
+def direct_path_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the direct path: CI's fallback run (DRAKIT_GRPC_DIRECT=0)
+    must not turn it off under them."""
+    monkeypatch.delenv("DRAKIT_GRPC_DIRECT", raising=False)
+
+
 Handler = Callable[[v1.NodePrepareResourcesRequest, Any], v1.NodePrepareResourcesResponse]
 
 

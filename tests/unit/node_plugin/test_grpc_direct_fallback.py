@@ -22,6 +22,13 @@ from node_plugin.service.direct_support import TESTED_GRPCIO, untested_reason
 DIRECT_LOGGER = "node_plugin.service.direct"
 
 
+@pytest.fixture(autouse=True)
+def direct_path_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test chooses the path itself: CI's fallback run (DRAKIT_GRPC_DIRECT=0) must
+    not choose for them."""
+    monkeypatch.delenv("DRAKIT_GRPC_DIRECT", raising=False)
+
+
 class ThreadRecordingCore(FakeCore):
     """Remembers the thread each prepare and unprepare ran in."""
 
