@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv binaries compat-binaries test-compat node-assets test-node soak tools manifests codegen verify lint format typecheck imports test unit integration e2e bench demo clean
+.PHONY: all venv binaries compat-binaries test-compat node-assets test-node soak tools manifests codegen verify lint format typecheck imports test unit integration integration-grpc-fallback e2e bench demo clean
 
 all: test
 
@@ -72,6 +72,11 @@ integration: venv binaries
 
 e2e: venv binaries
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
+
+# The node plugin's integration tier once more with the DRA calls on grpcio's own server,
+# the fallback of the direct path (node_plugin/service/direct_support.py): about a minute.
+integration-grpc-fallback: venv binaries
+	DRAKIT_GRPC_DIRECT=0 $(VENV)/bin/pytest tests/integration/node_plugin $(PYTEST_ARGS)
 
 # The real-node tier alone (root): kubelet + containerd + runc, the chart, real containers.
 test-node: venv node-assets
