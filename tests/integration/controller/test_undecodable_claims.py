@@ -13,6 +13,7 @@ every Python JSON parser, which made every LIST of claims fail (kubeapi.deepjson
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from controller.poolstatus import pool_status
 from drakit.cli import main
 from drakit.localcluster import LocalCluster
 from kubeapi.deepjson import DeepJSON
+from kubeapi.errors import NotFound
 from kubeapi.lightclient import load_light_client
 from kubeapi.resources import RESOURCE_CLAIMS, Resource
 
@@ -54,9 +56,17 @@ def deep_value(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture
 def light_claims(cluster: LocalCluster, deep_value: Any) -> Iterator[DeepClaims]:
-    """Claims through the light client (the one drakit's programs use), and the deep value."""
+    """Claims through the light client (the one drakit's programs use), and the deep value.
+    The deep claims are deleted afterwards: no namespace controller runs here, so they would
+    outlive the test's namespace and show up in other tests' cluster-wide listings."""
     api = load_light_client(cluster.kubeconfig, qps=0)
-    yield DeepClaims(Resource(api, RESOURCE_CLAIMS), deep_value)
+    made = DeepClaims(Resource(api, RESOURCE_CLAIMS), deep_value, [])
+    yield made
+    for namespace in made.namespaces:
+        with contextlib.suppress(NotFound):
+            claim = made.claims.get("deep", namespace)
+            made.claims.update({**claim, "metadata": {**claim["metadata"], "finalizers": []}})
+            made.claims.delete("deep", namespace)
     api.close()
 
 
@@ -64,6 +74,7 @@ def light_claims(cluster: LocalCluster, deep_value: Any) -> Iterator[DeepClaims]
 class DeepClaims:
     claims: Resource
     deep: Any
+    namespaces: list[str]
 
 
 def allocate_deep_claim(light: DeepClaims, objects: Objects, namespace: str, node: str) -> None:
@@ -76,6 +87,7 @@ def allocate_deep_claim(light: DeepClaims, objects: Objects, namespace: str, nod
             "parameters": {"apiVersion": "v1", "kind": "Deep", "spec": light.deep},
         }
     }
+    light.namespaces.append(namespace)
     claim = light.claims.create(
         {
             "metadata": {"name": "deep", "namespace": namespace},
