@@ -2,28 +2,28 @@
 
 Public surface (import from here; submodules hold the details):
 
-* model (:mod:`allocator.model`): immutable v1 types with ``from_dict``/``to_dict``
+* model (:mod:`drakit.allocator.model`): immutable v1 types with ``from_dict``/``to_dict``
   (``ResourceSlice``, ``Device``, ``DeviceAttribute``, ``DeviceCapacity``, ``CounterSet``,
   ``Counter``, ``DeviceTaint``, ``ResourcePool``, ``DeviceClass``, ``ResourceClaim``,
   ``AllocationResult``, ``DeviceRequestAllocationResult``, ``DeviceID``, ``Node``).
-* quantities (:mod:`allocator.quantity`): exact ``Quantity``.
-* validation (:mod:`allocator.validation`): the API's limits; ``ValidationError``.
-* conversion (:mod:`allocator.convert`): v1beta1/v1beta2 dicts to v1 dicts.
-* allocation (:mod:`allocator.allocate`): ``Inventory`` (slices, prepared once),
+* quantities (:mod:`drakit.allocator.quantity`): exact ``Quantity``.
+* validation (:mod:`drakit.allocator.validation`): the API's limits; ``ValidationError``.
+* conversion (:mod:`drakit.allocator.convert`): v1beta1/v1beta2 dicts to v1 dicts.
+* allocation (:mod:`drakit.allocator.allocate`): ``Inventory`` (slices, prepared once),
   ``Allocator(inventory, classes, allocated_state).allocate(node, claims)``.
-* allocated state (:mod:`allocator.allocated`): ``AllocatedState`` with ``add``,
+* allocated state (:mod:`drakit.allocator.allocated`): ``AllocatedState`` with ``add``,
   ``remove`` and ``conflicts`` (the node plugin's double-use guard).
-* explanations (:mod:`allocator.explain`) and the oracle contract
-  (:mod:`allocator.scenario`).
+* explanations (:mod:`drakit.allocator.explain`) and the oracle contract
+  (:mod:`drakit.allocator.scenario`).
 """
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from allocator.allocated import AllocatedState, Conflict
-from allocator.convert import to_v1
-from allocator.features import Features
-from allocator.model import (
+from drakit.allocator.allocated import AllocatedState, Conflict
+from drakit.allocator.convert import to_v1
+from drakit.allocator.features import Features
+from drakit.allocator.model import (
     AllocationResult,
     AttributeValue,
     CapacityRequestPolicy,
@@ -48,8 +48,8 @@ from allocator.model import (
     ResourceSliceSpec,
     with_api_defaults,
 )
-from allocator.quantity import Quantity, QuantityError, parse_quantity
-from allocator.validation import (
+from drakit.allocator.quantity import Quantity, QuantityError, parse_quantity
+from drakit.allocator.validation import (
     FieldError,
     ValidationError,
     check_device_class,
@@ -110,24 +110,24 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from allocator.allocate import (
+    from drakit.allocator.allocate import (
         AllocationCancelledError,
         AllocationError,
         AllocationTimeoutError,
         Allocator,
         NodeUnsuitableError,
     )
-    from allocator.inventory import Inventory
+    from drakit.allocator.inventory import Inventory
 
 # Allocation loads the CEL engine (tens of MiB); the node plugin only needs the model,
 # validation and allocated state, so these names are imported on first use.
 _LAZY = {
-    "AllocationCancelledError": "allocator.allocate",
-    "AllocationError": "allocator.allocate",
-    "AllocationTimeoutError": "allocator.allocate",
-    "Allocator": "allocator.allocate",
-    "NodeUnsuitableError": "allocator.allocate",
-    "Inventory": "allocator.inventory",
+    "AllocationCancelledError": "drakit.allocator.allocate",
+    "AllocationError": "drakit.allocator.allocate",
+    "AllocationTimeoutError": "drakit.allocator.allocate",
+    "Allocator": "drakit.allocator.allocate",
+    "NodeUnsuitableError": "drakit.allocator.allocate",
+    "Inventory": "drakit.allocator.inventory",
 }
 
 

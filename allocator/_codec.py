@@ -1,4 +1,4 @@
-"""Declarative JSON <-> dataclass mapping used by :mod:`allocator.model`.
+"""Declarative JSON <-> dataclass mapping used by :mod:`drakit.allocator.model`.
 
 Every model class is a frozen, slotted dataclass whose fields carry a small spec in their
 ``metadata``: the JSON key (camelCase, as the API server writes it), a codec, and whether
@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from allocator.quantity import Quantity, QuantityError
+from drakit.allocator.quantity import Quantity, QuantityError
 
 T = TypeVar("T")
 

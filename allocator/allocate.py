@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final
 
-from allocator.allocated import AllocatedState
-from allocator.capacity import (
+from drakit.allocator.allocated import AllocatedState
+from drakit.allocator.capacity import (
     CapacityError,
     CapacityPlan,
     capacity_plan,
@@ -41,12 +41,12 @@ from allocator.capacity import (
     fits_capacity,
     fits_plan,
 )
-from allocator.cel import CELCancelledError, CELError, compile_selector
-from allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
-from allocator.features import Features
-from allocator.inventory import NANO, DeviceEntry, Inventory, NodePools, Pool
-from allocator.lookahead import Verdict, claim_outlook, hopeless
-from allocator.model import (
+from drakit.allocator.cel import CELCancelledError, CELError, compile_selector
+from drakit.allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
+from drakit.allocator.features import Features
+from drakit.allocator.inventory import NANO, DeviceEntry, Inventory, NodePools, Pool
+from drakit.allocator.lookahead import Verdict, claim_outlook, hopeless
+from drakit.allocator.model import (
     ALLOCATION_MODE_ALL,
     ALLOCATION_MODE_EXACT_COUNT,
     CONFIG_SOURCE_CLAIM,
@@ -69,8 +69,8 @@ from allocator.model import (
     NodeSelectorTerm,
     ResourceClaim,
 )
-from allocator.nodeselector import NodeSelectorError
-from allocator.quantity import Quantity
+from drakit.allocator.nodeselector import NodeSelectorError
+from drakit.allocator.quantity import Quantity
 
 __all__ = [
     "MAX_RESULTS",
@@ -250,7 +250,7 @@ class Allocator:
     ) -> None:
         """Fill every device's cached answers for the claims' *guarded* selectors.
 
-        Guarded selectors (see :mod:`allocator.cel.engine`) are the expensive ones: each
+        Guarded selectors (see :mod:`drakit.allocator.cel.engine`) are the expensive ones: each
         evaluation runs in a child process with CPU and memory limits. A caller that makes
         allocation decisions under a lock calls this first, outside the lock, so that one
         claim's expensive selectors never hold up other claims' decisions; :meth:`allocate`
@@ -813,7 +813,7 @@ class _Run:
         return False
 
     def _look_ahead(self) -> None:
-        """Find claims no path of the search can allocate (see :mod:`allocator.lookahead`):
+        """Find claims no path of the search can allocate (see :mod:`drakit.allocator.lookahead`):
         raise the hopeless sentinel when the whole search can only answer "no", else mark
         the claims (after the first) that are doomed and quiet, never to be entered. Both
         skip only paths that upstream walks to the same "no" (the answers stay its own)."""

@@ -20,8 +20,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeVar
 
-from allocator.model import AllocationResult, DeviceID, DeviceRequestAllocationResult, ResourceClaim
-from allocator.quantity import NANO, Quantity, nanos
+from drakit.allocator.model import (
+    AllocationResult,
+    DeviceID,
+    DeviceRequestAllocationResult,
+    ResourceClaim,
+)
+from drakit.allocator.quantity import NANO, Quantity, nanos
 
 __all__ = ["AllocatedState", "Conflict", "SharedDeviceID"]
 

@@ -1,5 +1,5 @@
 """Consumable capacity: how much of each device capacity a request consumes, and whether
-it fits. All amounts are integer nano-units (see :func:`allocator.inventory.nanos`).
+it fits. All amounts are integer nano-units (see :func:`drakit.allocator.inventory.nanos`).
 
 For every capacity of a device the consumed amount is the request's value for it, else the
 request policy's ``default``, else the whole capacity. With a policy the requested amount
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from allocator.model import CapacityRequestPolicyRange, DeviceCapacity
-from allocator.quantity import NANO, Quantity, nanos
+from drakit.allocator.model import CapacityRequestPolicyRange, DeviceCapacity
+from drakit.allocator.quantity import NANO, Quantity, nanos
 
 __all__ = [
     "CapacityError",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from allocator.model import DeviceAttribute, DeviceID
+from drakit.allocator.model import DeviceAttribute, DeviceID
 
 __all__ = ["Constraint", "DistinctAttribute", "MatchAttribute", "lookup_attribute"]
 

@@ -16,7 +16,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from allocator._codec import ModelError
+from drakit.allocator._codec import ModelError
 
 __all__ = ["claim_spec_v1beta1_to_v1", "device_v1beta1_to_v1", "slice_spec_v1beta1_to_v1", "to_v1"]
 

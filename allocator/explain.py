@@ -18,19 +18,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from allocator.allocate import AllocationError, Allocator, taint_blocks
-from allocator.capacity import CapacityError, fits_capacity
-from allocator.cel import CELError, compile_selector
-from allocator.constraints import lookup_attribute
-from allocator.inventory import DeviceEntry
-from allocator.model import (
+from drakit.allocator.allocate import AllocationError, Allocator, taint_blocks
+from drakit.allocator.capacity import CapacityError, fits_capacity
+from drakit.allocator.cel import CELError, compile_selector
+from drakit.allocator.constraints import lookup_attribute
+from drakit.allocator.inventory import DeviceEntry
+from drakit.allocator.model import (
     ALLOCATION_MODE_ALL,
     DeviceSubRequest,
     ExactDeviceRequest,
     Node,
     ResourceClaim,
 )
-from allocator.nodeselector import NodeSelectorError
+from drakit.allocator.nodeselector import NodeSelectorError
 
 __all__ = ["ClaimExplanation", "NodeExplanation", "RequestExplanation", "explain", "render"]
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from allocator.model import ModelError, ResourceClaim
+from drakit.allocator.model import ModelError, ResourceClaim
 
 __all__ = ["DecodedClaim", "claim_holdings", "decode_claim"]
 

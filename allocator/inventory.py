@@ -28,9 +28,9 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from allocator.cel import DeviceVariables
-from allocator.features import Features
-from allocator.model import (
+from drakit.allocator.cel import DeviceVariables
+from drakit.allocator.features import Features
+from drakit.allocator.model import (
     TAINT_EFFECT_NO_EXECUTE,
     TAINT_EFFECT_NO_SCHEDULE,
     Device,
@@ -41,8 +41,8 @@ from allocator.model import (
     NodeSelector,
     ResourceSlice,
 )
-from allocator.nodeselector import NodeSelectorError, node_selector_matches
-from allocator.quantity import NANO, nanos
+from drakit.allocator.nodeselector import NodeSelectorError, node_selector_matches
+from drakit.allocator.quantity import NANO, nanos
 
 __all__ = ["NANO", "DeviceEntry", "Inventory", "Pool", "SliceEntry", "nanos"]
 

@@ -17,7 +17,7 @@ ended in anything but "no": not with an error (a CEL, node-selector or capacity 
 a device, a claim constraint refusing a device in All mode) nor with the 32-results limit
 (fatal in the first claim). A claim for which that holds is *quiet* (errors) and
 *bounded* (limit). :func:`claim_outlook` decides all three from the prepared requests;
-the search uses them (see ``allocator.allocate``):
+the search uses them (see ``drakit.allocator.allocate``):
 
 * a doomed, quiet claim after the first is never entered (upstream turns the limit error
   of a later claim into "no" at the claim boundary, so it need not be bounded);
@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from allocator.inventory import DeviceEntry
+from drakit.allocator.inventory import DeviceEntry
 
 __all__ = ["Alternative", "ClaimOutlook", "Verdict", "claim_outlook", "hopeless"]
 

@@ -24,10 +24,11 @@ Every class is a frozen dataclass with slots; collections are tuples and read-on
 ``X.from_dict(d)`` builds an object from the API's plain dicts and raises
 :class:`ModelError` naming the field path on malformed input; ``x.to_dict()`` gives the
 dict back. Keys the model does not know are preserved, so the round trip is lossless.
-Quantities are exact (:class:`allocator.quantity.Quantity`). Objects are taken as written:
+Quantities are exact (:class:`drakit.allocator.quantity.Quantity`). Objects are taken as written:
 API defaults (``allocationMode: ExactCount``, ``count: 1``) are applied by
 :func:`with_api_defaults`, not by ``from_dict``. Limits are checked by
-:mod:`allocator.validation`; older API versions are converted by :mod:`allocator.convert`.
+:mod:`drakit.allocator.validation`; older API versions are converted by
+:mod:`drakit.allocator.convert`.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, TypeVar
 
-from allocator._codec import (
+from drakit.allocator._codec import (
     BOOL,
     EMPTY,
     INT,
@@ -53,10 +54,10 @@ from allocator._codec import (
     map_of,
     obj,
 )
-from allocator._codec import (
+from drakit.allocator._codec import (
     spec as _f,
 )
-from allocator.quantity import Quantity
+from drakit.allocator.quantity import Quantity
 
 __all__ = [
     "API_VERSION",

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from allocator.model import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+from drakit.allocator.model import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 
 __all__ = ["NodeSelectorError", "node_selector_matches", "validate_node_selector"]
 

@@ -19,16 +19,16 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from allocator.allocate import (
+from drakit.allocator.allocate import (
     AllocationCancelledError,
     AllocationError,
     Allocator,
     NodeUnsuitableError,
 )
-from allocator.allocated import AllocatedState
-from allocator.features import Features
-from allocator.inventory import Inventory
-from allocator.model import (
+from drakit.allocator.allocated import AllocatedState
+from drakit.allocator.features import Features
+from drakit.allocator.inventory import Inventory
+from drakit.allocator.model import (
     DeviceClass,
     ModelError,
     Node,
@@ -36,7 +36,7 @@ from allocator.model import (
     ResourceClaim,
     ResourceSlice,
 )
-from allocator.model import with_api_defaults as _defaults
+from drakit.allocator.model import with_api_defaults as _defaults
 
 __all__ = ["ScenarioError", "parse_scenario", "run_scenario"]
 

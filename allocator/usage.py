@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from allocator.model import (
+from drakit.allocator.model import (
     TAINT_EFFECT_NO_EXECUTE,
     TAINT_EFFECT_NO_SCHEDULE,
     Device,
@@ -36,7 +36,7 @@ from allocator.model import (
     ResourceClaim,
     ResourceSlice,
 )
-from allocator.quantity import Quantity
+from drakit.allocator.quantity import Quantity
 
 __all__ = [
     "ALL_NODES",

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence, Sized
 from dataclasses import dataclass
 from typing import Final
 
-from allocator._codec import thaw
-from allocator.model import (
+from drakit.allocator._codec import thaw
+from drakit.allocator.model import (
     ALLOCATION_MODE_ALL,
     ALLOCATION_MODE_EXACT_COUNT,
     Device,
@@ -33,8 +33,8 @@ from allocator.model import (
     ResourceClaim,
     ResourceSlice,
 )
-from allocator.quantity import Quantity
-from allocator.semver import is_semver
+from drakit.allocator.quantity import Quantity
+from drakit.allocator.semver import is_semver
 
 __all__ = [
     "FieldError",
@@ -497,7 +497,7 @@ def _validate_selectors(c: _Collector, selectors: Sequence[DeviceSelector], path
         elif c.compile_cel:
             # Imported here: validating slices (the node plugin's publisher) needs no CEL
             # engine, and loading it costs the plugin tens of MiB of memory.
-            from allocator.cel import CELCompileError, compile_selector  # noqa: PLC0415
+            from drakit.allocator.cel import CELCompileError, compile_selector  # noqa: PLC0415
 
             try:
                 compile_selector(expr)

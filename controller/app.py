@@ -12,14 +12,14 @@ and the *scheduling* queue holds
 
 Each queue has workers of its own, so scheduling attempts (which may take seconds: selectors,
 many nodes) never hold up claim generation or deletion. In both, namespaces take turns
-(:mod:`kubeapi.fairqueue`): one namespace's backlog delays another namespace's next key by at
+(:mod:`drakit.kubeapi.fairqueue`): one namespace's backlog delays another namespace's next key by at
 most one key per namespace with work waiting. An unschedulable pod backs off before its next
-attempt (``controller.backoff``), also when an event wakes it.
+attempt (``drakit.controller.backoff``), also when an event wakes it.
 
 A key is synced by one worker at a time; different keys in parallel. ``Controller.run`` starts
 the informers, waits until every cache has listed (so no template looks missing and every
 claim an earlier instance created is known), then starts the workers; it returns after
-``stop`` is set. Run it only while holding the leader Lease (``controller.leader``).
+``stop`` is set. Run it only while holding the leader Lease (``drakit.controller.leader``).
 """
 
 from __future__ import annotations
@@ -29,32 +29,32 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from allocator.features import Features
-from controller.caches import Caches, CreatedClaims, DeletedPods
-from controller.claimgen import ClaimGenerator
-from controller.claimwrites import ClaimWriter
-from controller.config import ClaimGeneration, ControllerConfig
-from controller.devicebook import DeviceBook
-from controller.handover import MAX_RECHECK_SECONDS, GenerationGate
-from controller.lifecycle import ClaimLifecycle
-from controller.metrics import ControllerMetrics
-from controller.naming import (
+from drakit.allocator.features import Features
+from drakit.controller.caches import Caches, CreatedClaims, DeletedPods
+from drakit.controller.claimgen import ClaimGenerator
+from drakit.controller.claimwrites import ClaimWriter
+from drakit.controller.config import ClaimGeneration, ControllerConfig
+from drakit.controller.devicebook import DeviceBook
+from drakit.controller.handover import MAX_RECHECK_SECONDS, GenerationGate
+from drakit.controller.lifecycle import ClaimLifecycle
+from drakit.controller.metrics import ControllerMetrics
+from drakit.controller.naming import (
     claim_keys_of_pod,
     meta,
     pod_is_done,
 )
-from controller.podfit.usage import NodeUsage, UsageChange
-from controller.poolstatus import PoolStatusResponder
-from controller.scheduler import PLACED_PODS, PodScheduler, needs_scheduling
-from controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
-from kubeapi.clusterversion import features_for_cluster
-from kubeapi.errors import ApiError, namespace_terminating
-from kubeapi.events import EventRecorder
-from kubeapi.informer import EventHandlers
-from kubeapi.leaseobserver import LeaseObserver, parse_lease_key
-from kubeapi.objects import KubeObject, object_key, split_key
-from kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource
-from kubeapi.workqueue import WorkQueue
+from drakit.controller.podfit.usage import NodeUsage, UsageChange
+from drakit.controller.poolstatus import PoolStatusResponder
+from drakit.controller.scheduler import PLACED_PODS, PodScheduler, needs_scheduling
+from drakit.controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
+from drakit.kubeapi.clusterversion import features_for_cluster
+from drakit.kubeapi.errors import ApiError, namespace_terminating
+from drakit.kubeapi.events import EventRecorder
+from drakit.kubeapi.informer import EventHandlers
+from drakit.kubeapi.leaseobserver import LeaseObserver, parse_lease_key
+from drakit.kubeapi.objects import KubeObject, object_key, split_key
+from drakit.kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource
+from drakit.kubeapi.workqueue import WorkQueue
 
 __all__ = ["Controller"]
 

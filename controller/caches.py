@@ -12,11 +12,11 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from controller.naming import claim_keys_of_pod, meta, pod_owner_uid
-from kubeapi.assume_cache import AssumeCache
-from kubeapi.informer import Informer
-from kubeapi.objects import KubeObject
-from kubeapi.resources import (
+from drakit.controller.naming import claim_keys_of_pod, meta, pod_owner_uid
+from drakit.kubeapi.assume_cache import AssumeCache
+from drakit.kubeapi.informer import Informer
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import (
     DEVICE_CLASSES,
     NODES,
     PODS,

@@ -38,10 +38,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from controller.caches import Caches, CreatedClaims
-from controller.claimwrites import ClaimWriter
-from controller.metrics import ControllerMetrics, claim_uses_admin_access
-from controller.naming import (
+from drakit.controller.caches import Caches, CreatedClaims
+from drakit.controller.claimwrites import ClaimWriter
+from drakit.controller.metrics import ControllerMetrics, claim_uses_admin_access
+from drakit.controller.naming import (
     FIELD_MANAGER,
     FINALIZER,
     POD_CLAIM_NAME_ANNOTATION,
@@ -52,10 +52,10 @@ from controller.naming import (
     resolve_claim_name,
     without_managed_fields,
 )
-from kubeapi.errors import ApiError, Conflict, NotFound
-from kubeapi.events import EventRecorder
-from kubeapi.objects import KubeObject
-from kubeapi.resources import RESOURCE_CLAIMS, Resource
+from drakit.kubeapi.errors import ApiError, Conflict, NotFound
+from drakit.kubeapi.events import EventRecorder
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 
 __all__ = ["ClaimGenerator", "TemplateMissingError"]
 

@@ -31,17 +31,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from controller.naming import (
+from drakit.controller.naming import (
     FIELD_MANAGER,
     FINALIZER,
     is_reserved_for,
     meta,
     without_managed_fields,
 )
-from kubeapi.errors import Conflict, Invalid, NotFound
-from kubeapi.objects import KubeObject
-from kubeapi.resources import PatchType, Resource
-from kubeapi.retry import Backoff
+from drakit.kubeapi.errors import Conflict, Invalid, NotFound
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import PatchType, Resource
+from drakit.kubeapi.retry import Backoff
 
 __all__ = [
     "ClaimWriteError",

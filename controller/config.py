@@ -5,8 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from allocator.features import Features
-from kubeapi.leaseobserver import parse_lease_key
+from drakit.allocator.features import Features
+from drakit.kubeapi.leaseobserver import parse_lease_key
 
 __all__ = ["DEFAULT_SCHEDULER_NAME", "ClaimGeneration", "ControllerConfig"]
 

@@ -23,13 +23,13 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
-from allocator.allocated import AllocatedState
-from allocator.features import Features
-from allocator.holdings import decode_claim
-from allocator.inventory import Inventory
-from allocator.model import DeviceClass, ModelError, ResourceClaim, ResourceSlice
-from controller.naming import meta, without_managed_fields
-from kubeapi.objects import KubeObject
+from drakit.allocator.allocated import AllocatedState
+from drakit.allocator.features import Features
+from drakit.allocator.holdings import decode_claim
+from drakit.allocator.inventory import Inventory
+from drakit.allocator.model import DeviceClass, ModelError, ResourceClaim, ResourceSlice
+from drakit.controller.naming import meta, without_managed_fields
+from drakit.kubeapi.objects import KubeObject
 
 __all__ = ["DeviceBook", "claim_model", "held_model"]
 

@@ -1,6 +1,6 @@
 """Why a pod's claims fit on none of the nodes: the allocator's explanations, summed up.
 
-The allocator explains one node at a time (``allocator.explain``). For a pod condition one
+The allocator explains one node at a time (``drakit.allocator.explain``). For a pod condition one
 line per request is enough: how many candidate devices all tried nodes offered, how many were
 suitable, and the reasons the others were rejected, summed over the nodes. Explaining is
 slower than allocating, so at most ``MAX_NODES`` nodes are looked at.
@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from allocator.allocate import Allocator
-from allocator.explain import REASONS, explain
-from allocator.model import Node, ResourceClaim
+from drakit.allocator.allocate import Allocator
+from drakit.allocator.explain import REASONS, explain
+from drakit.allocator.model import Node, ResourceClaim
 
 __all__ = ["MAX_NODES", "summarise"]
 

@@ -28,11 +28,11 @@ import logging
 import threading
 from collections.abc import Callable
 
-from controller.config import ClaimGeneration, ControllerConfig
-from controller.naming import age_seconds, has_pending_generated_claims
-from kubeapi.errors import Forbidden
-from kubeapi.leaseobserver import LeaseObserver, LeaseView
-from kubeapi.objects import KubeObject
+from drakit.controller.config import ClaimGeneration, ControllerConfig
+from drakit.controller.naming import age_seconds, has_pending_generated_claims
+from drakit.kubeapi.errors import Forbidden
+from drakit.kubeapi.leaseobserver import LeaseObserver, LeaseView
+from drakit.kubeapi.objects import KubeObject
 
 __all__ = ["MAX_RECHECK_SECONDS", "GenerationGate"]
 

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from controller.app import Controller
-from kubeapi.leaderelection import LeaderElectionConfig, LeaderElector
+from drakit.controller.app import Controller
+from drakit.kubeapi.leaderelection import LeaderElectionConfig, LeaderElector
 
 __all__ = ["run_leader_elected"]
 

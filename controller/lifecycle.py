@@ -23,11 +23,11 @@ import contextlib
 import logging
 from typing import Any
 
-from controller.caches import Caches, DeletedPods
-from controller.claimwrites import ClaimWriter
-from controller.config import ClaimGeneration, ControllerConfig
-from controller.metrics import ControllerMetrics
-from controller.naming import (
+from drakit.controller.caches import Caches, DeletedPods
+from drakit.controller.claimwrites import ClaimWriter
+from drakit.controller.config import ClaimGeneration, ControllerConfig
+from drakit.controller.metrics import ControllerMetrics
+from drakit.controller.naming import (
     FIELD_MANAGER,
     FINALIZER,
     consumer_ref,
@@ -39,10 +39,10 @@ from controller.naming import (
     pod_owner_uid,
     resolve_claim_name,
 )
-from kubeapi.assume_cache import AssumeCacheError
-from kubeapi.errors import Conflict, NotFound
-from kubeapi.objects import KubeObject
-from kubeapi.resources import Resource
+from drakit.kubeapi.assume_cache import AssumeCacheError
+from drakit.kubeapi.errors import Conflict, NotFound
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import Resource
 
 __all__ = ["ClaimLifecycle"]
 

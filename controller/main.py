@@ -14,17 +14,17 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from controller.app import Controller
-from controller.config import ControllerConfig
-from controller.leader import run_leader_elected
-from controller.metrics import ControllerMetrics
-from kubeapi.errors import ConfigError as KubeConfigError
-from kubeapi.events import EventRecorder
-from kubeapi.leaderelection import LeaderElectionConfig
-from kubeapi.lightclient import load_light_client
+from drakit.controller.app import Controller
+from drakit.controller.config import ControllerConfig
+from drakit.controller.leader import run_leader_elected
+from drakit.controller.metrics import ControllerMetrics
+from drakit.kubeapi.errors import ConfigError as KubeConfigError
+from drakit.kubeapi.events import EventRecorder
+from drakit.kubeapi.leaderelection import LeaderElectionConfig
+from drakit.kubeapi.lightclient import load_light_client
 
 if TYPE_CHECKING:
-    from telemetry.endpoint import MetricsEndpoint
+    from drakit.telemetry.endpoint import MetricsEndpoint
 
 __all__ = ["EXIT_FAILED", "LeaderElection", "RunConfig", "run"]
 
@@ -70,7 +70,7 @@ def _fail(message: str) -> int:
 
 def _serve_metrics(address: tuple[str, int], metrics: ControllerMetrics) -> MetricsEndpoint:
     # prometheus_client loads here, only for a controller that serves /metrics.
-    from telemetry.endpoint import MetricsEndpoint  # noqa: PLC0415
+    from drakit.telemetry.endpoint import MetricsEndpoint  # noqa: PLC0415
 
     # On the host network a new replica starts while the old one still holds the port
     # (rolling update); the endpoint waits for the port instead of failing the controller.

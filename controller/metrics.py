@@ -6,7 +6,7 @@ Names follow Kubernetes where it has them:
 claim cache at scrape time, labels ``allocated``, ``admin_access``, ``source``). drakit adds
 scheduling attempts and latencies under ``drakit_controller_*``.
 
-Pool metrics (computed from the slice and claim caches, counted by ``allocator.usage``
+Pool metrics (computed from the slice and claim caches, counted by ``drakit.allocator.usage``
 exactly as ``drakit devices --summary`` counts them, for every driver):
 
 - ``drakit_pool_devices{driver,pool,node,state}``: devices by state (free, allocated, shared,
@@ -24,7 +24,7 @@ exactly as ``drakit devices --summary`` counts them, for every driver):
 The gauges counted from the caches are not recounted per scrape: a scrape serves the values
 last counted, which are recounted only after ``caches_changed()`` (the controller calls it on
 every claim and slice event), at most every ``GAUGE_REFRESH_SECONDS``
-(:class:`telemetry.cachedcollector.CachedCollector`). Scraping in a loop therefore costs the
+(:class:`drakit.telemetry.cachedcollector.CachedCollector`). Scraping in a loop therefore costs the
 controller no decoding, and the values lag the caches by at most that long.
 """
 
@@ -34,13 +34,13 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from allocator.model import ResourceSlice
-from allocator.usage import STATES, build_usage
-from controller.naming import POD_CLAIM_NAME_ANNOTATION, meta
-from kubeapi.objects import KubeObject, decodable, held_claims
-from telemetry.cachedcollector import CachedCollector
-from telemetry.families import MetricFamilies
-from telemetry.metrics import Collector, GaugeFamily, Registry
+from drakit.allocator.model import ResourceSlice
+from drakit.allocator.usage import STATES, build_usage
+from drakit.controller.naming import POD_CLAIM_NAME_ANNOTATION, meta
+from drakit.kubeapi.objects import KubeObject, decodable, held_claims
+from drakit.telemetry.cachedcollector import CachedCollector
+from drakit.telemetry.families import MetricFamilies
+from drakit.telemetry.metrics import Collector, GaugeFamily, Registry
 
 __all__ = [
     "DEFAULT_TOP_NAMESPACES",

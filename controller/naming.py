@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kubeapi.objects import KubeObject
+from drakit.kubeapi.objects import KubeObject
 
 __all__ = [
     "FIELD_MANAGER",

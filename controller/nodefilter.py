@@ -19,17 +19,17 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from allocator.model import ModelError, NodeSelector
-from allocator.nodeselector import NodeSelectorError, node_selector_matches
-from controller.naming import meta
-from controller.podfit.affinity import InterPodAffinity, Placed
-from controller.podfit.podinfo import PodInfo
-from controller.podfit.ports import REASON_PORTS, ports_conflict
-from controller.podfit.resources import allocatable_of, insufficient_resources
-from controller.podfit.spread import SpreadNode, TopologySpread, spread_constraints
-from controller.podfit.unsupported import unsupported_features
-from controller.podfit.usage import NodeUsage
-from kubeapi.objects import KubeObject
+from drakit.allocator.model import ModelError, NodeSelector
+from drakit.allocator.nodeselector import NodeSelectorError, node_selector_matches
+from drakit.controller.naming import meta
+from drakit.controller.podfit.affinity import InterPodAffinity, Placed
+from drakit.controller.podfit.podinfo import PodInfo
+from drakit.controller.podfit.ports import REASON_PORTS, ports_conflict
+from drakit.controller.podfit.resources import allocatable_of, insufficient_resources
+from drakit.controller.podfit.spread import SpreadNode, TopologySpread, spread_constraints
+from drakit.controller.podfit.unsupported import unsupported_features
+from drakit.controller.podfit.usage import NodeUsage
+from drakit.kubeapi.objects import KubeObject
 
 __all__ = ["UNSCHEDULABLE_TAINT", "ClusterView", "NodeFilter"]
 

@@ -28,13 +28,13 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from allocator.model import ResourceSlice
-from allocator.usage import DeviceUsage, UsageView, build_usage, capacity_use
-from kubeapi.errors import ApiError, Conflict, Invalid, NotFound
-from kubeapi.informer import EventHandlers, Informer
-from kubeapi.objects import KubeObject, decodable, held_claims
-from kubeapi.resources import RESOURCE_POOL_STATUS_REQUESTS, Resource
-from kubeapi.workqueue import WorkQueue
+from drakit.allocator.model import ResourceSlice
+from drakit.allocator.usage import DeviceUsage, UsageView, build_usage, capacity_use
+from drakit.kubeapi.errors import ApiError, Conflict, Invalid, NotFound
+from drakit.kubeapi.informer import EventHandlers, Informer
+from drakit.kubeapi.objects import KubeObject, decodable, held_claims
+from drakit.kubeapi.resources import RESOURCE_POOL_STATUS_REQUESTS, Resource
+from drakit.kubeapi.workqueue import WorkQueue
 
 __all__ = ["PoolStatusResponder", "pool_status"]
 

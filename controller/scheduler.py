@@ -4,7 +4,7 @@ One scheduling attempt for a pod whose claims all exist:
 
 1. **decide**: read the claims and snapshot the allocated state under the device book's
    lock; outside it, filter nodes (readiness, taints, selector, affinity, host ports,
-   resource requests, topology spread, pod affinity: ``controller.nodefilter``; the node
+   resource requests, topology spread, pod affinity: ``drakit.controller.nodefilter``; the node
    selectors of claims that are already allocated), then try nodes in turn, starting after
    the node the previous pod got, until the allocator fits every unallocated claim on one;
    under the lock again, confirm the choice against the live state (devices and the placed
@@ -19,7 +19,7 @@ One scheduling attempt for a pod whose claims all exist:
 A claim that another pod is allocating right now makes this pod wait for that claim instead of
 allocating it twice. A pod that fits nowhere gets ``PodScheduled=False`` with a message that
 counts the reasons per node, and waits for an event that may help. A pod that uses a feature
-kube-scheduler's filters check and drakit does not (``controller.podfit.unsupported``) gets
+kube-scheduler's filters check and drakit does not (``drakit.controller.podfit.unsupported``) gets
 ``PodScheduled=False`` naming the feature and is never bound.
 """
 
@@ -35,24 +35,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from allocator.allocate import (
+from drakit.allocator.allocate import (
     AllocationCancelledError,
     AllocationError,
     AllocationTimeoutError,
     Allocator,
     NodeUnsuitableError,
 )
-from allocator.allocated import AllocatedState
-from allocator.model import ModelError, Node, NodeSelector, ResourceClaim
-from allocator.nodeselector import NodeSelectorError, node_selector_matches
-from controller.backoff import PodBackoff
-from controller.caches import Caches
-from controller.claimwrites import ClaimWriteError, ClaimWriter
-from controller.config import ControllerConfig
-from controller.devicebook import DeviceBook, claim_model
-from controller.explanation import summarise
-from controller.metrics import ControllerMetrics
-from controller.naming import (
+from drakit.allocator.allocated import AllocatedState
+from drakit.allocator.model import ModelError, Node, NodeSelector, ResourceClaim
+from drakit.allocator.nodeselector import NodeSelectorError, node_selector_matches
+from drakit.controller.backoff import PodBackoff
+from drakit.controller.caches import Caches
+from drakit.controller.claimwrites import ClaimWriteError, ClaimWriter
+from drakit.controller.config import ControllerConfig
+from drakit.controller.devicebook import DeviceBook, claim_model
+from drakit.controller.explanation import summarise
+from drakit.controller.metrics import ControllerMetrics
+from drakit.controller.naming import (
     FIELD_MANAGER,
     age_seconds,
     consumer_ref,
@@ -63,21 +63,21 @@ from controller.naming import (
     resolve_claim_name,
     without_managed_fields,
 )
-from controller.nodefilter import ClusterView, NodeFilter
-from controller.podfit.affinity import (
+from drakit.controller.nodefilter import ClusterView, NodeFilter
+from drakit.controller.podfit.affinity import (
     REASON_AFFINITY,
     REASON_ANTI_AFFINITY,
     REASON_EXISTING_ANTI_AFFINITY,
 )
-from controller.podfit.podinfo import PodInfo
-from controller.podfit.spread import REASON_SPREAD
-from controller.podfit.usage import NodeUsage
-from controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
-from kubeapi.assume_cache import AssumeCacheError
-from kubeapi.errors import ApiError, Conflict, NotFound
-from kubeapi.events import EventRecorder
-from kubeapi.objects import KubeObject
-from kubeapi.resources import PatchType, Resource, bind_pod
+from drakit.controller.podfit.podinfo import PodInfo
+from drakit.controller.podfit.spread import REASON_SPREAD
+from drakit.controller.podfit.usage import NodeUsage
+from drakit.controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
+from drakit.kubeapi.assume_cache import AssumeCacheError
+from drakit.kubeapi.errors import ApiError, Conflict, NotFound
+from drakit.kubeapi.events import EventRecorder
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import PatchType, Resource, bind_pod
 
 __all__ = ["PLACED_PODS", "PodScheduler", "needs_scheduling"]
 

@@ -1,8 +1,13 @@
 """drakit: a Kubernetes Dynamic Resource Allocation driver kit in Python.
 
-This package holds the ``drakit`` command line and the local control-plane
-launcher used by the tests and ``make demo``. The driver itself lives in the
-sibling packages ``allocator``, ``kubeapi``, ``node_plugin`` and ``controller``.
+One import namespace. Driver authors write against :mod:`drakit.plugin`; the parts of the
+kit are ``drakit.allocator`` (structured-parameters allocation and CEL, pure),
+``drakit.kubeapi`` (all API-server access), ``drakit.node_plugin`` (the kubelet plugin),
+``drakit.controller`` (claim lifecycle and scheduling), ``drakit.telemetry`` (logs and
+metrics) and ``drakit.kubeletapi`` (the generated kubelet gRPC code). This package itself
+holds the ``drakit`` command line and the local control-plane launcher used by the tests and
+``make demo``. In the repository those packages keep their own folders at the root
+(``allocator/``, ``controller/``, ...), linked into ``drakit/``.
 """
 
 from drakit.version import __version__

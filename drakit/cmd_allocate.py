@@ -170,7 +170,7 @@ def _describe(where: str, obj: dict[str, Any]) -> str:
 
 
 def _load(paths: list[str], kind: str, cls: Any) -> list[Any]:
-    from allocator import ModelError, to_v1  # noqa: PLC0415
+    from drakit.allocator import ModelError, to_v1  # noqa: PLC0415
 
     objects = []
     for path in paths:
@@ -186,7 +186,7 @@ def _load(paths: list[str], kind: str, cls: Any) -> list[Any]:
 
 
 def _check(objects: list[Any], validate: Any, **options: Any) -> None:
-    from allocator import ValidationError  # noqa: PLC0415
+    from drakit.allocator import ValidationError  # noqa: PLC0415
 
     for obj in objects:
         errors = validate(obj, **options)
@@ -195,7 +195,7 @@ def _check(objects: list[Any], validate: Any, **options: Any) -> None:
 
 
 def _allocate(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
-    from allocator import (  # noqa: PLC0415
+    from drakit.allocator import (  # noqa: PLC0415
         AllocatedState,
         Allocator,
         DeviceClass,
@@ -248,12 +248,12 @@ def _allocate(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
 def _allocate_on(
     allocator: Any, node: Any, claims: list[Any], args: argparse.Namespace
 ) -> dict[str, Any]:
-    from allocator import (  # noqa: PLC0415
+    from drakit.allocator import (  # noqa: PLC0415
         AllocationCancelledError,
         AllocationError,
         NodeUnsuitableError,
     )
-    from allocator.explain import explain, render  # noqa: PLC0415
+    from drakit.allocator.explain import explain, render  # noqa: PLC0415
 
     entry: dict[str, Any] = {"node": node.name}
     try:

@@ -24,10 +24,10 @@ from drakit.flags import (
     check_number,
     client_limits,
 )
-from telemetry.logs import configure as configure_logging
+from drakit.telemetry.logs import configure as configure_logging
 
 if TYPE_CHECKING:
-    from controller.main import RunConfig
+    from drakit.controller.main import RunConfig
 
 EXIT_INVALID = 2  # bad flags or environment: nothing was started
 CLAIM_GENERATION_MODES = ("all", "scoped", "off")
@@ -213,9 +213,9 @@ def add_parser(sub: Subcommands) -> None:
 
 def build_config(args: argparse.Namespace) -> RunConfig:
     """Validate the flags into a ``RunConfig``; raises ConfigError naming the flag."""
-    from controller.config import ClaimGeneration, ControllerConfig  # noqa: PLC0415
-    from controller.main import LeaderElection, RunConfig  # noqa: PLC0415
-    from kubeapi.leaderelection import default_identity  # noqa: PLC0415
+    from drakit.controller.config import ClaimGeneration, ControllerConfig  # noqa: PLC0415
+    from drakit.controller.main import LeaderElection, RunConfig  # noqa: PLC0415
+    from drakit.kubeapi.leaderelection import default_identity  # noqa: PLC0415
 
     check_log_flags(args)
     scheduler_name = args.scheduler_name or ""
@@ -261,7 +261,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
 
 def check_lease_key(flag: str, value: str | None) -> str:
     """``NAMESPACE/NAME`` or empty; ConfigError naming the flag otherwise."""
-    from kubeapi.leaseobserver import parse_lease_key  # noqa: PLC0415 - kubeapi only when run
+    from drakit.kubeapi.leaseobserver import parse_lease_key  # noqa: PLC0415 - kubeapi only when run
 
     if not value:
         return ""
@@ -279,7 +279,7 @@ def _bool(value: object) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller import main  # noqa: PLC0415
+    from drakit.controller import main  # noqa: PLC0415
 
     try:
         config = build_config(args)

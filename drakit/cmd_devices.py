@@ -132,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, out: TextIO) -> int:
     from drakit.devices.source import ClusterReader  # noqa: PLC0415
     from drakit.devices.view import FilterError, Filters  # noqa: PLC0415
-    from kubeapi.client import context_namespace, load_client  # noqa: PLC0415
-    from kubeapi.errors import ApiError, ConfigError, Forbidden  # noqa: PLC0415
+    from drakit.kubeapi.client import context_namespace, load_client  # noqa: PLC0415
+    from drakit.kubeapi.errors import ApiError, ConfigError, Forbidden  # noqa: PLC0415
 
     filters = Filters(args.node, args.driver, args.device_class, args.namespace)
     try:

@@ -26,12 +26,12 @@ from drakit.flags import (
     check_log_flags,
     client_limits,
 )
-from node_plugin.driver import CoreConfigError, PluginConfig
-from node_plugin.sockets import SocketPathError, socket_paths
-from telemetry.logs import configure as configure_logging
+from drakit.node_plugin.driver import CoreConfigError, PluginConfig
+from drakit.node_plugin.sockets import SocketPathError, socket_paths
+from drakit.telemetry.logs import configure as configure_logging
 
 if TYPE_CHECKING:
-    from node_plugin.wiring import Wiring
+    from drakit.node_plugin.wiring import Wiring
 
 EXIT_INVALID = 2  # bad flags or environment: nothing was started
 EXIT_FAILED = 1  # valid configuration, but start-up failed
@@ -305,11 +305,11 @@ def _fail(message: str, code: int) -> int:
 
 def run(args: argparse.Namespace, build: Wiring | None = None) -> int:
     """Validate, configure logging, run until a signal. ``build`` replaces the real wiring
-    (``node_plugin.wiring.build``), for tests that run the command with an in-memory core."""
+    (``drakit.node_plugin.wiring.build``), for tests that run the command with an in-memory core."""
     # gRPC and protobuf load only when the plugin runs; prometheus_client only with a /metrics
     # endpoint (node_plugin.metrics.serve_metrics).
-    from node_plugin import wiring  # noqa: PLC0415
-    from node_plugin.app import NodePlugin, run_until_signal  # noqa: PLC0415
+    from drakit.node_plugin import wiring  # noqa: PLC0415
+    from drakit.node_plugin.app import NodePlugin, run_until_signal  # noqa: PLC0415
 
     try:
         config = build_config(args)

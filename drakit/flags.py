@@ -14,8 +14,8 @@ import argparse
 from typing import TypeAlias, TypeVar
 
 from drakit.envflags import EnvDefault
-from telemetry.address import parse_address
-from telemetry.logs import LOG_FORMATS, LOG_LEVELS
+from drakit.telemetry.address import parse_address
+from drakit.telemetry.logs import LOG_FORMATS, LOG_LEVELS
 
 __all__ = [
     "LOG_FORMATS",

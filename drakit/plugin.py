@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from allocator.model import CounterSet, Device, DeviceAttribute, DeviceCapacity
-from allocator.quantity import Quantity
-from node_plugin.backends import base
-from node_plugin.backends.registry import validate_settings
-from node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
+from drakit.allocator.model import CounterSet, Device, DeviceAttribute, DeviceCapacity
+from drakit.allocator.quantity import Quantity
+from drakit.node_plugin.backends import base
+from drakit.node_plugin.backends.registry import validate_settings
+from drakit.node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
 
 # The backend interface, by name (node_plugin.backends.base is internal: it may move).
 Backend = base.Backend
@@ -39,7 +39,7 @@ PoolDescription = base.PoolDescription
 RequestContext = base.RequestContext
 
 if TYPE_CHECKING:
-    from node_plugin.backends.models import EmptyConfig
+    from drakit.node_plugin.backends.models import EmptyConfig
 else:
 
     def __getattr__(name: str) -> Any:

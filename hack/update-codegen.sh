@@ -4,7 +4,7 @@
 #   hack/update-codegen.sh [OUTPUT_DIR]     default: kubeletapi/gen
 #
 # Each proto/k8s.io/kubelet/pkg/apis/<api>/<version>/api.proto becomes the
-# package kubeletapi.gen.<api>.<version> ("-" in <api> becomes "_") holding
+# package drakit.kubeletapi.gen.<api>.<version> ("-" in <api> becomes "_") holding
 # api_pb2.py, api_pb2_grpc.py and their .pyi stubs (mypy-protobuf). The protos
 # keep their full k8s.io/... path inside the descriptors, so the five files,
 # all named api.proto, never collide in the protobuf descriptor pool.
@@ -47,7 +47,7 @@ for proto in "${protos[@]}"; do
   # the module after that path ("k8s.io.kubelet..."), which is not importable.
   raw_dir="k8s/io/kubelet/pkg/apis/$pkg_dir"
   src_module="k8s.io.kubelet.pkg.apis.${pkg_dir//\//.}"
-  dst_module="kubeletapi.gen.${pkg_dir//\//.}"
+  dst_module="drakit.kubeletapi.gen.${pkg_dir//\//.}"
   mkdir -p "$work/gen/$pkg_dir"
   for f in api_pb2.py api_pb2.pyi api_pb2_grpc.py api_pb2_grpc.pyi; do
     src="$work/raw/$raw_dir/$f"

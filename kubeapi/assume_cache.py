@@ -30,8 +30,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kubeapi.informer import EventHandlers, Informer
-from kubeapi.objects import KubeObject, object_key, resource_version_int
+from drakit.kubeapi.informer import EventHandlers, Informer
+from drakit.kubeapi.objects import KubeObject, object_key, resource_version_int
 
 __all__ = ["AssumeCache", "AssumeCacheError", "NotInCacheError", "OutOfSyncError"]
 

@@ -3,7 +3,7 @@
 ``load_client`` returns a ``kubernetes.client.ApiClient`` (a subclass that applies a
 client-side QPS/burst limit, like client-go's rest.Config), so the rest of ``kubeapi`` and the
 generated typed APIs can both use it. As client-go's REST client it waits out and retries
-answers that ask for it (:mod:`kubeapi.retryafter`); urllib3's own retries are narrowed to
+answers that ask for it (:mod:`drakit.kubeapi.retryafter`); urllib3's own retries are narrowed to
 what Go's transport replays (a PUT or DELETE whose answer was lost is not sent again).
 """
 
@@ -18,10 +18,10 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from kubeapi.errors import ConfigError
-from kubeapi.http11 import REPLAYABLE_METHODS
-from kubeapi.ratelimit import TokenBucket
-from kubeapi.retryafter import send_with_retry_after
+from drakit.kubeapi.errors import ConfigError
+from drakit.kubeapi.http11 import REPLAYABLE_METHODS
+from drakit.kubeapi.ratelimit import TokenBucket
+from drakit.kubeapi.retryafter import send_with_retry_after
 
 __all__ = [
     "DEFAULT_BURST",

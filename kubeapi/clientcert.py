@@ -5,7 +5,7 @@ embedding ``-data``) expects the client to notice when they are replaced: kubele
 certificate rotation writes new files and the old certificate soon expires. client-go
 re-reads such files for every new connection, at most once a second
 (``transport.cachingCertificateLoader``), and closes its connections when the certificate
-changed. :class:`RotatingTLSContext` does the same for :mod:`kubeapi.http11`: the pool asks
+changed. :class:`RotatingTLSContext` does the same for :mod:`drakit.kubeapi.http11`: the pool asks
 it for the context of each new connection; it looks at the files' identity (inode, size,
 modification time) at most once a second and builds a new context when that changed.
 """
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kubeapi.errors import ConfigError
+from drakit.kubeapi.errors import ConfigError
 
 __all__ = ["RotatingTLSContext"]
 

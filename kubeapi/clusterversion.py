@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from allocator.features import Features
+from drakit.allocator.features import Features
 
 __all__ = [
     "SUPPORTED_MINORS",
@@ -310,7 +310,7 @@ def kubelet_health_services_for_node(api: Any, node_name: str) -> tuple[str, ...
     cannot be read) from the apiserver's version, which a kubelet may trail but not lead.
     None when neither is known or the minor is unsupported: then advertise every version.
     """
-    from kubeapi.resources import NODES, Resource  # noqa: PLC0415 - avoids an import cycle
+    from drakit.kubeapi.resources import NODES, Resource  # noqa: PLC0415 - avoids an import cycle
 
     try:
         node = Resource(api, NODES).get(node_name)

@@ -11,7 +11,7 @@ text is decoded again with every container nested more than :data:`MAX_DEPTH` le
 whole as a :class:`DeepJSON` leaf: its exact text, opaque to code that walks the object
 (nothing recurses into it), and written back unchanged by :func:`encode` (so a status write
 of such a claim sends what the apiserver stored). The model decoder refuses a DeepJSON
-inside free-form data as too deep (:mod:`allocator.holdings` then counts the claim by its
+inside free-form data as too deep (:mod:`drakit.allocator.holdings` then counts the claim by its
 allocation).
 """
 

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeapi.errors import ApiError, NotFound
-from kubeapi.objects import KubeObject, object_ref
-from kubeapi.ratelimit import TokenBucket
-from kubeapi.resources import EVENTS, PatchType, Resource
+from drakit.kubeapi.errors import ApiError, NotFound
+from drakit.kubeapi.objects import KubeObject, object_ref
+from drakit.kubeapi.ratelimit import TokenBucket
+from drakit.kubeapi.resources import EVENTS, PatchType, Resource
 
 __all__ = ["NORMAL", "WARNING", "EventRecorder"]
 

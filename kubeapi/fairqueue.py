@@ -5,7 +5,7 @@ Keys of one tenant come out in the order they went in; tenants with waiting keys
 (round-robin), one key per turn. A tenant that queues a thousand keys therefore delays another
 tenant's next key by at most one key per tenant with work waiting, not by a thousand.
 
-Not thread-safe: :class:`kubeapi.workqueue.WorkQueue` calls it under its own lock.
+Not thread-safe: :class:`drakit.kubeapi.workqueue.WorkQueue` calls it under its own lock.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A lean HTTP/1.1 client for one API server: keep-alive connections over TLS, in a pool.
 
-:class:`kubeapi.lightclient.LightApiClient` sends every request through
+:class:`drakit.kubeapi.lightclient.LightApiClient` sends every request through
 :class:`ConnectionPool`. It does what the light client needs and nothing more: one
 request line, the caller's headers and a ``Content-Length`` body in one write; a response
 framed by ``Content-Length``, ``Transfer-Encoding: chunked`` or the end of the connection.
@@ -9,7 +9,7 @@ urllib3 with ``http.client`` did the same at about four times the CPU per reques
 apiserver), and a controller sends four to five requests per pod it schedules.
 
 Failures are raised as ``OSError`` (:class:`ProtocolError` for a malformed or oversized
-answer), the type ``kubeapi.resources`` already turns into ``ApiUnavailable``: nothing a
+answer), the type ``drakit.kubeapi.resources`` already turns into ``ApiUnavailable``: nothing a
 server sends makes this module raise anything else. A pooled connection the server has
 closed is noticed before reuse; if a reused connection fails anyway, the request is sent
 once more on a new connection only when Go's transport would replay it: nothing of it
@@ -18,7 +18,7 @@ was written yet, or it is replayable (GET, HEAD, OPTIONS, TRACE, or it carries a
 server may have carried out is never sent twice by this layer.
 
 A request to an ``https://`` server may go through an HTTP proxy (``CONNECT`` tunnel);
-:mod:`kubeapi.proxyenv` decides when, from the environment, as Go's
+:mod:`drakit.kubeapi.proxyenv` decides when, from the environment, as Go's
 ``http.ProxyFromEnvironment``.
 """
 
@@ -34,7 +34,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from urllib.parse import unquote, urlsplit
 
-from kubeapi.proxyenv import Proxy
+from drakit.kubeapi.proxyenv import Proxy
 
 __all__ = ["ConnectionPool", "ProtocolError", "Response"]
 

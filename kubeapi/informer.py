@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kubeapi.errors import ApiError, Gone
-from kubeapi.objects import KubeObject, object_key
-from kubeapi.resources import Resource, WatchStream
-from kubeapi.retry import Backoff
+from drakit.kubeapi.errors import ApiError, Gone
+from drakit.kubeapi.objects import KubeObject, object_key
+from drakit.kubeapi.resources import Resource, WatchStream
+from drakit.kubeapi.retry import Backoff
 
 __all__ = ["EventHandlers", "IndexFunc", "Indexer", "Informer", "namespace_index"]
 

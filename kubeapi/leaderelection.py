@@ -26,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kubeapi.errors import AlreadyExists, ApiError, NotFound
-from kubeapi.objects import KubeObject
-from kubeapi.resources import LEASES, Resource
+from drakit.kubeapi.errors import AlreadyExists, ApiError, NotFound
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import LEASES, Resource
 
 __all__ = ["LeaderElectionConfig", "LeaderElector", "default_identity"]
 

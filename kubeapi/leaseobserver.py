@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from allocator.validation import dns_subdomain_problem
-from kubeapi.errors import NotFound
-from kubeapi.objects import KubeObject
-from kubeapi.resources import LEASES, Resource
+from drakit.allocator.validation import dns_subdomain_problem
+from drakit.kubeapi.errors import NotFound
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import LEASES, Resource
 
 __all__ = ["LeaseObserver", "LeaseView", "parse_lease_key"]
 

@@ -1,26 +1,26 @@
-"""A small REST client for components that only need :class:`kubeapi.resources.Resource`.
+"""A small REST client for components that only need :class:`drakit.kubeapi.resources.Resource`.
 
 ``Resource`` sends every request through two calls of its ``api`` object,
 ``param_serialize`` and ``call_api``. :class:`LightApiClient` implements exactly
-those two over one pool of :mod:`kubeapi.http11` connections, so a process that never
+those two over one pool of :mod:`drakit.kubeapi.http11` connections, so a process that never
 touches the generated typed APIs (the node plugin, the controller) need not import
 ``kubernetes`` at all: that package imports every API model and pydantic (about 21 MiB
 of RSS) and its request path costs about 1 ms per call more than urllib3 on the same
-connection, and urllib3's about 0.5 ms more than ``kubeapi.http11``.
+connection, and urllib3's about 0.5 ms more than ``drakit.kubeapi.http11``.
 
 What it understands: a kubeconfig whose context names a server with
 ``certificate-authority(-data)``, ``insecure-skip-tls-verify``, ``tls-server-name``
 and a user with ``client-certificate(-data)``/``client-key(-data)``, ``token`` or
 ``tokenFile``; and the pod's service account (token re-read every minute, as
 client-go does, because projected tokens rotate). Client certificate files are re-read
-when they change (:mod:`kubeapi.clientcert`). A proxy named by ``HTTPS_PROXY`` (with the
-exceptions of ``NO_PROXY``, :mod:`kubeapi.proxyenv`) is used as client-go uses it.
+when they change (:mod:`drakit.kubeapi.clientcert`). A proxy named by ``HTTPS_PROXY`` (with the
+exceptions of ``NO_PROXY``, :mod:`drakit.kubeapi.proxyenv`) is used as client-go uses it.
 Answers that ask to retry later (429, or 5xx with ``Retry-After``) are retried as
-client-go does (:mod:`kubeapi.retryafter`). Anything else (``exec`` or
+client-go does (:mod:`drakit.kubeapi.retryafter`). Anything else (``exec`` or
 ``auth-provider`` plugins, a kubeconfig ``proxy-url``, a proxy other than ``http://``,
 basic auth, several kubeconfig files to merge) raises :class:`UnsupportedConfigError`;
 :func:`load_light_client` then falls back to the full client of
-:func:`kubeapi.client.load_client`, so every kubeconfig that works there still works.
+:func:`drakit.kubeapi.client.load_client`, so every kubeconfig that works there still works.
 """
 
 from __future__ import annotations
@@ -38,14 +38,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from kubeapi import deepjson
-from kubeapi.clientcert import RotatingTLSContext
-from kubeapi.documents import DocumentError, parse_document
-from kubeapi.errors import ConfigError
-from kubeapi.http11 import ConnectionPool, Response
-from kubeapi.proxyenv import Proxy, UnsupportedProxyError, proxy_for
-from kubeapi.ratelimit import TokenBucket
-from kubeapi.retryafter import send_with_retry_after
+from drakit.kubeapi import deepjson
+from drakit.kubeapi.clientcert import RotatingTLSContext
+from drakit.kubeapi.documents import DocumentError, parse_document
+from drakit.kubeapi.errors import ConfigError
+from drakit.kubeapi.http11 import ConnectionPool, Response
+from drakit.kubeapi.proxyenv import Proxy, UnsupportedProxyError, proxy_for
+from drakit.kubeapi.ratelimit import TokenBucket
+from drakit.kubeapi.retryafter import send_with_retry_after
 
 __all__ = ["LightApiClient", "UnsupportedConfigError", "load_light_client"]
 
@@ -120,7 +120,7 @@ class TokenSource:
 
 
 class LightApiClient:
-    """``param_serialize`` + ``call_api`` over :class:`kubeapi.http11.ConnectionPool`, with
+    """``param_serialize`` + ``call_api`` over :class:`drakit.kubeapi.http11.ConnectionPool`, with
     a client-side QPS/burst limit. ``proxy`` and ``tls_source`` are passed to the pool."""
 
     def __init__(
@@ -196,7 +196,7 @@ class LightApiClient:
         """Send the request after a token of the rate limiter; the body is not read yet.
 
         An answer asking to retry later is waited out and the request sent again
-        (:func:`kubeapi.retryafter.send_with_retry_after`, a token each time).
+        (:func:`drakit.kubeapi.retryafter.send_with_retry_after`, a token each time).
         ``url`` must be on this client's server (``param_serialize`` made it).
         """
         if not url.startswith(self.host + "/"):
@@ -251,7 +251,7 @@ def load_light_client(
 
     Same order: ``kubeconfig`` if given, else the pod's service account, else
     ``$KUBECONFIG``, else ``~/.kube/config``. Falls back to the full client
-    (``kubeapi.client.load_client``) for configurations it does not understand.
+    (``drakit.kubeapi.client.load_client``) for configurations it does not understand.
     ``pool_size`` connections per host are kept open for reuse: at least one per thread
     that sends requests at the same time, or the surplus pays a TLS handshake each.
     ``fast_json`` decodes and encodes with orjson (the full client ignores it).
@@ -266,8 +266,8 @@ def load_light_client(
             fast_json=fast_json,
         )
     except UnsupportedConfigError:
-        from kubeapi.client import load_client  # noqa: PLC0415  (imports kubernetes: only here)
-        from kubeapi.pool import widen_connection_pool  # noqa: PLC0415
+        from drakit.kubeapi.client import load_client  # noqa: PLC0415  (imports kubernetes: only here)
+        from drakit.kubeapi.pool import widen_connection_pool  # noqa: PLC0415
 
         api = load_client(kubeconfig, qps=qps, burst=burst, user_agent=user_agent)
         widen_connection_pool(api, pool_size)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
-from allocator.holdings import decode_claim
-from allocator.model import ModelError, ResourceClaim
+from drakit.allocator.holdings import decode_claim
+from drakit.allocator.model import ModelError, ResourceClaim
 
 __all__ = [
     "KubeObject",
@@ -46,7 +46,7 @@ def decodable(model: _FromDict[_Model_co], objects: Iterable[KubeObject]) -> lis
 def held_claims(objects: Iterable[KubeObject]) -> list[ResourceClaim]:
     """The models that device usage is counted from, one per claim that holds or may hold
     devices: the full model, or, for an allocated claim that does not decode, what its
-    allocation holds (:func:`allocator.holdings.decode_claim`). Fails closed: an
+    allocation holds (:func:`drakit.allocator.holdings.decode_claim`). Fails closed: an
     undecodable allocated claim never shows its devices as free."""
     out = []
     for obj in objects:

@@ -15,7 +15,7 @@ exceptions in ``NO_PROXY`` works the same for drakit as for kubectl. The rules, 
 
 :func:`proxy_for` returns the :class:`Proxy` of a server URL, or None for a direct
 connection; it raises :class:`UnsupportedProxyError` naming the variable for a proxy that
-:mod:`kubeapi.http11` cannot use (anything but an ``http://`` proxy for an ``https://``
+:mod:`drakit.kubeapi.http11` cannot use (anything but an ``http://`` proxy for an ``https://``
 server), so that the caller can hand the configuration to a client that can.
 """
 
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
-from kubeapi.errors import ConfigError
+from drakit.kubeapi.errors import ConfigError
 
 __all__ = ["Proxy", "UnsupportedProxyError", "proxy_for"]
 

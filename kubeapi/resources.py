@@ -6,7 +6,7 @@ on top of ``ApiClient.call_api``. Requests and responses are raw JSON on purpose
 models of the Python client may drop fields newer than the client itself, which would silently
 lose data on a read-modify-write of a ResourceClaim or ResourceSlice.
 
-Every failure is raised as a ``kubeapi.errors.ApiError`` subclass.
+Every failure is raised as a ``drakit.kubeapi.errors.ApiError`` subclass.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any, TypedDict, Unpack
 
 import urllib3
 
-from kubeapi.deepjson import depth_safe
-from kubeapi.errors import ApiError, ApiUnavailable, InvalidPathSegment, error_from_status
-from kubeapi.objects import KubeObject
+from drakit.kubeapi.deepjson import depth_safe
+from drakit.kubeapi.errors import ApiError, ApiUnavailable, InvalidPathSegment, error_from_status
+from drakit.kubeapi.objects import KubeObject
 
 __all__ = [
     "DEVICE_CLASSES",
@@ -600,7 +600,7 @@ def bind_pod(pods: Resource, namespace: str, name: str, node_name: str, *, uid: 
 
 def _kubernetes_api_exceptions() -> tuple[type[BaseException], ...]:
     """The kubernetes client's ApiException when that client is loaded (never imports it:
-    ``api`` may be a :class:`kubeapi.lightclient.LightApiClient`, which raises urllib3's)."""
+    ``api`` may be a :class:`drakit.kubeapi.lightclient.LightApiClient`, which raises urllib3's)."""
     module = sys.modules.get("kubernetes.client.exceptions")
     return (module.ApiException,) if module is not None else ()
 

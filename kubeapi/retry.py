@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from kubeapi.errors import Conflict
-from kubeapi.objects import KubeObject, object_key
-from kubeapi.resources import Resource
+from drakit.kubeapi.errors import Conflict
+from drakit.kubeapi.objects import KubeObject, object_key
+from drakit.kubeapi.resources import Resource
 
 __all__ = ["Backoff", "retry_on_conflict", "update_with_retry"]
 

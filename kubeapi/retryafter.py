@@ -6,7 +6,8 @@ header of whole seconds: the server refused it before doing anything (API priori
 fairness rejecting a request, an apiserver shutting down). It waits the seconds asked,
 takes a token of the client-side rate limiter again, and gives up after 10 retries,
 returning the last answer. :func:`send_with_retry_after` does the same for both clients
-(:class:`kubeapi.lightclient.LightApiClient` and :class:`kubeapi.client.RateLimitedApiClient`)
+(:class:`drakit.kubeapi.lightclient.LightApiClient` and
+:class:`drakit.kubeapi.client.RateLimitedApiClient`)
 with one bound more: no single wait is longer than :data:`MAX_WAIT_SECONDS`, so that a
 wrong header cannot park a caller for hours.
 """
@@ -36,7 +37,8 @@ T = TypeVar("T")
 
 
 class RefusedAnswer(Protocol):
-    """What is read of an answer: urllib3's ``HTTPResponse`` and ``kubeapi.http11.Response``."""
+    """What is read of an answer: urllib3's ``HTTPResponse`` and
+    ``drakit.kubeapi.http11.Response``."""
 
     @property
     def status(self) -> int: ...

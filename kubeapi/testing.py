@@ -1,4 +1,4 @@
-"""An in-memory stand-in for :class:`kubeapi.resources.Resource`, for logic tests.
+"""An in-memory stand-in for :class:`drakit.kubeapi.resources.Resource`, for logic tests.
 
 It keeps what the apiserver guarantees that drakit's logic relies on: every write gets a new
 ``resourceVersion`` (one counter per fake API, like etcd's), ``generateName`` picks a unique
@@ -20,8 +20,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kubeapi.errors import AlreadyExists, Conflict, NotFound
-from kubeapi.resources import ObjectList, ResourceType
+from drakit.kubeapi.errors import AlreadyExists, Conflict, NotFound
+from drakit.kubeapi.resources import ObjectList, ResourceType
 
 __all__ = ["FakeApi", "FakeResource"]
 

@@ -6,7 +6,7 @@ The rules are client-go's:
 - a key is handed to at most one worker at a time; adding it while it is being processed
   queues it again for after ``done()``, so no change is ever lost and no key runs twice at once;
 - different keys run in parallel on N workers, in FIFO order; with ``tenant_of`` (e.g. the
-  namespace of the object a key names) tenants take turns instead (:mod:`kubeapi.fairqueue`),
+  namespace of the object a key names) tenants take turns instead (:mod:`drakit.kubeapi.fairqueue`),
   so one tenant's backlog cannot hold up the others;
 - a failed key is retried after a per-key exponential backoff (5 ms doubling up to 1000 s),
   never faster than an overall token bucket (10 per second, burst 100) allows;
@@ -15,7 +15,7 @@ The rules are client-go's:
 Delayed adds (``add_after``) are kept in a heap and moved into the queue by whichever worker is
 waiting when they fall due, so no extra thread is needed.
 
-Optional metrics (:mod:`telemetry.metrics`, exposed for Prometheus) carry client-go's names
+Optional metrics (:mod:`drakit.telemetry.metrics`, exposed for Prometheus) carry client-go's names
 (``workqueue_depth``, ``workqueue_adds_total``, ``workqueue_retries_total``,
 ``workqueue_queue_duration_seconds``, ``workqueue_work_duration_seconds``)
 with the queue's name as label ``name``.
@@ -31,10 +31,10 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from kubeapi.errors import ApiError
-from kubeapi.fairqueue import FairQueue, single_tenant
-from kubeapi.ratelimit import TokenBucket
-from telemetry.metrics import Counter, Gauge, Histogram, Registry
+from drakit.kubeapi.errors import ApiError
+from drakit.kubeapi.fairqueue import FairQueue, single_tenant
+from drakit.kubeapi.ratelimit import TokenBucket
+from drakit.telemetry.metrics import Counter, Gauge, Histogram, Registry
 
 __all__ = ["RateLimiter", "WorkQueue", "WorkQueueMetrics"]
 

@@ -1,6 +1,6 @@
 """Wiring of one node-plugin instance and its run loop.
 
-The parts come from :func:`node_plugin.wiring.build` (or a test's own). Order at
+The parts come from :func:`drakit.node_plugin.wiring.build` (or a test's own). Order at
 start: metrics endpoint, driver core, background services (the ResourceSlice
 publisher), DRA server, registration server (the kubelet must find the DRA
 socket serving the moment it learns about it). Order at stop, the reverse:
@@ -16,18 +16,18 @@ import threading
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from node_plugin import wiring
-from node_plugin.cpuhome import CpuHome
-from node_plugin.driver import DriverCore, PluginConfig
-from node_plugin.metrics import PluginMetrics, serve_metrics
-from node_plugin.service.calls import DriverCalls
-from node_plugin.service.registration import RegistrationStatus
-from node_plugin.service.server import DEFAULT_GRACE_SECONDS, DraServer, RegistrationServer
-from node_plugin.sockets import SocketPaths, socket_paths
-from telemetry.logs import get_logger
+from drakit.node_plugin import wiring
+from drakit.node_plugin.cpuhome import CpuHome
+from drakit.node_plugin.driver import DriverCore, PluginConfig
+from drakit.node_plugin.metrics import PluginMetrics, serve_metrics
+from drakit.node_plugin.service.calls import DriverCalls
+from drakit.node_plugin.service.registration import RegistrationStatus
+from drakit.node_plugin.service.server import DEFAULT_GRACE_SECONDS, DraServer, RegistrationServer
+from drakit.node_plugin.sockets import SocketPaths, socket_paths
+from drakit.telemetry.logs import get_logger
 
 if TYPE_CHECKING:
-    from telemetry.endpoint import MetricsEndpoint
+    from drakit.telemetry.endpoint import MetricsEndpoint
 
 _log = get_logger(__name__)
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from node_plugin.atomic import atomic_write, fsync_dir
-from node_plugin.backends.base import ContainerEdits
-from node_plugin.claimcheck import is_claim_uid, shown
+from drakit.node_plugin.atomic import atomic_write, fsync_dir
+from drakit.node_plugin.backends.base import ContainerEdits
+from drakit.node_plugin.claimcheck import is_claim_uid, shown
 
 CDI_CLASS = "claim"
 SPEC_SUFFIX = ".json"

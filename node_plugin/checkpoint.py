@@ -73,9 +73,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from node_plugin.atomic import atomic_write, fsync_dir
-from node_plugin.driver import PreparedDevice
-from telemetry.logs import get_logger
+from drakit.node_plugin.atomic import atomic_write, fsync_dir
+from drakit.node_plugin.driver import PreparedDevice
+from drakit.telemetry.logs import get_logger
 
 API_VERSION = "drakit.dev/v1"
 KIND = "NodePluginCheckpoint"

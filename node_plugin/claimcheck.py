@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from node_plugin.driver import ClaimRef
+from drakit.node_plugin.driver import ClaimRef
 
 DNS_LABEL_MAX = 63
 DNS_SUBDOMAIN_MAX = 253

@@ -1,6 +1,6 @@
 """Reading the claims of a prepare call from the API server, before any lock is taken.
 
-Step 1 and 2 of a prepare (see :mod:`node_plugin.core`): GET every claim concurrently,
+Step 1 and 2 of a prepare (see :mod:`drakit.node_plugin.core`): GET every claim concurrently,
 check it is the claim the kubelet named (same UID), allocated and readable, keep this
 driver's allocation results and resolve each request's opaque config. A claim that fails
 any check becomes a :class:`ClaimError` for that claim only.
@@ -12,15 +12,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from allocator.model import AllocationResult, DeviceRequestAllocationResult, ModelError
-from kubeapi.errors import ApiError, NotFound
-from node_plugin.backends.base import ClaimToPrepare, DeviceToPrepare
-from node_plugin.config import ConfigError, resolve_config
-from node_plugin.driver import ClaimRef
-from node_plugin.fairpool import FairPool
+from drakit.allocator.model import AllocationResult, DeviceRequestAllocationResult, ModelError
+from drakit.kubeapi.errors import ApiError, NotFound
+from drakit.node_plugin.backends.base import ClaimToPrepare, DeviceToPrepare
+from drakit.node_plugin.config import ConfigError, resolve_config
+from drakit.node_plugin.driver import ClaimRef
+from drakit.node_plugin.fairpool import FairPool
 
 if TYPE_CHECKING:
-    from node_plugin.config import ConfigModel
+    from drakit.node_plugin.config import ConfigModel
 
 __all__ = ["ClaimError", "ClaimReader", "ClaimSource", "FetchedClaim", "abandoned", "describe"]
 
@@ -29,7 +29,7 @@ MAX_PARALLEL_GETS = 16
 
 
 class ClaimSource(Protocol):
-    """Where claims are read (``kubeapi.resources.Resource`` for ResourceClaims)."""
+    """Where claims are read (``drakit.kubeapi.resources.Resource`` for ResourceClaims)."""
 
     def get(self, name: str, namespace: str | None = None) -> Mapping[str, Any]: ...
 

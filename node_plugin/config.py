@@ -27,7 +27,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from allocator.model import (
+from drakit.allocator.model import (
     CONFIG_SOURCE_CLAIM,
     CONFIG_SOURCE_CLASS,
     DeviceAllocationConfiguration,

@@ -8,7 +8,7 @@ One call of :meth:`PrepareCore.prepare`:
    stall both). A claim that is missing, was replaced (UID differs) or is not
    allocated gets a per-claim error.
 2. Keep only this driver's allocation results; resolve and validate each
-   request's opaque config (:mod:`node_plugin.config`). Still no lock.
+   request's opaque config (:mod:`drakit.node_plugin.config`). Still no lock.
 3. Under the lock: reload the checkpoint if the other instance changed it. A
    claim already ``PrepareCompleted`` is answered from the checkpoint without
    redoing work. Otherwise the double-use guard checks it, ``PrepareStarted``
@@ -19,7 +19,7 @@ One call of :meth:`PrepareCore.prepare`:
    from being answered and saved.
 
 Before any of this, every claim reference from the socket is checked
-(:mod:`node_plugin.claimcheck`): no request or path is built from a bad
+(:mod:`drakit.node_plugin.claimcheck`): no request or path is built from a bad
 namespace, name or UID. Once the caller has gone (deadline passed, hung up),
 no further claim of its call is started.
 
@@ -37,17 +37,17 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from kubeapi.clusterversion import kubelet_health_services_for_node
-from kubeapi.resources import RESOURCE_CLAIMS
-from node_plugin.backends.base import (
+from drakit.kubeapi.clusterversion import kubelet_health_services_for_node
+from drakit.kubeapi.resources import RESOURCE_CLAIMS
+from drakit.node_plugin.backends.base import (
     Backend,
     BackendPrepared,
     PoolDescription,
     RequestContext,
     health_report,
 )
-from node_plugin.cdi import PREPARED_ANNOTATION, CDIDevice, CDISpecs
-from node_plugin.checkpoint import (
+from drakit.node_plugin.cdi import PREPARED_ANNOTATION, CDIDevice, CDISpecs
+from drakit.node_plugin.checkpoint import (
     API_VERSION,
     COMPLETED,
     FILE_NAME,
@@ -57,8 +57,8 @@ from node_plugin.checkpoint import (
     read_boot_id,
     read_document,
 )
-from node_plugin.claimcheck import claim_ref_problem
-from node_plugin.claims import (
+from drakit.node_plugin.claimcheck import claim_ref_problem
+from drakit.node_plugin.claims import (
     ClaimError,
     ClaimReader,
     ClaimSource,
@@ -66,9 +66,9 @@ from node_plugin.claims import (
     abandoned,
     describe,
 )
-from node_plugin.config import base_request
-from node_plugin.device_health import HealthMonitor
-from node_plugin.driver import (
+from drakit.node_plugin.config import base_request
+from drakit.node_plugin.device_health import HealthMonitor
+from drakit.node_plugin.driver import (
     CallContext,
     ClaimRef,
     DeviceHealth,
@@ -78,15 +78,15 @@ from node_plugin.driver import (
     PrepareResult,
     run_after_reply,
 )
-from node_plugin.guard import Inventory, find_conflicts
-from node_plugin.metrics import PluginMetrics
-from node_plugin.serialize import (
+from drakit.node_plugin.guard import Inventory, find_conflicts
+from drakit.node_plugin.metrics import PluginMetrics
+from drakit.node_plugin.serialize import (
     LOCK_FILE_NAME,
     SerializeLock,
     SerializeTimeoutError,
     serialize_lock_for,
 )
-from telemetry.logs import StructuredLogger, get_logger
+from drakit.telemetry.logs import StructuredLogger, get_logger
 
 _log = get_logger(__name__)
 
@@ -107,7 +107,7 @@ _NO_EVENT_REASONS = frozenset({"CallAbandoned"})
 
 
 class PrepareCore:
-    """The real :class:`node_plugin.driver.DriverCore`; thread-safe."""
+    """The real :class:`drakit.node_plugin.driver.DriverCore`; thread-safe."""
 
     def __init__(
         self,

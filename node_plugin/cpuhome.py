@@ -42,7 +42,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from telemetry.logs import get_logger
+from drakit.telemetry.logs import get_logger
 
 _log = get_logger(__name__)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from node_plugin.driver import DeviceHealth, HealthSubscription
-from node_plugin.health_feed import HealthFeed
+from drakit.node_plugin.driver import DeviceHealth, HealthSubscription
+from drakit.node_plugin.health_feed import HealthFeed
 
 __all__ = ["HealthMonitor"]
 

@@ -35,7 +35,7 @@ from typing import Protocol
 class CoreConfigError(Exception):
     """The core cannot start with this configuration (bad backend, config file, ...).
 
-    Raised by the wiring (``node_plugin.wiring.build``) with a message naming the flag or
+    Raised by the wiring (``drakit.node_plugin.wiring.build``) with a message naming the flag or
     file and the reason; ``drakit node-plugin`` prints the message and exits non-zero.
     """
 
@@ -186,7 +186,7 @@ class PluginConfig:
     #: Client-side API limits (``$KUBE_API_QPS``, ``$KUBE_API_BURST``); a QPS of 0: no limit.
     kube_api_qps: float = 50.0
     kube_api_burst: int = 100
-    #: Keep the plugin process's threads on one home CPU (``node_plugin.cpuhome``) while it
+    #: Keep the plugin process's threads on one home CPU (``drakit.node_plugin.cpuhome``) while it
     #: runs as a command; in-process plugins (tests, embedders) leave affinity alone.
     cpu_home: bool = False
 

@@ -5,7 +5,7 @@ pods, lost nodes and stale claims make it happen; the guard refuses such a
 claim with a per-claim error instead of giving two pods one GPU.
 
 It counts exactly as the scheduler does, with the allocator's own
-bookkeeping (:class:`allocator.allocated.AllocatedState`) built from the
+bookkeeping (:class:`drakit.allocator.allocated.AllocatedState`) built from the
 claims this node has prepared (or started preparing):
 
 * a device held by another claim is refused, unless it allows multiple
@@ -29,12 +29,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from allocator.allocated import AllocatedState
-from allocator.model import Device, DeviceID, DeviceRequestAllocationResult, ResourceClaim
-from allocator.quantity import Quantity, nanos
-from node_plugin.backends.base import PoolDescription
-from node_plugin.checkpoint import ClaimEntry
-from node_plugin.driver import ClaimRef
+from drakit.allocator.allocated import AllocatedState
+from drakit.allocator.model import Device, DeviceID, DeviceRequestAllocationResult, ResourceClaim
+from drakit.allocator.quantity import Quantity, nanos
+from drakit.node_plugin.backends.base import PoolDescription
+from drakit.node_plugin.checkpoint import ClaimEntry
+from drakit.node_plugin.driver import ClaimRef
 
 
 def claim_from_results(

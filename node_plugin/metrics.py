@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from telemetry.address import parse_address
-from telemetry.families import MetricFamilies
-from telemetry.metrics import Registry
+from drakit.telemetry.address import parse_address
+from drakit.telemetry.families import MetricFamilies
+from drakit.telemetry.metrics import Registry
 
 if TYPE_CHECKING:
-    from telemetry.endpoint import MetricsEndpoint
+    from drakit.telemetry.endpoint import MetricsEndpoint
 
 __all__ = ["PluginMetrics", "parse_address", "serve_metrics"]
 
@@ -102,6 +102,6 @@ class PluginMetrics:
 def serve_metrics(metrics: PluginMetrics, address: str) -> MetricsEndpoint:
     """Start serving ``metrics`` at ``address`` (``HOST:PORT``) in a daemon thread."""
     # prometheus_client loads here, only for a plugin that serves /metrics.
-    from telemetry.endpoint import serve  # noqa: PLC0415
+    from drakit.telemetry.endpoint import serve  # noqa: PLC0415
 
     return serve(metrics.registry, address)

@@ -1,4 +1,4 @@
-"""The node plugin's liveness (and readiness) check: ``python -m node_plugin.probe``.
+"""The node plugin's liveness (and readiness) check: ``python -m drakit.node_plugin.probe``.
 
 Run in the plugin container with the plugin's own environment (``DRIVER_NAME``,
 ``POD_UID``, ``KUBELET_REGISTRAR_DIRECTORY_PATH``,
@@ -28,11 +28,11 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from kubeletapi.gen.dra.v1 import api_pb2 as dra
-from kubeletapi.gen.dra.v1 import api_pb2_grpc as dra_grpc
-from kubeletapi.gen.pluginregistration.v1 import api_pb2 as registration
-from kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as registration_grpc
-from node_plugin.sockets import SocketPaths, socket_paths
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as dra
+from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as dra_grpc
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2 as registration
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as registration_grpc
+from drakit.node_plugin.sockets import SocketPaths, socket_paths
 
 # Per call; the chart gives the whole probe 5 s (timeoutSeconds).
 TIMEOUT_SECONDS = 3.0

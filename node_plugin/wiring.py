@@ -1,7 +1,7 @@
 """The node plugin's composition root: every long-lived part is built here, once.
 
-:func:`build` turns a validated :class:`~node_plugin.driver.PluginConfig` into the parts
-:class:`~node_plugin.app.NodePlugin` runs: the backend, one API client (with the limits the
+:func:`build` turns a validated :class:`~drakit.node_plugin.driver.PluginConfig` into the parts
+:class:`~drakit.node_plugin.app.NodePlugin` runs: the backend, one API client (with the limits the
 CLI read), one Event recorder shared by core and publisher, the serialize lock, the core and
 the ResourceSlice publisher. ``NodePlugin`` owns their start/stop order. Tests hand
 ``NodePlugin`` their own :class:`Parts` (or just a core) instead.
@@ -14,17 +14,17 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kubeapi.errors import ConfigError as KubeConfigError
-from kubeapi.events import EventRecorder
-from kubeapi.lightclient import load_light_client
-from kubeapi.resources import RESOURCE_CLAIMS, Resource
-from node_plugin.backends.base import Backend, BackendConfigError, health_report
-from node_plugin.backends.registry import load_backend
-from node_plugin.core import PrepareCore
-from node_plugin.driver import CoreConfigError, DriverCore, PluginConfig
-from node_plugin.metrics import PluginMetrics
-from node_plugin.publisher import Publisher
-from node_plugin.serialize import LOCK_FILE_NAME, SerializeLock
+from drakit.kubeapi.errors import ConfigError as KubeConfigError
+from drakit.kubeapi.events import EventRecorder
+from drakit.kubeapi.lightclient import load_light_client
+from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
+from drakit.node_plugin.backends.base import Backend, BackendConfigError, health_report
+from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.core import PrepareCore
+from drakit.node_plugin.driver import CoreConfigError, DriverCore, PluginConfig
+from drakit.node_plugin.metrics import PluginMetrics
+from drakit.node_plugin.publisher import Publisher
+from drakit.node_plugin.serialize import LOCK_FILE_NAME, SerializeLock
 
 __all__ = ["Parts", "Service", "Wiring", "build", "build_publisher", "serialize_lock"]
 

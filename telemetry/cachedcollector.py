@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from telemetry.metrics import Collector, Family
+from drakit.telemetry.metrics import Collector, Family
 
 __all__ = ["CachedCollector"]
 

@@ -1,5 +1,5 @@
-"""``/metrics`` over HTTP for one :class:`telemetry.metrics.Registry`, shared by the node plugin
-and the controller.
+"""``/metrics`` over HTTP for one :class:`drakit.telemetry.metrics.Registry`, shared by the
+node plugin and the controller.
 
 The only module that imports prometheus_client: import it when an endpoint is started, not
 before (a node plugin without ``--metrics-address`` never loads it). A drakit registry is
@@ -7,7 +7,7 @@ served through one prometheus_client collector that turns each drakit family int
 prometheus_client ``Metric`` with the same samples, so the text format, escaping and content
 negotiation are prometheus_client's own.
 
-The HTTP server is :class:`telemetry.boundedhttp.BoundedHTTPServer` (fixed threads, bounded
+The HTTP server is :class:`drakit.telemetry.boundedhttp.BoundedHTTPServer` (fixed threads, bounded
 connections, read timeouts) with prometheus_client's request handler, not prometheus_client's
 ``start_http_server``, which spends an unbounded thread per connection and never times out.
 
@@ -26,9 +26,9 @@ from prometheus_client.exposition import MetricsHandler
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from telemetry.address import parse_address
-from telemetry.boundedhttp import BoundedHTTPServer, Limits
-from telemetry.metrics import Registry
+from drakit.telemetry.address import parse_address
+from drakit.telemetry.boundedhttp import BoundedHTTPServer, Limits
+from drakit.telemetry.metrics import Registry
 
 __all__ = [
     "Limits",
@@ -149,6 +149,6 @@ class MetricsEndpoint:
 
 def serve(registry: Registry, address: str, limits: Limits | None = None) -> MetricsEndpoint:
     """Start serving ``registry`` at ``address`` (``HOST:PORT``; ``:PORT`` binds
-    ``telemetry.address.default_host()``) on background threads."""
+    ``drakit.telemetry.address.default_host()``) on background threads."""
     host, port = parse_address(address)
     return MetricsEndpoint(registry, host, port, limits=limits)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from telemetry.metrics import Counter, Gauge, Histogram, Registry
+from drakit.telemetry.metrics import Counter, Gauge, Histogram, Registry
 
 __all__ = ["MetricFamilies"]
 

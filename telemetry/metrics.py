@@ -3,7 +3,7 @@
 The programs count with these types, not with prometheus_client's: importing
 prometheus_client costs a node plugin about 1.5 MiB (it brings ``urllib.request``,
 ``http.server`` and ``wsgiref`` for its HTTP server), and a plugin serves no ``/metrics``
-unless ``--metrics-address`` is given. :mod:`telemetry.endpoint` (imported only when an
+unless ``--metrics-address`` is given. :mod:`drakit.telemetry.endpoint` (imported only when an
 endpoint starts) renders a :class:`Registry` through prometheus_client, so the text served
 is what prometheus_client's own types would print.
 

@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 from helpers.waiting import eventually as wait_until
 
+from drakit.kubeapi.client import RateLimitedApiClient, load_client
+from drakit.kubeapi.clusterversion import MinorFacts, facts_for
+from drakit.kubeapi.pool import widen_connection_pool
+from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 from drakit.localcluster import ClusterConfig, LocalCluster
 from drakit.localcluster.assets import selected_version
 from drakit.localcluster.kubeversions import minor_of, resolve_version
-from kubeapi.client import RateLimitedApiClient, load_client
-from kubeapi.clusterversion import MinorFacts, facts_for
-from kubeapi.pool import widen_connection_pool
-from kubeapi.resources import RESOURCE_CLAIMS, Resource
 
 TESTS = Path(__file__).parent
 # Each top-level folder is one tier, and its marker says so: `make unit` deselects the others.

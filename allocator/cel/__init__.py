@@ -1,6 +1,6 @@
-"""Kubernetes CEL for DRA device selectors (see :mod:`allocator.cel.engine`)."""
+"""Kubernetes CEL for DRA device selectors (see :mod:`drakit.allocator.cel.engine`)."""
 
-from allocator.cel.engine import (
+from drakit.allocator.cel.engine import (
     MAX_COST,
     CELCancelledError,
     CELCompileError,
@@ -10,7 +10,7 @@ from allocator.cel.engine import (
     Selector,
     compile_selector,
 )
-from allocator.cel.variables import DeviceVariables, device_context, qualify
+from drakit.allocator.cel.variables import DeviceVariables, device_context, qualify
 
 __all__ = [
     "MAX_COST",

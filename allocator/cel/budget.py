@@ -10,7 +10,7 @@ times a quarter of the pattern length, list functions by the list's size.
 The Rust engine cannot be interrupted and does not report the cost of its own steps
 (comprehension iterations, ``+``), so this account covers the library functions only; the
 steps the engine takes itself are bounded by running risky expressions in a guarded child
-process (:mod:`allocator.cel.sandbox`), whose CPU and memory limits produce the same outcome.
+process (:mod:`drakit.allocator.cel.sandbox`), whose CPU and memory limits produce the same outcome.
 
 The account is per thread: :func:`start` resets it before each evaluation.
 """

@@ -1,6 +1,6 @@
 """Validators that Kubernetes' CEL environment runs after type checking, on a checked AST.
 
-The C++ checker (:mod:`allocator.cel.checker`) returns its result as a serialized
+The C++ checker (:mod:`drakit.allocator.cel.checker`) returns its result as a serialized
 ``google.protobuf.Any`` holding a ``cel.expr.CheckedExpr``; this module reads the few
 fields it needs straight from the protobuf wire format (no generated classes: the
 ``cel.expr`` protos are not shipped in a Python package) and applies:
@@ -10,7 +10,7 @@ fields it needs straight from the protobuf wire format (no generated classes: th
   but found 'int'"); literals inside a ``format`` call are exempt, as in cel-go;
 * cel-go's ``string.format`` validator: a constant format string given a list literal must
   have one argument per clause, each of a type its clause accepts
-  (:func:`allocator.cel.strformat.check_literal_call`);
+  (:func:`drakit.allocator.cel.strformat.check_literal_call`);
 * ``ValidateRegexLiterals``: a constant pattern given to ``matches`` must be valid RE2
   ("invalid matches argument"); constant patterns of ``find``/``findAll`` too (Kubernetes
   compiles them when it builds the program, a compile-time error as well).
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
-from allocator.cel import regex, strformat
+from drakit.allocator.cel import regex, strformat
 
 __all__ = ["validate"]
 

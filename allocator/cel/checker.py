@@ -18,7 +18,7 @@ over the expression with the Kubernetes environment declared:
 * ``CrossTypeNumericComparisons`` (``1 < 1.5`` is allowed; ``1 == 1.0`` is not), by
   redeclaring the ordering operators;
 * ``HomogeneousAggregateLiterals`` and ``ValidateRegexLiterals``, which the C++ checker does
-  not implement, are checked here on the checked AST (:mod:`allocator.cel.checked_ast`).
+  not implement, are checked here on the checked AST (:mod:`drakit.allocator.cel.checked_ast`).
 
 :func:`check` returns None or the Kubernetes-style message ("ERROR: <input>:1:3: found no
 matching overload for '_==_' applied to '(int, double)'" plus the source line and a caret).
@@ -34,8 +34,8 @@ from typing import Any, Final
 
 from cel_expr_python import cel
 
-from allocator.cel import checked_ast, regex
-from allocator.cel.rewrite import Token, tokenize
+from drakit.allocator.cel import checked_ast, regex
+from drakit.allocator.cel.rewrite import Token, tokenize
 
 __all__ = ["check"]
 

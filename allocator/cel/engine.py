@@ -11,11 +11,11 @@
 
 Cost and time: Kubernetes stops an evaluation whose actual cost passes
 :data:`MAX_COST` ("cost limit exceeded"). Here library functions charge the same units
-while they run (:mod:`allocator.cel.budget`), and expressions whose work is not bounded by
-their length and the device data (:func:`allocator.cel.rewrite.is_risky`: ``cel.bind``,
+while they run (:mod:`drakit.allocator.cel.budget`), and expressions whose work is not bounded by
+their length and the device data (:func:`drakit.allocator.cel.rewrite.is_risky`: ``cel.bind``,
 ``lists.range``, ``split``, ``map``, deep nesting, ...) are evaluated in a child process
 (never a fork of the caller) with CPU, memory and wall-clock limits
-(:mod:`allocator.cel.sandbox`). Either bound produces a
+(:mod:`drakit.allocator.cel.sandbox`). Either bound produces a
 :class:`CELCostError` (a :class:`CELRuntimeError`) whose message says "cost limit exceeded";
 cancellation yields :class:`CELCancelledError`.
 """
@@ -32,11 +32,11 @@ from typing import Any, Final
 
 import cel as _cel
 
-from allocator.cel import budget, checker, sandbox
-from allocator.cel.library import CONSTANT_FOLDERS, FUNCTIONS
-from allocator.cel.projection import Projection, projection_of
-from allocator.cel.rewrite import CELSyntaxError, estimate_cost, is_risky, rewrite
-from allocator.cel.variables import DeviceVariables
+from drakit.allocator.cel import budget, checker, sandbox
+from drakit.allocator.cel.library import CONSTANT_FOLDERS, FUNCTIONS
+from drakit.allocator.cel.projection import Projection, projection_of
+from drakit.allocator.cel.rewrite import CELSyntaxError, estimate_cost, is_risky, rewrite
+from drakit.allocator.cel.variables import DeviceVariables
 
 # The engine logs a warning for every failing library call; the error is raised to the
 # caller anyway (as a CEL runtime error), so the log line is only noise.
@@ -120,7 +120,7 @@ class Selector:
         self.cost = cost
         self.risky = risky
         #: The part of ``device`` the expression reads (None: all of it); see
-        #: :mod:`allocator.cel.projection`.
+        #: :mod:`drakit.allocator.cel.projection`.
         self.projection = projection
         # Answers by the projected view's key: devices that look the same to this
         # selector (one model, one driver version) are evaluated once. Only answers are

@@ -40,7 +40,7 @@ from typing import Any, Final
 __all__ = ["ForkHost", "receive_message", "send_message", "serve"]
 
 _HEADER: Final = struct.Struct("!I")
-_PRELOAD: Final = "allocator.cel.engine"
+_PRELOAD: Final = "drakit.allocator.cel.engine"
 
 
 def send_message(conn: socket.socket, data: bytes) -> None:
@@ -111,7 +111,7 @@ class ForkHost:
         ours, theirs = socket.socketpair()
         path = os.pathsep.join(p for p in sys.path if p)
         command = f"import sys; sys.path[:0] = {path!r}.split({os.pathsep!r}); " + (
-            "from allocator.cel.forkhost import serve; serve(int(sys.argv[1]))"
+            "from drakit.allocator.cel.forkhost import serve; serve(int(sys.argv[1]))"
         )
         with theirs:
             self._process = subprocess.Popen(  # our own interpreter and module

@@ -32,9 +32,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import cel as _cel
 
-from allocator.cel import budget, regex, strformat
-from allocator.quantity import Quantity, QuantityError
-from allocator.semver import is_semver
+from drakit.allocator.cel import budget, regex, strformat
+from drakit.allocator.quantity import Quantity, QuantityError
+from drakit.allocator.semver import is_semver
 
 __all__ = ["FUNCTIONS", "quantity_value", "semver_value"]
 
@@ -164,7 +164,7 @@ def _quantity_of(s: str) -> dict[str, str]:
 
 
 def _constant(value: Callable[[str], dict[str, str]]) -> Callable[[str], str | None]:
-    """A folder for :func:`allocator.cel.rewrite.rewrite`: the CEL map literal of
+    """A folder for :func:`drakit.allocator.cel.rewrite.rewrite`: the CEL map literal of
     ``value(literal)``, or None when the literal does not parse (the call then stays, and
     fails at run time with its usual message)."""
 
@@ -528,7 +528,8 @@ def _quote(s: Any) -> str:
 
 
 def _format(fmt: Any, args: Any) -> str:
-    """``fmt.format(args)`` with Kubernetes' clause rules (:mod:`allocator.cel.strformat`)."""
+    """``fmt.format(args)`` with Kubernetes' clause rules
+    (:mod:`drakit.allocator.cel.strformat`)."""
     fmt = _need_str(fmt, "format")
     try:
         return strformat.format_values(fmt, _need_list(args, "format"))

@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from allocator.cel.rewrite import PLAIN_STRING, CELSyntaxError, Token, tokenize
-from allocator.cel.variables import MISSING, DeviceVariables
-from allocator.semver import is_semver
+from drakit.allocator.cel.rewrite import PLAIN_STRING, CELSyntaxError, Token, tokenize
+from drakit.allocator.cel.variables import MISSING, DeviceVariables
+from drakit.allocator.semver import is_semver
 
 __all__ = ["ALL", "Projection", "projection_of"]
 
@@ -106,8 +106,8 @@ class Projection:
         return tuple(parts)
 
     def apply(self, variables: Mapping[str, Any]) -> dict[str, Any]:
-        """``variables`` (:class:`~allocator.cel.variables.DeviceVariables` or a
-        :func:`~allocator.cel.variables.device_context`) reduced to what the selector
+        """``variables`` (:class:`~drakit.allocator.cel.variables.DeviceVariables` or a
+        :func:`~drakit.allocator.cel.variables.device_context`) reduced to what the selector
         reads; only that is converted."""
         device = _access(variables)
         out = {name: device.scalar(name) for name in self.scalars}

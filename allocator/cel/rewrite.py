@@ -2,7 +2,7 @@
 
 The engine (``common-expression-language``, the Rust ``cel`` crate) implements core CEL but
 not three things Kubernetes selectors use, so a light token-level pass rewrites them into
-equivalent core CEL plus helper functions registered by :mod:`allocator.cel.library`:
+equivalent core CEL plus helper functions registered by :mod:`drakit.allocator.cel.library`:
 
 * ``x.?f`` and ``x[?k]`` (optional field/index selection) -> ``_dra_opt(x, "f")`` /
   ``_dra_opt(x, k)``, which return ``optional.of(x[k])`` or ``optional.none()``;
@@ -471,7 +471,7 @@ def rewrite(
     """Core-CEL text equivalent to ``src`` (see the module docstring).
 
     With ``count_iterations``, every comprehension's range goes through ``_dra_iter``, which
-    charges one cost unit per element (:mod:`allocator.cel.budget`) before the loop runs.
+    charges one cost unit per element (:mod:`drakit.allocator.cel.budget`) before the loop runs.
     ``fold`` maps global function names to folders: a call ``name("literal")`` (a plain
     string literal) is replaced by the folder's text when it returns one, so that a
     constant such as ``quantity("1Mi")`` costs no callback into Python per evaluation.
@@ -548,7 +548,7 @@ GROWTH: Final = frozenset(
 
 
 def is_risky(src: str, limit: int) -> bool:
-    """Whether evaluating ``src`` needs the guarded child (:mod:`allocator.cel.sandbox`).
+    """Whether evaluating ``src`` needs the guarded child (:mod:`drakit.allocator.cel.sandbox`).
 
     Safe (evaluated in-process): expressions that use no :data:`GROWTH` function or macro and
     whose :func:`estimate_cost` is within ``limit``. Their work is bounded by the expression's

@@ -5,7 +5,7 @@ aborts the whole process when an allocation fails. A selector that can grow stri
 lists (``cel.bind`` doublings, ``lists.range``, ``split``, nested comprehensions) is
 therefore evaluated in a child process started for the purpose:
 
-* children come from a single-threaded host process (:mod:`allocator.cel.forkhost`),
+* children come from a single-threaded host process (:mod:`drakit.allocator.cel.forkhost`),
   started once with the CEL engine imported, which forks each one. The caller (the
   controller, with its informer, worker and gRPC threads) never forks itself: a fork of a
   multi-threaded process copies locks other threads hold, and Python 3.12 deprecates it;
@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from allocator.cel.forkhost import ForkHost, receive_message, send_message
+from drakit.allocator.cel.forkhost import ForkHost, receive_message, send_message
 
 __all__ = [
     "CPU_SECONDS",

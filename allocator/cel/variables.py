@@ -2,7 +2,7 @@
 
 :func:`device_context` builds the whole variable at once. :class:`DeviceVariables` is the
 same variable built on demand: the allocator keeps one per device, and a selector that
-reads only some fields (:mod:`allocator.cel.projection`) converts only those. Converting
+reads only some fields (:mod:`drakit.allocator.cel.projection`) converts only those. Converting
 every attribute and capacity (semver and quantity values included) of every device was
 most of the allocator's first pass after the slices changed, for selectors that mostly
 read ``device.driver``.
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from allocator.cel.library import quantity_value, semver_value
-from allocator.model import DeviceAttribute, DeviceCapacity
+from drakit.allocator.cel.library import quantity_value, semver_value
+from drakit.allocator.model import DeviceAttribute, DeviceCapacity
 
 __all__ = ["MISSING", "DeviceVariables", "device_context", "qualify"]
 
@@ -54,7 +54,7 @@ def device_context(
     allow_multiple_allocations: bool = False,
 ) -> Any:
     """The evaluation variables (the ``device`` variable, plain Python values) of one device;
-    :meth:`~allocator.cel.engine.Selector.matches` binds them to an engine context for the
+    :meth:`~drakit.allocator.cel.engine.Selector.matches` binds them to an engine context for the
     evaluation only.
 
     Build them once per device and reuse it. Version attributes that are not valid semver

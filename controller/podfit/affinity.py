@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from controller.podfit.podinfo import AffinityTerm, PodInfo
+from drakit.controller.podfit.podinfo import AffinityTerm, PodInfo
 
 __all__ = [
     "REASON_AFFINITY",

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.podfit.labels import LabelSelector
-from controller.podfit.ports import HostPort, host_ports
-from controller.podfit.requests import Requests, pod_requests
+from drakit.controller.podfit.labels import LabelSelector
+from drakit.controller.podfit.ports import HostPort, host_ports
+from drakit.controller.podfit.requests import Requests, pod_requests
 
 __all__ = ["AffinityTerm", "PodInfo", "required_terms"]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from allocator.quantity import QuantityError, parse_quantity
+from drakit.allocator.quantity import QuantityError, parse_quantity
 
 __all__ = ["CPU", "EPHEMERAL_STORAGE", "MEMORY", "RequestError", "Requests", "pod_requests"]
 

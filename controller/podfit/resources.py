@@ -17,8 +17,14 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from allocator.quantity import QuantityError, parse_quantity
-from controller.podfit.requests import CPU, EPHEMERAL_STORAGE, MEMORY, Requests, is_scalar_resource
+from drakit.allocator.quantity import QuantityError, parse_quantity
+from drakit.controller.podfit.requests import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    Requests,
+    is_scalar_resource,
+)
 
 __all__ = [
     "REASON_TOO_MANY_PODS",

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller.podfit.labels import LabelSelector
-from controller.podfit.podinfo import PodInfo
+from drakit.controller.podfit.labels import LabelSelector
+from drakit.controller.podfit.podinfo import PodInfo
 
 __all__ = [
     "REASON_SPREAD",

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from controller.podfit.podinfo import PodInfo
-from controller.podfit.ports import HostPort
-from controller.podfit.requests import Requests
-from controller.podfit.resources import Used
+from drakit.controller.podfit.podinfo import PodInfo
+from drakit.controller.podfit.ports import HostPort
+from drakit.controller.podfit.requests import Requests
+from drakit.controller.podfit.resources import Used
 
 __all__ = ["NodeUsage", "UsageChange"]
 

@@ -173,12 +173,12 @@ def step(demo: Demo, name: str, action: Callable[[Demo], None]) -> bool:
 
 
 def start_control_plane(demo: Demo) -> bool:
+    from drakit.kubeapi.client import load_client  # noqa: PLC0415
     from drakit.localcluster import (  # noqa: PLC0415
         ClusterConfig,
         LocalCluster,
         MissingBinaryError,
     )
-    from kubeapi.client import load_client  # noqa: PLC0415
 
     demo.out.step("Control plane: etcd, kube-apiserver and kube-scheduler v1.37.2")
     began = time.monotonic()
@@ -253,7 +253,7 @@ def start_node_plugin(demo: Demo) -> None:
 
 
 def show_slices(demo: Demo) -> None:
-    from kubeapi.resources import RESOURCE_SLICES, Resource  # noqa: PLC0415
+    from drakit.kubeapi.resources import RESOURCE_SLICES, Resource  # noqa: PLC0415
 
     slices = Resource(demo.client, RESOURCE_SLICES)
 
@@ -286,7 +286,7 @@ def start_controller(demo: Demo) -> None:
     demo.controller = Component(
         "controller",
         stack.controller_command(kubeconfig=demo.cluster.kubeconfig, metrics_port=port),
-        demo.logs / "controller.log",
+        demo.logs / "drakit.controller.log",
     )
     demo.controller.start()
     stack.wait_until(
@@ -302,13 +302,13 @@ def start_controller(demo: Demo) -> None:
 
 
 def _resources(demo: Demo) -> tuple[Any, Any]:
-    from kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource  # noqa: PLC0415
+    from drakit.kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource  # noqa: PLC0415
 
     return Resource(demo.client, PODS), Resource(demo.client, RESOURCE_CLAIMS)
 
 
 def run_workload(demo: Demo) -> None:
-    from kubeapi.resources import NAMESPACES, Resource  # noqa: PLC0415
+    from drakit.kubeapi.resources import NAMESPACES, Resource  # noqa: PLC0415
 
     assert demo.events is not None and demo.folders is not None
     pods, claims = _resources(demo)
@@ -389,7 +389,7 @@ def _wait(demo: Demo, check: Callable[[], Any], what: str) -> Any:
 
 def _quiet(check: Callable[[], Any]) -> Callable[[], Any]:
     """``check`` with "not found yet" treated as "not yet"."""
-    from kubeapi.errors import NotFound  # noqa: PLC0415
+    from drakit.kubeapi.errors import NotFound  # noqa: PLC0415
 
     def run() -> Any:
         try:

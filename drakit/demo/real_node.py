@@ -70,8 +70,8 @@ def run(out: Printer, root: Path, hold: Callable[[], None]) -> bool:
 
 
 def start_control_plane(demo: RealNodeDemo) -> None:
+    from drakit.kubeapi.client import load_client  # noqa: PLC0415
     from drakit.localcluster import ClusterConfig, LocalCluster, MissingBinaryError, StartError  # noqa: PLC0415
-    from kubeapi.client import load_client  # noqa: PLC0415
 
     if os.geteuid() != 0:
         raise RealNodeError(
@@ -207,7 +207,7 @@ def install_chart(demo: RealNodeDemo) -> None:
 
 
 def run_workload(demo: RealNodeDemo) -> None:
-    from kubeapi.resources import NAMESPACES, PODS, RESOURCE_CLAIMS, Resource  # noqa: PLC0415
+    from drakit.kubeapi.resources import NAMESPACES, PODS, RESOURCE_CLAIMS, Resource  # noqa: PLC0415
 
     demo.out.step(f"Workload: deploy/examples/gpu-pod.yaml in namespace {NAMESPACE}")
     Resource(demo.client, NAMESPACES).create({"metadata": {"name": NAMESPACE}})
@@ -240,8 +240,8 @@ def run_workload(demo: RealNodeDemo) -> None:
 
 
 def clean_up(demo: RealNodeDemo) -> None:
-    from kubeapi.errors import NotFound  # noqa: PLC0415
-    from kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource  # noqa: PLC0415
+    from drakit.kubeapi.errors import NotFound  # noqa: PLC0415
+    from drakit.kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource  # noqa: PLC0415
 
     claim = demo.claim
     assert claim is not None
@@ -291,7 +291,7 @@ def _wait(check: Callable[[], Any], what: str) -> Any:
 
 
 def _ready_plugin_pod(demo: RealNodeDemo) -> Any:
-    from kubeapi.resources import PODS, Resource  # noqa: PLC0415
+    from drakit.kubeapi.resources import PODS, Resource  # noqa: PLC0415
 
     selector = "app.kubernetes.io/component=node-plugin"
     for pod in Resource(demo.client, PODS).list(RELEASE_NAMESPACE, label_selector=selector).items:
@@ -304,7 +304,7 @@ def _ready_plugin_pod(demo: RealNodeDemo) -> Any:
 
 
 def _node_slices(demo: RealNodeDemo) -> list[Any]:
-    from kubeapi.resources import RESOURCE_SLICES, Resource  # noqa: PLC0415
+    from drakit.kubeapi.resources import RESOURCE_SLICES, Resource  # noqa: PLC0415
 
     return [
         s

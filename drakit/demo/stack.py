@@ -29,10 +29,9 @@ from typing import Any
 
 import yaml
 
-from drakit.localcluster.process import ManagedProcess, StartError, free_port
-from kubeapi.errors import AlreadyExists, Conflict
-from kubeapi.objects import KubeObject
-from kubeapi.resources import (
+from drakit.kubeapi.errors import AlreadyExists, Conflict
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import (
     DEVICE_CLASSES,
     NODES,
     PODS,
@@ -41,6 +40,7 @@ from kubeapi.resources import (
     Resource,
     ResourceType,
 )
+from drakit.localcluster.process import ManagedProcess, StartError, free_port
 
 #: The driver name the demo and the e2e tests use, and its DeviceClass.
 DRIVER = "gpu.drakit.dev"

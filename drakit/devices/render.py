@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from allocator.usage import CapacityUse, DeviceUsage, PoolSummary
+from drakit.allocator.usage import CapacityUse, DeviceUsage, PoolSummary
 from drakit.devices.view import Rendered
 
 __all__ = ["FORMATS", "render"]

@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from allocator.holdings import decode_claim
-from allocator.model import DeviceClass, ModelError, ResourceClaim, ResourceSlice
-from kubeapi.errors import Forbidden
-from kubeapi.informer import EventHandlers, Informer
-from kubeapi.objects import KubeObject
-from kubeapi.resources import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
+from drakit.allocator.holdings import decode_claim
+from drakit.allocator.model import DeviceClass, ModelError, ResourceClaim, ResourceSlice
+from drakit.kubeapi.errors import Forbidden
+from drakit.kubeapi.informer import EventHandlers, Informer
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
 
 __all__ = ["ClaimScope", "ClusterReader", "Snapshot", "Watcher", "decode_all"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from allocator.cel import CELError, compile_selector, device_context
-from allocator.model import Device, DeviceClass, ResourceSlice
-from allocator.usage import UsageView, build_usage
+from drakit.allocator.cel import CELError, compile_selector, device_context
+from drakit.allocator.model import Device, DeviceClass, ResourceSlice
+from drakit.allocator.usage import UsageView, build_usage
 from drakit.devices.source import Snapshot
 
 __all__ = ["FilterError", "Filters", "Rendered", "device_view"]

@@ -441,7 +441,7 @@ class LocalCluster(StartedByWith):
 
     def api_client(self) -> Any:
         """A kubernetes.client.ApiClient for the admin user of this cluster."""
-        from kubeapi.client import plain_client  # noqa: PLC0415 - heavy; only when asked
+        from drakit.kubeapi.client import plain_client  # noqa: PLC0415 - heavy; only when asked
 
         return plain_client(self.kubeconfig)
 

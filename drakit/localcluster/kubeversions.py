@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
+from drakit.kubeapi.clusterversion import facts_for
 from drakit.version import KUBERNETES_VERSION, SUPPORTED_KUBERNETES_VERSIONS
-from kubeapi.clusterversion import facts_for
 
 __all__ = [
     "check_feature_gates",

@@ -1,1 +1,1 @@
-"""Device backends of the node plugin (see :mod:`node_plugin.backends.base`)."""
+"""Device backends of the node plugin (see :mod:`drakit.node_plugin.backends.base`)."""

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
-from allocator.model import CounterSet, Device
-from allocator.quantity import Quantity
-from node_plugin.driver import ClaimRef, DeviceHealth
-from telemetry.logs import StructuredLogger, get_logger
+from drakit.allocator.model import CounterSet, Device
+from drakit.allocator.quantity import Quantity
+from drakit.node_plugin.driver import ClaimRef, DeviceHealth
+from drakit.telemetry.logs import StructuredLogger, get_logger
 
 if TYPE_CHECKING:
     # pydantic is imported only when a config model is used (about 8 MiB of RSS):
@@ -44,7 +44,7 @@ else:
     def __getattr__(name: str) -> Any:
         """``EmptyConfig`` is imported on first use (it is a pydantic model)."""
         if name == "EmptyConfig":
-            from node_plugin.backends.models import EmptyConfig  # noqa: PLC0415
+            from drakit.node_plugin.backends.models import EmptyConfig  # noqa: PLC0415
 
             return EmptyConfig
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -330,7 +330,7 @@ class BackendBase(Generic[ConfigT]):
     name: ClassVar[str]
     #: :class:`EmptyConfig` (no opaque parameters accepted), imported when first read.
     config_model: ClassVar[type[pydantic.BaseModel]] = LazyConfigModel(  # type: ignore[assignment]
-        "node_plugin.backends.models:EmptyConfig"
+        "drakit.node_plugin.backends.models:EmptyConfig"
     )
 
     def __init__(self, context: BackendContext) -> None:

@@ -42,10 +42,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from allocator.model import CounterSet, Device
-from allocator.quantity import Quantity
-from node_plugin.backends import plainconfig as plain
-from node_plugin.backends.base import (
+from drakit.allocator.model import CounterSet, Device
+from drakit.allocator.quantity import Quantity
+from drakit.node_plugin.backends import plainconfig as plain
+from drakit.node_plugin.backends.base import (
     BackendConfigError,
     BackendContext,
     BackendPrepared,
@@ -57,7 +57,7 @@ from node_plugin.backends.base import (
     PoolDescription,
     RequestContext,
 )
-from node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
+from drakit.node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
 
 if TYPE_CHECKING:
     import pydantic
@@ -80,7 +80,7 @@ else:
     def __getattr__(name: str) -> Any:
         """The pydantic models, imported on first use (see ``example_models``)."""
         if name in _MODELS:
-            from node_plugin.backends import example_models  # noqa: PLC0415
+            from drakit.node_plugin.backends import example_models  # noqa: PLC0415
 
             return getattr(example_models, name)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -229,13 +229,16 @@ class ExampleBackend:
 
     name: ClassVar[str] = "example"
     config_model: ClassVar[type[pydantic.BaseModel]] = LazyConfigModel(  # type: ignore[assignment]
-        "node_plugin.backends.example_models:GpuConfig"
+        "drakit.node_plugin.backends.example_models:GpuConfig"
     )
 
     def __init__(self, context: BackendContext) -> None:
         settings = Settings.from_dict(
             plain.settings(
-                SETTINGS, "node_plugin.backends.example_models:ExampleSettings", context, self.name
+                SETTINGS,
+                "drakit.node_plugin.backends.example_models:ExampleSettings",
+                context,
+                self.name,
             )
         )
         self.settings = settings
@@ -413,7 +416,7 @@ class ExampleBackend:
     def _sharing_env(prefix: str, config: pydantic.BaseModel) -> list[str]:
         """The sharing variables of a device's opaque config (the model is loaded by now:
         the config was validated with it)."""
-        from node_plugin.backends import example_models as m  # noqa: PLC0415
+        from drakit.node_plugin.backends import example_models as m  # noqa: PLC0415
 
         if not isinstance(config, m.GpuConfig) or config.sharing is None:
             return []

@@ -4,7 +4,7 @@ Imported only when needed (pydantic costs the plugin about 8 MiB of RSS): when a
 carries opaque config for the driver (:class:`GpuConfig`, the backend's
 ``config_model``), or when ``--backend-config`` is not plainly valid
 (:class:`ExampleSettings` then coerces it or names each bad field; the plain check is
-``node_plugin.backends.example.SETTINGS``).
+``drakit.node_plugin.backends.example.SETTINGS``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
-from allocator.quantity import QuantityError, parse_quantity
+from drakit.allocator.quantity import QuantityError, parse_quantity
 
 
 def _quantity(value: Any) -> str:

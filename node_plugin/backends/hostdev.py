@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from allocator.model import Device
-from node_plugin.backends import plainconfig as plain
-from node_plugin.backends.base import (
+from drakit.allocator.model import Device
+from drakit.node_plugin.backends import plainconfig as plain
+from drakit.node_plugin.backends.base import (
     BackendContext,
     BackendError,
     BackendPrepared,
@@ -53,8 +53,8 @@ from node_plugin.backends.base import (
     PoolDescription,
     RequestContext,
 )
-from node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
-from telemetry.logs import get_logger
+from drakit.node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
+from drakit.telemetry.logs import get_logger
 
 if TYPE_CHECKING:
     import pydantic
@@ -191,13 +191,16 @@ class HostDevBackend:
 
     name: ClassVar[str] = "hostdev"
     config_model: ClassVar[type[pydantic.BaseModel]] = LazyConfigModel(  # type: ignore[assignment]
-        "node_plugin.backends.models:EmptyConfig"
+        "drakit.node_plugin.backends.models:EmptyConfig"
     )
 
     def __init__(self, context: BackendContext) -> None:
         settings = Settings.from_dict(
             plain.settings(
-                SETTINGS, "node_plugin.backends.hostdev_models:HostDevSettings", context, self.name
+                SETTINGS,
+                "drakit.node_plugin.backends.hostdev_models:HostDevSettings",
+                context,
+                self.name,
             )
         )
         self.settings = settings

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import pydantic
 
-from node_plugin.backends.base import BackendConfigError
+from drakit.node_plugin.backends.base import BackendConfigError
 
 
 class EmptyConfig(pydantic.BaseModel):

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from allocator.quantity import QuantityError, parse_quantity
-from node_plugin.backends.base import BackendContext
-from node_plugin.backends.registry import validate_settings
+from drakit.allocator.quantity import QuantityError, parse_quantity
+from drakit.node_plugin.backends.base import BackendContext
+from drakit.node_plugin.backends.registry import validate_settings
 
 #: A check: returns the value as the model would keep it, or raises NotPlainError.
 Check = Callable[[Any], Any]

@@ -9,17 +9,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from allocator.model import Device
-from kubeapi.documents import DocumentError, parse_document
-from node_plugin.backends.base import Backend, BackendConfigError, BackendContext, PoolDescription
-from node_plugin.publisher.layout import InvalidPoolError, check_pool
+from drakit.allocator.model import Device
+from drakit.kubeapi.documents import DocumentError, parse_document
+from drakit.node_plugin.backends.base import (
+    Backend,
+    BackendConfigError,
+    BackendContext,
+    PoolDescription,
+)
+from drakit.node_plugin.publisher.layout import InvalidPoolError, check_pool
 
 if TYPE_CHECKING:
     import pydantic
 
 BUILTIN_BACKENDS = {
-    "example": "node_plugin.backends.example:ExampleBackend",
-    "hostdev": "node_plugin.backends.hostdev:HostDevBackend",
+    "example": "drakit.node_plugin.backends.example:ExampleBackend",
+    "hostdev": "drakit.node_plugin.backends.hostdev:HostDevBackend",
 }
 
 
@@ -56,7 +61,7 @@ def settings_source(context: BackendContext) -> str:
 
 def validate_settings(model: type[SettingsT], context: BackendContext, backend: str) -> SettingsT:
     """Validate ``context.config`` with ``model``; BackendConfigError naming each bad field."""
-    from node_plugin.backends import models  # noqa: PLC0415 (pydantic on first use)
+    from drakit.node_plugin.backends import models  # noqa: PLC0415 (pydantic on first use)
 
     return models.validate_settings(model, context.config, settings_source(context), backend)
 
@@ -122,7 +127,7 @@ _ABSENT = object()
 
 def _has_attribute(backend: object, name: str) -> bool:
     """``hasattr`` that does not run descriptors: reading ``config_model`` would import
-    a lazily loaded model (:class:`~node_plugin.backends.base.LazyConfigModel`)."""
+    a lazily loaded model (:class:`~drakit.node_plugin.backends.base.LazyConfigModel`)."""
     return inspect.getattr_static(backend, name, _ABSENT) is not _ABSENT
 
 

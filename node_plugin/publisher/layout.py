@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from allocator.model import CounterSet, Device
-from allocator.validation import (
+from drakit.allocator.model import CounterSet, Device
+from drakit.allocator.validation import (
     MAX_COUNTER_SETS,
     MAX_DEVICES,
     MAX_DEVICES_WITH_ADVANCED_FEATURES,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from telemetry.families import MetricFamilies
-from telemetry.metrics import Registry
+from drakit.telemetry.families import MetricFamilies
+from drakit.telemetry.metrics import Registry
 
 __all__ = ["PublisherMetrics"]
 

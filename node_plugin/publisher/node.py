@@ -10,10 +10,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from kubeapi.errors import ApiError, NotFound
-from kubeapi.resources import Resource
-from kubeapi.retry import Backoff
-from telemetry.logs import get_logger
+from drakit.kubeapi.errors import ApiError, NotFound
+from drakit.kubeapi.resources import Resource
+from drakit.kubeapi.retry import Backoff
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["NodeIdentity", "read_node", "wait_for_node"]
 

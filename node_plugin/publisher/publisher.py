@@ -8,7 +8,7 @@
 How it works:
 
 * A work queue keyed by pool name, one worker. A sync compares the backend's pool with the
-  published slices (:class:`~node_plugin.publisher.sync.PoolSyncer`) and writes only the
+  published slices (:class:`~drakit.node_plugin.publisher.sync.PoolSyncer`) and writes only the
   difference; a pool that matches costs no API call at all.
 * The backend's ``on_change`` callback queues a re-discovery (with ``health``, devices reported
   Unhealthy get a ``<driver>/unhealthy`` NoSchedule taint); only pools whose content changed
@@ -32,22 +32,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from allocator.model import CounterSet, Device, DeviceTaint
-from kubeapi.clusterversion import SliceFields, detect, slice_fields
-from kubeapi.errors import ApiError
-from kubeapi.events import EventRecorder
-from kubeapi.informer import EventHandlers, Informer
-from kubeapi.objects import KubeObject
-from kubeapi.resources import NODES, RESOURCE_SLICES, Resource
-from kubeapi.workqueue import RateLimiter, WorkQueue
-from node_plugin.publisher.layout import InvalidPoolError
-from node_plugin.publisher.metrics import PublisherMetrics
-from node_plugin.publisher.node import NodeIdentity, read_node, wait_for_node
-from node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL, PoolState, PoolSyncer, SyncResult
-from node_plugin.publisher.versionfields import trim_pool
-from node_plugin.publisher.view import POOL_INDEX, SliceView, pool_index
-from telemetry.logs import get_logger
-from telemetry.metrics import Registry
+from drakit.allocator.model import CounterSet, Device, DeviceTaint
+from drakit.kubeapi.clusterversion import SliceFields, detect, slice_fields
+from drakit.kubeapi.errors import ApiError
+from drakit.kubeapi.events import EventRecorder
+from drakit.kubeapi.informer import EventHandlers, Informer
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import NODES, RESOURCE_SLICES, Resource
+from drakit.kubeapi.workqueue import RateLimiter, WorkQueue
+from drakit.node_plugin.publisher.layout import InvalidPoolError
+from drakit.node_plugin.publisher.metrics import PublisherMetrics
+from drakit.node_plugin.publisher.node import NodeIdentity, read_node, wait_for_node
+from drakit.node_plugin.publisher.sync import (
+    PER_DEVICE_NODE_LABEL,
+    PoolState,
+    PoolSyncer,
+    SyncResult,
+)
+from drakit.node_plugin.publisher.versionfields import trim_pool
+from drakit.node_plugin.publisher.view import POOL_INDEX, SliceView, pool_index
+from drakit.telemetry.logs import get_logger
+from drakit.telemetry.metrics import Registry
 
 __all__ = ["PoolDescriptionLike", "PoolSource", "Publisher"]
 
@@ -61,7 +66,7 @@ DEFAULT_REPAIR_DELAY = 0.5
 class PoolDescriptionLike(Protocol):
     """What the publisher reads of a backend's pool.
 
-    ``node_plugin.backends.base.PoolDescription`` has this shape.
+    ``drakit.node_plugin.backends.base.PoolDescription`` has this shape.
     """
 
     @property
@@ -75,7 +80,7 @@ class PoolDescriptionLike(Protocol):
 
 
 class HealthReport(Protocol):
-    """One device's health (``node_plugin.driver.DeviceHealth`` has this shape)."""
+    """One device's health (``drakit.node_plugin.driver.DeviceHealth`` has this shape)."""
 
     @property
     def pool_name(self) -> str: ...
@@ -121,7 +126,7 @@ class Publisher:
     ) -> None:
         """``slice_fields``: the optional fields this cluster keeps (None: all). With
         ``detect_cluster`` the publisher asks the apiserver at start instead
-        (``kubeapi.clusterversion``); if that fails every field is published.
+        (``drakit.kubeapi.clusterversion``); if that fails every field is published.
 
         ``clock`` times repair delays, retry backoff and the view of the publisher's own
         writes; ``queue`` (default: one made with ``clock``) holds the pools to sync. Tests

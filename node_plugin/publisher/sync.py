@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from allocator.model import (
+from drakit.allocator.model import (
     CounterSet,
     Device,
     DeviceTaint,
@@ -37,13 +37,18 @@ from allocator.model import (
     ResourceSlice,
     ResourceSliceSpec,
 )
-from allocator.validation import validate_resource_slice
-from kubeapi.errors import NotFound
-from kubeapi.objects import KubeObject
-from kubeapi.resources import Resource
-from node_plugin.publisher.layout import InvalidPoolError, SliceContent, check_pool, plan_layout
-from node_plugin.publisher.naming import decode_index, generate_name, index_digits
-from node_plugin.publisher.node import NodeIdentity
+from drakit.allocator.validation import validate_resource_slice
+from drakit.kubeapi.errors import NotFound
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import Resource
+from drakit.node_plugin.publisher.layout import (
+    InvalidPoolError,
+    SliceContent,
+    check_pool,
+    plan_layout,
+)
+from drakit.node_plugin.publisher.naming import decode_index, generate_name, index_digits
+from drakit.node_plugin.publisher.node import NodeIdentity
 
 __all__ = [
     "PER_DEVICE_NODE_LABEL",

@@ -1,7 +1,7 @@
 """What the publisher writes on a cluster whose Kubernetes lacks an optional slice feature.
 
 An apiserver whose feature gate is off silently drops the gate's ResourceSlice fields
-(``kubeapi.clusterversion.SliceFields`` says which it keeps). Instead of writing them and
+(``drakit.kubeapi.clusterversion.SliceFields`` says which it keeps). Instead of writing them and
 noticing the loss afterwards, the publisher decides per field, once, from the cluster it meets:
 
 - counters (DRAPartitionableDevices): a device that consumes counters overlaps with others;
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from allocator.model import Device, DeviceCapacity
-from kubeapi.clusterversion import SliceFields
+from drakit.allocator.model import Device, DeviceCapacity
+from drakit.kubeapi.clusterversion import SliceFields
 
 __all__ = ["Trimmed", "trim_pool"]
 

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kubeapi.informer import Informer
-from kubeapi.objects import KubeObject, resource_version_int
+from drakit.kubeapi.informer import Informer
+from drakit.kubeapi.objects import KubeObject, resource_version_int
 
 __all__ = ["POOL_INDEX", "SliceView", "pool_index"]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
-from node_plugin.driver import (
+from drakit.node_plugin.driver import (
     AfterReply,
     CallContext,
     ClaimRef,
@@ -25,9 +25,9 @@ from node_plugin.driver import (
     not_deferred,
     run_after_reply,
 )
-from node_plugin.metrics import PluginMetrics
-from node_plugin.service.slowcalls import SlowCalls
-from telemetry.logs import StructuredLogger, get_logger
+from drakit.node_plugin.metrics import PluginMetrics
+from drakit.node_plugin.service.slowcalls import SlowCalls
+from drakit.telemetry.logs import StructuredLogger, get_logger
 
 _log = get_logger(__name__)
 

@@ -34,10 +34,10 @@ routes a registered method's calls to the queue that asked for them.
 This reaches one private attribute of grpcio (the core server behind a
 ``grpc.Server``) and its ``cygrpc`` layer. :meth:`DirectUnary.attach` returns
 None (and logs why) on a grpcio outside the tested versions
-(:mod:`node_plugin.service.direct_support`), when those internals are missing,
+(:mod:`drakit.node_plugin.service.direct_support`), when those internals are missing,
 or when ``DRAKIT_GRPC_DIRECT=0``; callers then register the methods with
 grpcio as usual and lose only the latency. The call-level semantics the
-handlers rely on are those of :mod:`node_plugin.service.direct_call`.
+handlers rely on are those of :mod:`drakit.node_plugin.service.direct_call`.
 """
 
 from __future__ import annotations
@@ -51,14 +51,14 @@ from typing import Any
 
 import grpc
 
-from node_plugin.service.direct_call import DirectContext, Method, Ready
-from node_plugin.service.direct_support import (
+from drakit.node_plugin.service.direct_call import DirectContext, Method, Ready
+from drakit.node_plugin.service.direct_support import (
     DIRECT_ENV,
     cygrpc,
     direct_disabled,
     untested_reason,
 )
-from telemetry.logs import get_logger
+from drakit.telemetry.logs import get_logger
 
 _log = get_logger(__name__)
 
@@ -190,7 +190,7 @@ class DirectUnary:
     # --- starting work on the queue (never after it closed) ---------------------------
 
     def start_batch(self, call: Any, operations: Sequence[Any], tag: Callable[[Any], Any]) -> bool:
-        """:class:`~node_plugin.service.direct_call.Batches`: start a call's batch."""
+        """:class:`~drakit.node_plugin.service.direct_call.Batches`: start a call's batch."""
         with self._queue_lock:
             if self._queue_closed:
                 return False

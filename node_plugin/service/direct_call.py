@@ -30,8 +30,8 @@ from typing import Any, NoReturn, Protocol
 
 import grpc
 
-from node_plugin.service.direct_support import cygrpc
-from telemetry.logs import get_logger
+from drakit.node_plugin.service.direct_support import cygrpc
+from drakit.telemetry.logs import get_logger
 
 _log = get_logger(__name__)
 

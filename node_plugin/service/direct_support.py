@@ -1,6 +1,6 @@
 """Whether this process may serve unary methods straight from grpcio's core layer.
 
-The direct path (:mod:`node_plugin.service.direct`) is built on grpcio's
+The direct path (:mod:`drakit.node_plugin.service.direct`) is built on grpcio's
 private ``cygrpc`` layer, whose behaviour grpcio does not promise to keep. It
 is used only on the grpcio versions in :data:`TESTED_GRPCIO`, the range the
 project's tests run on; on any other version, or when ``cygrpc`` cannot be

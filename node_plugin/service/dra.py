@@ -1,7 +1,7 @@
 """DRAPlugin servicers for the kubelet's DRA API v1 and v1beta1.
 
-Thin by design: protobuf in, :class:`~node_plugin.driver.ClaimRef` out to
-:class:`~node_plugin.service.calls.DriverCalls`, protobuf back. v1beta1 is v1
+Thin by design: protobuf in, :class:`~drakit.node_plugin.driver.ClaimRef` out to
+:class:`~drakit.node_plugin.service.calls.DriverCalls`, protobuf back. v1beta1 is v1
 without ``share_id``; a v1beta1 kubelet cannot use consumable-capacity shares,
 so the field is dropped rather than faked.
 """
@@ -13,13 +13,13 @@ from typing import Any, ClassVar, NoReturn, Protocol, TypeVar
 
 import grpc
 
-from kubeletapi.gen.dra.v1 import api_pb2 as v1
-from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
-from kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
-from kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
-from node_plugin.driver import ClaimRef, PreparedDevice
-from node_plugin.service.calls import DriverCalls, call_deadline, claim_count_problem
-from node_plugin.service.direct import DirectUnary
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
+from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from drakit.kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
+from drakit.kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from drakit.node_plugin.driver import ClaimRef, PreparedDevice
+from drakit.node_plugin.service.calls import DriverCalls, call_deadline, claim_count_problem
+from drakit.node_plugin.service.direct import DirectUnary
 
 # Names the kubelet knows these services by in GetInfo's supported_versions.
 V1_VERSION = "v1.DRAPlugin"
@@ -40,7 +40,7 @@ def _claim_refs(claims: Iterable[v1.Claim | v1beta1.Claim]) -> list[ClaimRef]:
 
 class UnaryContext(Protocol):
     """What the servicers use of a call's context: grpc.ServicerContext, or the
-    :class:`~node_plugin.service.direct_call.DirectContext` of a directly served call."""
+    :class:`~drakit.node_plugin.service.direct_call.DirectContext` of a directly served call."""
 
     def is_active(self) -> bool: ...
     def time_remaining(self) -> float | None: ...

@@ -15,12 +15,12 @@ from typing import Any, Protocol
 
 import grpc
 
-from kubeletapi.gen.dra_health.v1 import api_pb2 as v1
-from kubeletapi.gen.dra_health.v1 import api_pb2_grpc as v1_grpc
-from kubeletapi.gen.dra_health.v1alpha1 import api_pb2 as v1alpha1
-from kubeletapi.gen.dra_health.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
-from node_plugin.driver import DeviceHealth, DriverCore, HealthStatus, HealthSubscription
-from telemetry.logs import get_logger
+from drakit.kubeletapi.gen.dra_health.v1 import api_pb2 as v1
+from drakit.kubeletapi.gen.dra_health.v1 import api_pb2_grpc as v1_grpc
+from drakit.kubeletapi.gen.dra_health.v1alpha1 import api_pb2 as v1alpha1
+from drakit.kubeletapi.gen.dra_health.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
+from drakit.node_plugin.driver import DeviceHealth, DriverCore, HealthStatus, HealthSubscription
+from drakit.telemetry.logs import get_logger
 
 V1_VERSION = "v1.DRAResourceHealth"
 V1ALPHA1_VERSION = "v1alpha1.DRAResourceHealth"

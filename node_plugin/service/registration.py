@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import grpc
 
-from kubeletapi.gen.pluginregistration.v1 import api_pb2 as reg
-from kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from telemetry.logs import get_logger
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2 as reg
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from drakit.telemetry.logs import get_logger
 
 PLUGIN_TYPE = "DRAPlugin"
 SERVICE = reg.DESCRIPTOR.services_by_name["Registration"].full_name

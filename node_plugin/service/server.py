@@ -22,16 +22,20 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from node_plugin.driver import DriverCore
-from node_plugin.service.calls import DriverCalls
-from node_plugin.service.direct import DirectUnary
-from node_plugin.service.dra import add_dra_servicers
-from node_plugin.service.health import DEFAULT_RESEND_SECONDS, HealthStreams, add_health_servicers
-from node_plugin.service.registration import SERVICE as REGISTRATION_SERVICE
-from node_plugin.service.registration import RegistrationServicer, RegistrationStatus
-from node_plugin.sockets import SocketIdentity, remove_dead_sockets, remove_stale_socket
-from telemetry.logs import get_logger
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from drakit.node_plugin.driver import DriverCore
+from drakit.node_plugin.service.calls import DriverCalls
+from drakit.node_plugin.service.direct import DirectUnary
+from drakit.node_plugin.service.dra import add_dra_servicers
+from drakit.node_plugin.service.health import (
+    DEFAULT_RESEND_SECONDS,
+    HealthStreams,
+    add_health_servicers,
+)
+from drakit.node_plugin.service.registration import SERVICE as REGISTRATION_SERVICE
+from drakit.node_plugin.service.registration import RegistrationServicer, RegistrationStatus
+from drakit.node_plugin.sockets import SocketIdentity, remove_dead_sockets, remove_stale_socket
+from drakit.telemetry.logs import get_logger
 
 _log = get_logger(__name__)
 

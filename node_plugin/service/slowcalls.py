@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from telemetry.logs import StructuredLogger
+from drakit.telemetry.logs import StructuredLogger
 
 SLOW_AFTER_SECONDS = 10.0
 _CHECK_EVERY_SECONDS = 1.0

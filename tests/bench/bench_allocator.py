@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scenarios  # noqa: E402  (a sibling module; tests/ is not a package)
 
-from allocator import (  # noqa: E402
+from drakit.allocator import (  # noqa: E402
     AllocationResult,
     DeviceClass,
     Node,
@@ -44,10 +44,10 @@ from allocator import (  # noqa: E402
     ResourceSlice,
     with_api_defaults,
 )
-from allocator.allocate import Allocator, NodeUnsuitableError  # noqa: E402
-from allocator.allocated import AllocatedState  # noqa: E402
-from allocator.features import Features  # noqa: E402
-from allocator.inventory import Inventory  # noqa: E402
+from drakit.allocator.allocate import Allocator, NodeUnsuitableError  # noqa: E402
+from drakit.allocator.allocated import AllocatedState  # noqa: E402
+from drakit.allocator.features import Features  # noqa: E402
+from drakit.allocator.inventory import Inventory  # noqa: E402
 
 Obj = dict[str, Any]
 

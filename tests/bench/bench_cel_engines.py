@@ -8,7 +8,7 @@ Compares, in one process:
   extensions (strings, lists, sets, optional, bindings, two-variable comprehensions) and
   the device declared as ``map(string, dyn)``; no Kubernetes libraries (the binding cannot
   hold Kubernetes' opaque values from Python);
-* ``drakit``: ``allocator.cel`` (the C++ checker with Kubernetes' declarations, then the
+* ``drakit``: ``drakit.allocator.cel`` (the C++ checker with Kubernetes' declarations, then the
   Rust engine plus drakit's rewrite, Kubernetes libraries and cost guard), which is what
   the allocator uses.
 
@@ -167,8 +167,8 @@ class DrakitEngine(Engine):
     name = "drakit allocator.cel (rust + rewrite + k8s libraries)"
 
     def __init__(self) -> None:
-        from allocator.cel import compile_selector, device_context  # noqa: PLC0415
-        from allocator.model import DeviceAttribute  # noqa: PLC0415
+        from drakit.allocator.cel import compile_selector, device_context  # noqa: PLC0415
+        from drakit.allocator.model import DeviceAttribute  # noqa: PLC0415
 
         self.compile_selector = compile_selector
         attrs = {
@@ -179,7 +179,7 @@ class DrakitEngine(Engine):
         self.ctx = device_context("gpu.example.com", attrs, {}, False)
 
     def compile(self, expr: str) -> Any:
-        from allocator.cel.engine import _compile  # noqa: PLC0415 (bypass the cache)
+        from drakit.allocator.cel.engine import _compile  # noqa: PLC0415 (bypass the cache)
 
         return _compile(expr)
 

@@ -12,9 +12,9 @@ import sys
 import threading
 import time
 
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.leaderelection import LeaderElectionConfig, LeaderElector
 from drakit.localcluster import ClusterConfig, LocalCluster
-from kubeapi.client import load_client
-from kubeapi.leaderelection import LeaderElectionConfig, LeaderElector
 
 TRIALS = 4
 

@@ -58,11 +58,11 @@ from drakit.localcluster import ClusterConfig, LocalCluster  # noqa: E402
 from drakit.localcluster.assets import cache_dir  # noqa: E402
 
 GO_PLUGIN = cache_dir() / "dra-example-kubeletplugin"
-from kubeapi.client import load_client  # noqa: E402
-from kubeapi.errors import AlreadyExists  # noqa: E402
-from kubeapi.resources import NAMESPACES, NODES, RESOURCE_CLAIMS, Resource  # noqa: E402
-from kubeletapi.gen.dra.v1 import api_pb2 as v1  # noqa: E402
-from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc  # noqa: E402
+from drakit.kubeapi.client import load_client  # noqa: E402
+from drakit.kubeapi.errors import AlreadyExists  # noqa: E402
+from drakit.kubeapi.resources import NAMESPACES, NODES, RESOURCE_CLAIMS, Resource  # noqa: E402
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1  # noqa: E402
+from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc  # noqa: E402
 
 
 @dataclass

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from allocator.model import CounterSet, Device, DeviceAttribute
+from drakit.allocator.model import CounterSet, Device, DeviceAttribute
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.resources import NODES, RESOURCE_SLICES, Resource
 from drakit.localcluster import ClusterConfig, LocalCluster
-from kubeapi.client import load_client
-from kubeapi.resources import NODES, RESOURCE_SLICES, Resource
-from node_plugin.publisher import Publisher
+from drakit.node_plugin.publisher import Publisher
 
 DRIVER = "gpu.bench.drakit.dev"
 SIZES = (128, 1024, 4096)

@@ -20,17 +20,17 @@ from typing import Any
 import pytest
 from integration.publisher.publisher_support import Pool, StaticBackend, make_node
 
-from allocator.model import CounterSet, Device
-from drakit.localcluster import LocalCluster
-from kubeapi.client import load_client
-from kubeapi.clusterversion import (
+from drakit.allocator.model import CounterSet, Device
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.clusterversion import (
     MinorFacts,
     detect,
     features_for_cluster,
     kubelet_health_services_for_node,
 )
-from kubeapi.resources import NODES, RESOURCE_SLICES, Resource
-from node_plugin.publisher import Publisher
+from drakit.kubeapi.resources import NODES, RESOURCE_SLICES, Resource
+from drakit.localcluster import LocalCluster
+from drakit.node_plugin.publisher import Publisher
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
 

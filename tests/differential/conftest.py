@@ -36,7 +36,7 @@ def oracle() -> Oracle:
 
 @pytest.fixture(scope="session")
 def run_scenario() -> PythonRunner:
-    """``allocator.scenario.run_scenario``: the Python side of the contract."""
-    from allocator.scenario import run_scenario as python_run_scenario  # noqa: PLC0415
+    """``drakit.allocator.scenario.run_scenario``: the Python side of the contract."""
+    from drakit.allocator.scenario import run_scenario as python_run_scenario  # noqa: PLC0415
 
     return python_run_scenario

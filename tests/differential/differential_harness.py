@@ -2,7 +2,7 @@
 compares their answers.
 
 The scenario and result formats are the contract in ``hack/oracle/README.md``; the Python
-side is ``allocator.scenario.run_scenario``. Two answers agree when the outcome class is
+side is ``drakit.allocator.scenario.run_scenario``. Two answers agree when the outcome class is
 the same and, for ``allocated``, every claim's AllocationResult is the same after
 normalisation: fields Go omits when empty are dropped, quantities are compared by value
 and a ``shareID`` only has to be present on both sides (it is a random UUID).
@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from allocator.quantity import Quantity
+from drakit.allocator.quantity import Quantity
 
 Obj = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]

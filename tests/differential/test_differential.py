@@ -125,7 +125,7 @@ def _without_selectors(claim: Obj, expressions: tuple[str, ...]) -> Obj:
 def test_random_scenarios_are_valid_api_objects() -> None:
     """The generator must only produce objects the API server would accept; otherwise a
     difference could be about input checking rather than allocation."""
-    from allocator import (  # noqa: PLC0415
+    from drakit.allocator import (  # noqa: PLC0415
         DeviceClass,
         ResourceClaim,
         ResourceSlice,

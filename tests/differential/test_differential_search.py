@@ -1,6 +1,6 @@
 """Search-heavy scenarios: drakit's search skips what the reference allocator walks (the
 lookahead for claims no path can allocate, the memory of claim entries that answered
-"no", see ``allocator.lookahead``), and must still answer every scenario like it.
+"no", see ``drakit.allocator.lookahead``), and must still answer every scenario like it.
 
 The reference runs with a long time limit here, so that its answer is the answer of its
 whole search on a loaded machine, not a time-out.
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from differential_harness import REPO, Oracle, PythonRunner, difference, run_python
 
-import allocator.allocate
-from allocator.scenario import run_scenario
+import drakit.allocator.allocate
+from drakit.allocator.scenario import run_scenario
 
 sys.path.insert(0, str(REPO / "tests" / "bench"))
 # tests/bench is not a package
@@ -91,7 +91,7 @@ def test_answers_do_not_change_when_the_lookahead_starts_at_once(
 ) -> None:
     """Every search below looks ahead on its first step (and so remembers every claim
     entry that answered "no"), also those that allocate or fail with an error."""
-    monkeypatch.setattr(allocator.allocate, "_LOOK_AHEAD_AT", 1)
+    monkeypatch.setattr(drakit.allocator.allocate, "_LOOK_AHEAD_AT", 1)
     labelled = [(f"seed {s}", random_scenario(s)) for s in LOOKAHEAD_RANDOM_SEEDS]
     labelled += [(f"search-heavy seed {s}", search_heavy_scenario(s)[1]) for s in range(4)]
     labelled.append(("selector error first", _selector_error_before_doomed_request()))

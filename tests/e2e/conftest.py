@@ -32,9 +32,9 @@ from harness.kubelet import KubeletHarness
 
 from drakit.demo import stack
 from drakit.demo.stack import DRIVER, Component, NodeFolders
+from drakit.kubeapi.client import RateLimitedApiClient, load_client
+from drakit.kubeapi.resources import RESOURCE_SLICES, Resource
 from drakit.localcluster import ClusterConfig, LocalCluster
-from kubeapi.client import RateLimitedApiClient, load_client
-from kubeapi.resources import RESOURCE_SLICES, Resource
 
 
 def _node_has_slices(client: RateLimitedApiClient, node: str) -> bool:
@@ -87,7 +87,7 @@ def e2e(
             controller = Component(
                 "drakit controller",
                 stack.controller_command(kubeconfig=cluster.kubeconfig, metrics_port=port),
-                log_dir / "controller.log",
+                log_dir / "drakit.controller.log",
             )
             controller.start()
             for name in NODE_NAMES:

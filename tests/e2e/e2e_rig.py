@@ -26,10 +26,9 @@ from helpers.waiting import eventually as wait_until
 
 from drakit.demo import stack
 from drakit.demo.stack import DEVICE_CLASS, DRIVER, Component, NodeFolders
-from drakit.localcluster import LocalCluster
-from kubeapi.errors import ApiError, NotFound
-from kubeapi.objects import KubeObject
-from kubeapi.resources import (
+from drakit.kubeapi.errors import ApiError, NotFound
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import (
     NAMESPACES,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
@@ -37,6 +36,7 @@ from kubeapi.resources import (
     RESOURCE_SLICES,
     Resource,
 )
+from drakit.localcluster import LocalCluster
 
 #: Generous bounds that only keep a broken run from hanging; nothing asserts on durations.
 WAIT = 90.0
@@ -90,7 +90,7 @@ class NodeRig:
         reuse it to restart "the same pod" (same socket names), pass a new one
         for the second instance of a rolling update.
         """
-        from node_plugin.sockets import socket_paths  # noqa: PLC0415
+        from drakit.node_plugin.sockets import socket_paths  # noqa: PLC0415
 
         self._instances += 1
         pod_uid = pod_uid or f"{self.name}-{self._instances}-{uuid.uuid4().hex[:6]}"

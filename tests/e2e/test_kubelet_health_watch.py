@@ -3,7 +3,7 @@
 Each minor's kubelet calls one DRAResourceHealth version (1.36: ``v1alpha1`` only; 1.37:
 ``v1``, falling back to ``v1alpha1``) and only when ``ResourceHealthStatus`` is on. The
 node plugin advertises the versions that node's kubelet calls
-(``kubeapi.clusterversion.kubelet_health_services``); here the minor's own DRA manager
+(``drakit.kubeapi.clusterversion.kubelet_health_services``); here the minor's own DRA manager
 (the kubelet harness) must open its health stream over the newest of them.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from e2e_rig import E2EStack, eventually
 
-from kubeapi.clusterversion import MinorFacts
+from drakit.kubeapi.clusterversion import MinorFacts
 
 pytestmark = pytest.mark.e2e
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import grpc
 
-from kubeletapi.gen.dra.v1 import api_pb2 as dra
-from kubeletapi.gen.dra.v1 import api_pb2_grpc as dra_grpc
-from kubeletapi.gen.pluginregistration.v1 import api_pb2 as reg
-from kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as dra
+from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as dra_grpc
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2 as reg
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 
 ClaimRef = tuple[str, str, str]  # namespace, name, uid
 

@@ -1,6 +1,6 @@
 """A real HTTP/1.1 server on 127.0.0.1 whose answers each test scripts, and a CONNECT proxy.
 
-Tests of ``kubeapi.http11`` and the light client need what the apiserver does not do on
+Tests of ``drakit.kubeapi.http11`` and the light client need what the apiserver does not do on
 demand (close an idle connection, cut an answer short, ask to retry later). Traffic stays
 on loopback: the proxy tunnels every ``CONNECT`` to 127.0.0.1, whatever host it names.
 """

@@ -25,10 +25,10 @@ import pytest
 from node_rig import ROOT, Helm, RealNodeStack
 
 from drakit.demo.real_node import IMAGE_REPOSITORY, import_images
+from drakit.kubeapi.client import load_client
 from drakit.localcluster import ClusterConfig, LocalCluster
 from drakit.localcluster.assets import build_binaries, require_binary
 from drakit.localcluster.node import LocalNode, NodeConfig
-from kubeapi.client import load_client
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,9 @@ import pytest
 import yaml
 from helpers.waiting import eventually as wait_until
 
-from drakit.localcluster import LocalCluster
-from drakit.localcluster.node import LocalNode
-from kubeapi.errors import NotFound
-from kubeapi.objects import KubeObject
-from kubeapi.resources import (
+from drakit.kubeapi.errors import NotFound
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import (
     NAMESPACES,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
@@ -37,7 +35,9 @@ from kubeapi.resources import (
     Resource,
     ResourceType,
 )
-from telemetry.address import LOOPBACK
+from drakit.localcluster import LocalCluster
+from drakit.localcluster.node import LocalNode
+from drakit.telemetry.address import LOOPBACK
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "drakit"

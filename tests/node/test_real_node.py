@@ -23,8 +23,8 @@ import pytest
 from conftest import NodeAssets, make_stack
 from node_rig import DRIVER, RealNodeStack, eventually, load_example
 
-from kubeapi.errors import NotFound
-from kubeapi.resources import RESOURCE_CLAIM_TEMPLATES
+from drakit.kubeapi.errors import NotFound
+from drakit.kubeapi.resources import RESOURCE_CLAIM_TEMPLATES
 
 pytestmark = pytest.mark.node
 

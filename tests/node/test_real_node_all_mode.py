@@ -10,7 +10,7 @@ import pytest
 from conftest import NodeAssets, make_stack
 from node_rig import RealNodeStack, eventually
 
-from kubeapi.errors import NotFound
+from drakit.kubeapi.errors import NotFound
 
 pytestmark = pytest.mark.node
 

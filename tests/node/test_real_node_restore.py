@@ -15,11 +15,11 @@ import pytest
 from conftest import NodeAssets
 from node_rig import ROOT, eventually
 
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.resources import NAMESPACES, PODS, Resource
 from drakit.localcluster import ClusterConfig, LocalCluster
 from drakit.localcluster.assets import cache_dir
 from drakit.localcluster.hoststate import MachineSnapshot, snapshot
-from kubeapi.client import load_client
-from kubeapi.resources import NAMESPACES, PODS, Resource
 
 pytestmark = pytest.mark.node
 

@@ -80,7 +80,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kubeapi.errors import ApiError
+from drakit.kubeapi.errors import ApiError
 from soak import invariants as inv
 from soak.clusterstate import ClusterState, Device, DeviceKey, Pod, read_cluster
 from soak.invariants import Finding, NodeFiles
@@ -148,7 +148,7 @@ class Checker:
     :meth:`wait_liveness` or :meth:`check_quiet` run on another (episodes, counters and the
     device cache are guarded by one lock; readings happen outside it).
 
-    ``client`` is a kubeapi API client (``kubeapi.client.load_client``); ``driver`` the DRA
+    ``client`` is a kubeapi API client (``drakit.kubeapi.client.load_client``); ``driver`` the DRA
     driver whose devices, slices and files are judged; ``nodes`` the simulated nodes whose
     checkpoint and CDI specs are read; ``namespaces`` limits the claim and pod rules to
     those namespaces (devices and slices are judged cluster-wide, as allocators see them).

@@ -3,8 +3,8 @@
 States the checker must judge are written directly (claim status, pod phase, checkpoint
 and CDI files) the way a controller, a kubelet or a node plugin would write them, broken
 ones included. The node files are written by the node plugin's own writers
-(``node_plugin.checkpoint``, ``node_plugin.cdi``), so the checker's independent reading is
-tested against the real format.
+(``drakit.node_plugin.checkpoint``, ``drakit.node_plugin.cdi``), so the checker's
+independent reading is tested against the real format.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import Any
 
 import yaml
 
-from kubeapi.errors import ApiError
-from kubeapi.objects import KubeObject
-from kubeapi.resources import NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
-from node_plugin.backends.base import ContainerEdits
-from node_plugin.cdi import CDIDevice, CDISpecs
-from node_plugin.checkpoint import COMPLETED, Checkpoint, ClaimEntry
-from node_plugin.driver import PreparedDevice
+from drakit.kubeapi.errors import ApiError
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
+from drakit.node_plugin.backends.base import ContainerEdits
+from drakit.node_plugin.cdi import CDIDevice, CDISpecs
+from drakit.node_plugin.checkpoint import COMPLETED, Checkpoint, ClaimEntry
+from drakit.node_plugin.driver import PreparedDevice
 from soak.checker import Bounds, Checker, NodeView
 
 FINALIZER = "resource.kubernetes.io/delete-protection"

@@ -17,8 +17,8 @@ import threading
 from contextlib import suppress
 from typing import Any
 
-from kubeapi.errors import ApiError, NotFound
-from kubeapi.resources import LEASES, NODES, PatchType, Resource
+from drakit.kubeapi.errors import ApiError, NotFound
+from drakit.kubeapi.resources import LEASES, NODES, PatchType, Resource
 
 LEASE_NAMESPACE = "kube-node-lease"
 LEASE_SECONDS = 40

@@ -33,12 +33,12 @@ import yaml
 
 from drakit.demo import stack as demo
 from drakit.demo.stack import DRIVER, Component, NodeFolders
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.errors import ApiError
+from drakit.kubeapi.resources import RESOURCE_SLICES, Resource
 from drakit.localcluster import ClusterConfig, LocalCluster
 from drakit.localcluster.leftovers import RunRecord, sweep
 from drakit.localcluster.process import ManagedProcess, StartError
-from kubeapi.client import load_client
-from kubeapi.errors import ApiError
-from kubeapi.resources import RESOURCE_SLICES, Resource
 from soak.chaosproxy import ChaosProxy
 from soak.faultfs import FaultFs, can_mount
 from soak.faultfs import sweep_leftovers as sweep_leftover_mounts
@@ -402,7 +402,7 @@ class SoakStack:
 
 
 def _label_node(client: Any, name: str, labels: dict[str, str]) -> None:
-    from kubeapi.resources import NODES  # noqa: PLC0415
+    from drakit.kubeapi.resources import NODES  # noqa: PLC0415
 
     Resource(client, NODES).patch(name, {"metadata": {"labels": labels}})
 

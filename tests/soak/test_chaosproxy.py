@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from kubeapi.client import load_client
-from kubeapi.informer import Informer
-from kubeapi.resources import RESOURCE_CLAIMS, Resource
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.informer import Informer
+from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 from soak.chaosproxy import ChaosProxy
 from soak.checker_world import proxied_kubeconfig
 

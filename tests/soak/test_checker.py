@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from kubeapi.client import load_client
-from kubeapi.errors import ApiError
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.errors import ApiError
 from soak.chaosproxy import ChaosProxy
 from soak.checker import Bounds, Checker, Violation
 from soak.checker_world import FakeClock, World, gpus, proxied_kubeconfig

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from controller.claimwrites import ClaimWriter
-from kubeapi.objects import KubeObject
+from drakit.controller.claimwrites import ClaimWriter
+from drakit.kubeapi.objects import KubeObject
 from soak.checker_world import World
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from node_plugin.checkpoint import COMPLETED, Checkpoint, ClaimEntry
+from drakit.node_plugin.checkpoint import COMPLETED, Checkpoint, ClaimEntry
 from soak.faultfs import (
     FaultFs,
     FaultFsError,

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.errors import Gone
+from drakit.kubeapi.resources import NAMESPACES, RESOURCE_CLAIMS, Resource
 from drakit.localcluster import ClusterConfig, LocalCluster
-from kubeapi.client import load_client
-from kubeapi.errors import Gone
-from kubeapi.resources import NAMESPACES, RESOURCE_CLAIMS, Resource
 from soak.faults import compact_etcd
 from soak.stack import UNCACHED_WATCHES
 

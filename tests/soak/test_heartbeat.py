@@ -7,8 +7,8 @@ from contextlib import suppress
 from typing import Any
 
 from drakit.demo.stack import create_ready_node
-from kubeapi.errors import NotFound
-from kubeapi.resources import LEASES, NODES, PatchType, Resource
+from drakit.kubeapi.errors import NotFound
+from drakit.kubeapi.resources import LEASES, NODES, PatchType, Resource
 from soak.heartbeat import LEASE_NAMESPACE, NodeHeartbeat
 
 

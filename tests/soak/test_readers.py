@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from node_plugin.checkpoint import COMPLETED, STARTED, Checkpoint, ClaimEntry
-from node_plugin.driver import PreparedDevice
+from drakit.node_plugin.checkpoint import COMPLETED, STARTED, Checkpoint, ClaimEntry
+from drakit.node_plugin.driver import PreparedDevice
 from soak.clusterstate import parse_pod, selector_matches
 from soak.nodefiles import UnreadableFileError, read_cdi_specs, read_checkpoint
 from soak.quantity import parse_quantity

@@ -18,9 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubeapi.errors import ApiError
-from kubeapi.objects import KubeObject
-from kubeapi.resources import LEASES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Resource, ResourceType
+from drakit.kubeapi.errors import ApiError
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import (
+    LEASES,
+    PODS,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    Resource,
+    ResourceType,
+)
 
 #: Entries kept (a 30-minute soak writes some 100k; older ones drop off).
 MAX_ENTRIES = 400_000

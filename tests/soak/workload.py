@@ -37,9 +37,9 @@ from typing import Any
 
 from drakit.demo.real_node import EXAMPLE_IMAGE
 from drakit.demo.stack import DEVICE_CLASS, DRAKIT_SCHEDULER
-from kubeapi.errors import ApiError, NotFound
-from kubeapi.objects import KubeObject
-from kubeapi.resources import (
+from drakit.kubeapi.errors import ApiError, NotFound
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import (
     NAMESPACES,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,

@@ -12,9 +12,9 @@ import importlib
 import pytest
 from google.protobuf.descriptor import FieldDescriptor, FileDescriptor
 
-from kubeletapi.gen.dra.v1 import api_pb2 as dra_v1
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as dra_v1
 
-GEN = "kubeletapi.gen"
+GEN = "drakit.kubeletapi.gen"
 
 # module -> (proto file path, proto package)
 FILES = {

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from controller_harness import Objects, RunningController
 
-from controller.app import Controller
-from controller.config import ClaimGeneration, ControllerConfig
+from drakit.controller.app import Controller
+from drakit.controller.config import ClaimGeneration, ControllerConfig
 
 Wait = Callable[..., Any]
 

@@ -14,10 +14,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from controller.app import Controller
-from kubeapi.errors import ApiError
-from kubeapi.objects import KubeObject
-from kubeapi.resources import (
+from drakit.controller.app import Controller
+from drakit.kubeapi.errors import ApiError
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import (
     DEVICE_CLASSES,
     NODES,
     PODS,

@@ -17,8 +17,8 @@ from typing import Any
 
 from controller_harness import Objects
 
-from kubeapi.errors import ApiError
-from kubeapi.lightclient import load_light_client
+from drakit.kubeapi.errors import ApiError
+from drakit.kubeapi.lightclient import load_light_client
 
 __all__ = ["BoundWatch", "build_nodes", "check_allocations", "create_pods", "load_generator_client"]
 

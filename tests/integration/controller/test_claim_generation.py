@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from controller_harness import RunningController
 
-from controller.app import Controller
-from controller.claimgen import claim_from_template
-from controller.config import ClaimGeneration, ControllerConfig
-from controller.naming import FINALIZER, POD_CLAIM_NAME_ANNOTATION
-from kubeapi.errors import ServerError
-from kubeapi.events import EventRecorder
-from kubeapi.resources import EVENTS, PODS, PatchType, Resource
+from drakit.controller.app import Controller
+from drakit.controller.claimgen import claim_from_template
+from drakit.controller.config import ClaimGeneration, ControllerConfig
+from drakit.controller.naming import FINALIZER, POD_CLAIM_NAME_ANNOTATION
+from drakit.kubeapi.errors import ServerError
+from drakit.kubeapi.events import EventRecorder
+from drakit.kubeapi.resources import EVENTS, PODS, PatchType, Resource
 
 pytestmark = pytest.mark.integration
 
@@ -277,7 +277,7 @@ def test_scoped_generation_leaves_a_new_pod_to_kube_controller_manager_for_the_g
     race it: a claim written into the pod status within the grace period is used as is."""
     cls = objects.device_class()
     objects.template(namespace, "tpl", cls)
-    with caplog.at_level(logging.DEBUG, logger="controller.handover"):
+    with caplog.at_level(logging.DEBUG, logger="drakit.controller.handover"):
         start_controller(claim_generation=ClaimGeneration.SCOPED, scoped_generation_grace=30.0)
         objects.pod(namespace, "mine", templates={"gpu": "tpl"})
         # drakit has looked at the pod (without the grace period it generated right then)
@@ -340,7 +340,7 @@ def test_a_fenced_controller_generates_nothing_until_its_fence_opens(
     objects.template(namespace, "tpl", cls)
     running = start_controller()
     running.controller.fence = lambda: False
-    with caplog.at_level(logging.WARNING, logger="controller.app"):
+    with caplog.at_level(logging.WARNING, logger="drakit.controller.app"):
         objects.pod(namespace, "p", templates={"gpu": "tpl"})
         # The pod's key was taken from the queue and refused at the fence
         eventually(lambda: logged_for(caplog, f"pod:{namespace}/p", "Lease may be lost"))

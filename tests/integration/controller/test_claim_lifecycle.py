@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from controller_harness import ClaimHistory
 
-from controller.caches import Caches, DeletedPods
-from controller.claimwrites import ClaimWriter
-from controller.config import ClaimGeneration, ControllerConfig
-from controller.lifecycle import ClaimLifecycle
-from controller.metrics import ControllerMetrics
-from controller.naming import FINALIZER
+from drakit.controller.caches import Caches, DeletedPods
+from drakit.controller.claimwrites import ClaimWriter
+from drakit.controller.config import ClaimGeneration, ControllerConfig
+from drakit.controller.lifecycle import ClaimLifecycle
+from drakit.controller.metrics import ControllerMetrics
+from drakit.controller.naming import FINALIZER
 
 pytestmark = pytest.mark.integration
 

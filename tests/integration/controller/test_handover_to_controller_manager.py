@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from soak.chaosproxy import ChaosProxy
 
-from controller.naming import FIELD_MANAGER
+from drakit.controller.naming import FIELD_MANAGER
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.errors import NotFound
+from drakit.kubeapi.pool import widen_connection_pool
+from drakit.kubeapi.resources import LEASES, Resource
 from drakit.localcluster.cluster import ClusterConfig, LocalCluster
-from kubeapi.client import load_client
-from kubeapi.errors import NotFound
-from kubeapi.pool import widen_connection_pool
-from kubeapi.resources import LEASES, Resource
 
 pytestmark = pytest.mark.integration
 
@@ -100,7 +100,7 @@ def test_a_slow_controller_manager_keeps_its_pods_and_drakit_generates_nothing(
 ):
     kcm_proxy.set_mode("delay", delay=1.0)  # every chunk both ways: its Lease is still renewed
     try:
-        with caplog.at_level(logging.DEBUG, logger="controller.handover"):
+        with caplog.at_level(logging.DEBUG, logger="drakit.controller.handover"):
             objects.pod(namespace, "p", templates={"gpu": "tpl"})
             # Past its grace period drakit judged the pod (before the fix it generated then),
             # while kube-controller-manager was still too slow to have recorded a claim.

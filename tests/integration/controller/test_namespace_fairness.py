@@ -18,7 +18,7 @@ import pytest
 from conftest import StartController
 from controller_harness import Objects
 
-from kubeapi.objects import KubeObject
+from drakit.kubeapi.objects import KubeObject
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.config import ClaimGeneration
-from kubeapi.client import load_client
-from kubeapi.resources import LEASES, Resource
+from drakit.controller.config import ClaimGeneration
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.resources import LEASES, Resource
 
 pytestmark = pytest.mark.integration
 
@@ -70,8 +70,8 @@ def service_account_kubeconfig(
 def test_controller_runs_with_exactly_the_permissions_of_the_helm_chart(
     *, api, cluster, objects, namespace, start_controller, eventually, tmp_path
 ):
-    from controller.leader import run_leader_elected  # noqa: PLC0415
-    from kubeapi.leaderelection import LeaderElectionConfig  # noqa: PLC0415
+    from drakit.controller.leader import run_leader_elected  # noqa: PLC0415
+    from drakit.kubeapi.leaderelection import LeaderElectionConfig  # noqa: PLC0415
 
     kubeconfig = service_account_kubeconfig(api, cluster, namespace, tmp_path)
     restricted = load_client(kubeconfig, qps=0)
@@ -139,7 +139,7 @@ def test_scoped_generation_without_rbac_on_the_controller_manager_lease_generate
     restricted = load_client(kubeconfig, qps=0)
     objects.template(namespace, "tpl", objects.device_class())
     objects.pod(namespace, "p", templates={"gpu": "tpl"})
-    with caplog.at_level(logging.ERROR, logger="controller.handover"):
+    with caplog.at_level(logging.ERROR, logger="drakit.controller.handover"):
         start_controller(restricted, claim_generation=ClaimGeneration.SCOPED)
         eventually(lambda: any("RBAC missing" in r.getMessage() for r in caplog.records),
                    what="the controller to find it may not read the Lease")  # fmt: skip

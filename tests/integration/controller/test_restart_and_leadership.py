@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from controller_harness import ControllerProcess, Objects
 
-from controller.naming import POD_CLAIM_NAME_ANNOTATION
+from drakit.controller.naming import POD_CLAIM_NAME_ANNOTATION
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.pool import widen_connection_pool
+from drakit.kubeapi.resources import LEASES, Resource
 from drakit.localcluster import ClusterConfig, LocalCluster
-from kubeapi.client import load_client
-from kubeapi.pool import widen_connection_pool
-from kubeapi.resources import LEASES, Resource
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 from scale_workload import BoundWatch, build_nodes, check_allocations, create_pods
 
-from controller.config import ClaimGeneration
+from drakit.controller.config import ClaimGeneration
 
 pytestmark = pytest.mark.integration
 

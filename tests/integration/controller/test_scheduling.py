@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from controller_harness import ClaimHistory, Objects
 
-from controller.claimwrites import ClaimWriteError, ClaimWriter
-from controller.config import ClaimGeneration
-from controller.naming import FIELD_MANAGER, FINALIZER
-from kubeapi.client import load_client
-from kubeapi.errors import Conflict, Invalid
-from kubeapi.resources import RESOURCE_CLAIMS, Resource
+from drakit.controller.claimwrites import ClaimWriteError, ClaimWriter
+from drakit.controller.config import ClaimGeneration
+from drakit.controller.naming import FIELD_MANAGER, FINALIZER
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.errors import Conflict, Invalid
+from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 
 pytestmark = pytest.mark.integration
 

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from controller_harness import Objects
 
-from kubeapi.client import load_client
-from kubeapi.errors import NotFound
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.errors import NotFound
 
 pytestmark = [pytest.mark.integration, pytest.mark.differential]
 

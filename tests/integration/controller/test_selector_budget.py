@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from controller_harness import ControllerProcess, Objects, RunningController
 
-from controller.app import Controller
-from controller.config import ClaimGeneration, ControllerConfig
-from kubeapi.events import EventRecorder
-from kubeapi.resources import EVENTS, Resource
+from drakit.controller.app import Controller
+from drakit.controller.config import ClaimGeneration, ControllerConfig
+from drakit.kubeapi.events import EventRecorder
+from drakit.kubeapi.resources import EVENTS, Resource
 
 pytestmark = pytest.mark.integration
 
@@ -142,7 +142,7 @@ def test_sigterm_during_a_long_selector_evaluation_stops_the_controller_within_5
     node = f"n-{uuid.uuid4().hex[:6]}"
     objects.node(node, devices=128)
     cls = objects.device_class()
-    process = ControllerProcess(cluster.kubeconfig, tmp_path / "controller.log")
+    process = ControllerProcess(cluster.kubeconfig, tmp_path / "drakit.controller.log")
     try:
         claim_with_selector(objects, namespace, "slow", cls, SLOW)
         objects.pod(namespace, "p", claims={"gpu": "slow"})

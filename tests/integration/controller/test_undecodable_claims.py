@@ -22,14 +22,14 @@ from typing import Any
 import pytest
 from controller_harness import Objects
 
-from controller.metrics import _PoolCollector
-from controller.poolstatus import pool_status
 from drakit.cli import main
+from drakit.controller.metrics import _PoolCollector
+from drakit.controller.poolstatus import pool_status
+from drakit.kubeapi.deepjson import DeepJSON
+from drakit.kubeapi.errors import NotFound
+from drakit.kubeapi.lightclient import load_light_client
+from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 from drakit.localcluster import LocalCluster
-from kubeapi.deepjson import DeepJSON
-from kubeapi.errors import NotFound
-from kubeapi.lightclient import load_light_client
-from kubeapi.resources import RESOURCE_CLAIMS, Resource
 
 pytestmark = pytest.mark.integration
 

@@ -80,7 +80,7 @@ class Program:
 def _optional_gate_probe(line: str) -> bool:
     """The start-up read of the apiserver's feature gates from /metrics, which the chart
     does not grant (least privilege): the components fall back to the minor's defaults."""
-    return "kubeapi.clusterversion" in line and "GET /metrics" in line
+    return "drakit.kubeapi.clusterversion" in line and "GET /metrics" in line
 
 
 def _wait(what: str, check: Callable[[], Any], *processes: subprocess.Popen[str]) -> Any:
@@ -145,7 +145,9 @@ def controller(
     helm: Helm, cluster: LocalCluster, installed: Installed, short_root: Path
 ) -> Program:
     """The Deployment's controller container, with a token of the controller's account."""
-    container = _container(helm, installed, "Deployment", {"controller.metrics.enabled": "false"})
+    container = _container(
+        helm, installed, "Deployment", {"drakit.controller.metrics.enabled": "false"}
+    )
     admin = cluster.api_client()
     token = request_token(admin, installed.namespace, installed.controller_sa)
     kubeconfig = token_kubeconfig(cluster.kubeconfig, token, short_root / "ctrl.kubeconfig")

@@ -121,8 +121,8 @@ exec "$@"
 
 
 def _allocated_claim(cluster: LocalCluster, namespace: str) -> dict[str, Any]:
-    from kubeapi.client import load_client  # noqa: PLC0415
-    from kubeapi.resources import RESOURCE_CLAIMS, Resource  # noqa: PLC0415
+    from drakit.kubeapi.client import load_client  # noqa: PLC0415
+    from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource  # noqa: PLC0415
 
     claims = Resource(load_client(cluster.kubeconfig), RESOURCE_CLAIMS)
     claim = claims.create(
@@ -143,9 +143,9 @@ def test_node_plugin_prepares_with_a_read_only_root_filesystem(
 ) -> None:
     import grpc  # noqa: PLC0415
 
-    from kubeletapi.gen.dra.v1 import api_pb2 as v1  # noqa: PLC0415
-    from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc  # noqa: PLC0415
-    from node_plugin.sockets import socket_paths  # noqa: PLC0415
+    from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1  # noqa: PLC0415
+    from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc  # noqa: PLC0415
+    from drakit.node_plugin.sockets import socket_paths  # noqa: PLC0415
 
     container = _container(helm, short_root)
     (short_root / "tmp").mkdir()

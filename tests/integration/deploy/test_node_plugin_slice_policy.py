@@ -24,8 +24,8 @@ from deploy_support import (
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from drakit.kubeapi.clusterversion import MinorFacts
 from drakit.localcluster import LocalCluster
-from kubeapi.clusterversion import MinorFacts
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
 

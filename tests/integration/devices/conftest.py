@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from devices_workload import Workload
 
+from drakit.kubeapi.client import RateLimitedApiClient, load_client
 from drakit.localcluster import LocalCluster
-from kubeapi.client import RateLimitedApiClient, load_client
 
 
 @pytest.fixture(scope="session")

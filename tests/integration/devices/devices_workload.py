@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeapi.resources import (
+from drakit.kubeapi.resources import (
     DEVICE_CLASSES,
     NAMESPACES,
     RESOURCE_CLAIMS,

@@ -12,8 +12,8 @@ import pytest
 from devices_workload import Workload
 
 from drakit.cli import main
+from drakit.kubeapi.resources import RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
 from drakit.localcluster import LocalCluster
-from kubeapi.resources import RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
 
 pytestmark = pytest.mark.integration
 

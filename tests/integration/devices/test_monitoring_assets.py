@@ -21,10 +21,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.resources import NODES, RESOURCE_SLICES, Resource
 from drakit.localcluster import LocalCluster
 from drakit.localcluster.process import free_port
-from kubeapi.client import load_client
-from kubeapi.resources import NODES, RESOURCE_SLICES, Resource
 
 pytestmark = pytest.mark.integration
 
@@ -139,14 +139,14 @@ def running(cluster: LocalCluster, tmp_path: Path) -> Iterator[Running]:
             "--scheduler-name", f"mon-{uuid.uuid4().hex[:6]}",
             "--metrics-address", f"127.0.0.1:{controller_port}",
         ],
-        tmp_path / "controller.log",
+        tmp_path / "drakit.controller.log",
     )  # fmt: skip
     try:
         yield Running(
             driver,
             node,
             (plugin_port, plugin, tmp_path / "plugin.log"),
-            (controller_port, controller, tmp_path / "controller.log"),
+            (controller_port, controller, tmp_path / "drakit.controller.log"),
         )
     finally:
         stop(controller)

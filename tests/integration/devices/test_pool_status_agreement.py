@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 from devices_workload import Workload
 
-from controller.app import Controller
-from controller.config import ClaimGeneration, ControllerConfig
 from drakit.cli import main
+from drakit.controller.app import Controller
+from drakit.controller.config import ClaimGeneration, ControllerConfig
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.resources import NAMESPACES, RESOURCE_POOL_STATUS_REQUESTS, Resource
 from drakit.localcluster import ClusterConfig, LocalCluster
 from drakit.localcluster.cluster import DEFAULT_FEATURE_GATES
-from kubeapi.client import load_client
-from kubeapi.resources import NAMESPACES, RESOURCE_POOL_STATUS_REQUESTS, Resource
 
 pytestmark = pytest.mark.integration
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from kubeapi.assume_cache import AssumeCache, OutOfSyncError
-from kubeapi.informer import Informer
-from kubeapi.objects import KubeObject
-from kubeapi.resources import Resource
+from drakit.kubeapi.assume_cache import AssumeCache, OutOfSyncError
+from drakit.kubeapi.informer import Informer
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import Resource
 
 pytestmark = pytest.mark.integration
 

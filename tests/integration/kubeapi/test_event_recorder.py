@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from helpers.waiting import eventually
 
-from kubeapi.events import EventRecorder
-from kubeapi.objects import KubeObject
-from kubeapi.resources import EVENTS, NAMESPACES, PODS, Resource
+from drakit.kubeapi.events import EventRecorder
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import EVENTS, NAMESPACES, PODS, Resource
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from kubeapi.informer import EventHandlers, Informer
-from kubeapi.objects import KubeObject
-from kubeapi.resources import EVENTS, RESOURCE_CLAIMS, Resource
+from drakit.kubeapi.informer import EventHandlers, Informer
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import EVENTS, RESOURCE_CLAIMS, Resource
 
 pytestmark = pytest.mark.integration
 
@@ -251,7 +251,7 @@ def test_a_failing_list_is_retried_with_its_cause_logged_and_never_reports_synce
     claims: Resource, namespace: str, eventually: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     informer = Informer(claims, namespace=namespace, field_selector="spec.bogus=1")
-    with caplog.at_level(logging.WARNING, logger="kubeapi.informer"):
+    with caplog.at_level(logging.WARNING, logger="drakit.kubeapi.informer"):
         informer.start()
         try:
             failures = eventually(

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from kubeapi.leaderelection import LeaderElectionConfig, LeaderElector
-from kubeapi.resources import LEASES, Resource
+from drakit.kubeapi.leaderelection import LeaderElectionConfig, LeaderElector
+from drakit.kubeapi.resources import LEASES, Resource
 
 pytestmark = pytest.mark.integration
 

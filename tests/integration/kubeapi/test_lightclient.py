@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
+from drakit.kubeapi.client import RateLimitedApiClient
+from drakit.kubeapi.errors import ConfigError
+from drakit.kubeapi.lightclient import LightApiClient, TokenSource, load_light_client
+from drakit.kubeapi.resources import NAMESPACES, Resource
 from drakit.localcluster import LocalCluster
-from kubeapi.client import RateLimitedApiClient
-from kubeapi.errors import ConfigError
-from kubeapi.lightclient import LightApiClient, TokenSource, load_light_client
-from kubeapi.resources import NAMESPACES, Resource
 
 pytestmark = pytest.mark.integration
 

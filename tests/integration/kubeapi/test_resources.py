@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from drakit.localcluster import LocalCluster
-from kubeapi import errors
-from kubeapi.client import load_client
-from kubeapi.lightclient import LightApiClient, load_light_client
-from kubeapi.objects import KubeObject
-from kubeapi.resources import (
+from drakit.kubeapi import errors
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.lightclient import LightApiClient, load_light_client
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import (
     EVENTS,
     NODES,
     PODS,
@@ -27,6 +26,7 @@ from kubeapi.resources import (
     Resource,
     bind_pod,
 )
+from drakit.localcluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

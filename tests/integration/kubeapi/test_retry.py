@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from kubeapi import errors
-from kubeapi.objects import KubeObject
-from kubeapi.resources import RESOURCE_CLAIMS, Resource
-from kubeapi.retry import retry_on_conflict, update_with_retry
+from drakit.kubeapi import errors
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
+from drakit.kubeapi.retry import retry_on_conflict, update_with_retry
 
 pytestmark = pytest.mark.integration
 

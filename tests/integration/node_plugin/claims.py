@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kubeapi.resources import RESOURCE_CLAIMS, Resource
-from node_plugin.driver import CallContext, ClaimRef, PluginConfig
-from node_plugin.serialize import SerializeLock
+from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
+from drakit.node_plugin.driver import CallContext, ClaimRef, PluginConfig
+from drakit.node_plugin.serialize import SerializeLock
 
 DRIVER = "gpu.example.com"
 NODE = "node-a"

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from claims import DRIVER, NODE, claims_resource, make_config
 
-from kubeapi.client import RateLimitedApiClient
-from node_plugin.backends.registry import load_backend
-from node_plugin.core import PrepareCore
-from node_plugin.metrics import PluginMetrics
+from drakit.kubeapi.client import RateLimitedApiClient
+from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.core import PrepareCore
+from drakit.node_plugin.metrics import PluginMetrics
 
 EXAMPLE_CONFIG: dict[str, Any] = {
     "gpus": 4,

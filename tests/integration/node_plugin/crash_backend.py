@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import signal
 
-from node_plugin.backends.base import BackendPrepared, ClaimToPrepare, RequestContext
-from node_plugin.backends.example import ExampleBackend
+from drakit.node_plugin.backends.base import BackendPrepared, ClaimToPrepare, RequestContext
+from drakit.node_plugin.backends.example import ExampleBackend
 
 
 class KillInPrepareBackend(ExampleBackend):

@@ -14,11 +14,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from claims import DRIVER, NODE, call, claims_resource, make_config
 
-from kubeapi.lightclient import load_light_client
-from node_plugin.backends.registry import load_backend
-from node_plugin.core import PrepareCore
-from node_plugin.driver import ClaimRef
-from node_plugin.metrics import PluginMetrics
+from drakit.kubeapi.lightclient import load_light_client
+from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.core import PrepareCore
+from drakit.node_plugin.driver import ClaimRef
+from drakit.node_plugin.metrics import PluginMetrics
 
 
 def main() -> None:

@@ -18,21 +18,21 @@ import pytest
 from claims import DRIVER, NODE, claims_resource, create_claim, make_config, result
 from conftest import EXAMPLE_CONFIG, RecordingEvents
 
+from drakit.kubeapi.client import RateLimitedApiClient
+from drakit.kubeapi.resources import Resource
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
+from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from drakit.kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
+from drakit.kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from drakit.kubeletapi.gen.dra_health.v1 import api_pb2 as health_v1
+from drakit.kubeletapi.gen.dra_health.v1 import api_pb2_grpc as health_v1_grpc
 from drakit.localcluster import LocalCluster
-from kubeapi.client import RateLimitedApiClient
-from kubeapi.resources import Resource
-from kubeletapi.gen.dra.v1 import api_pb2 as v1
-from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
-from kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
-from kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
-from kubeletapi.gen.dra_health.v1 import api_pb2 as health_v1
-from kubeletapi.gen.dra_health.v1 import api_pb2_grpc as health_v1_grpc
-from node_plugin.app import NodePlugin
-from node_plugin.backends.example import ExampleBackend
-from node_plugin.backends.registry import load_backend
-from node_plugin.core import PrepareCore
-from node_plugin.driver import ClaimRef, HealthStatus
-from node_plugin.metrics import PluginMetrics
+from drakit.node_plugin.app import NodePlugin
+from drakit.node_plugin.backends.example import ExampleBackend
+from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.core import PrepareCore
+from drakit.node_plugin.driver import ClaimRef, HealthStatus
+from drakit.node_plugin.metrics import PluginMetrics
 
 pytestmark = pytest.mark.integration
 
@@ -244,6 +244,6 @@ def test_running_plugin_loads_prometheus_client_only_to_serve_metrics_and_no_yam
         process.wait(timeout=30)
     assert process.returncode == 0
     loaded = set(modules.read_text().split())
-    assert "node_plugin.core" in loaded  # the probe saw the real plugin
+    assert "drakit.node_plugin.core" in loaded  # the probe saw the real plugin
     assert ("prometheus_client" in loaded) == (metrics_address is not None)
     assert "yaml" not in loaded

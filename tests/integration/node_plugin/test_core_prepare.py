@@ -11,19 +11,19 @@ import pytest
 from claims import DRIVER, call, create_claim, opaque, result
 from conftest import EXAMPLE_CONFIG, CoreFactory, RecordingEvents
 
-from kubeapi.client import RateLimitedApiClient
-from kubeapi.events import EventRecorder
-from kubeapi.resources import EVENTS, Resource
-from node_plugin.backends.base import (
+from drakit.kubeapi.client import RateLimitedApiClient
+from drakit.kubeapi.events import EventRecorder
+from drakit.kubeapi.resources import EVENTS, Resource
+from drakit.node_plugin.backends.base import (
     BackendContext,
     BackendPrepared,
     ClaimToPrepare,
     RequestContext,
 )
-from node_plugin.backends.example import ExampleBackend
-from node_plugin.backends.registry import load_backend
-from node_plugin.checkpoint import FILE_NAME, read_document
-from node_plugin.driver import ClaimRef
+from drakit.node_plugin.backends.example import ExampleBackend
+from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.checkpoint import FILE_NAME, read_document
+from drakit.node_plugin.driver import ClaimRef
 
 pytestmark = pytest.mark.integration
 

@@ -15,10 +15,10 @@ import pytest
 from claims import call, create_claim, result
 from conftest import CoreFactory, RecordingEvents
 
+from drakit.kubeapi.resources import Resource
 from drakit.localcluster import LocalCluster
-from kubeapi.resources import Resource
-from node_plugin.checkpoint import FILE_NAME, STARTED, journal_path_of, read_document
-from node_plugin.driver import ClaimRef
+from drakit.node_plugin.checkpoint import FILE_NAME, STARTED, journal_path_of, read_document
+from drakit.node_plugin.driver import ClaimRef
 
 pytestmark = pytest.mark.integration
 

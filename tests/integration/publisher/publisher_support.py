@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from allocator.model import CounterSet, Device
+from drakit.allocator.model import CounterSet, Device
+from drakit.kubeapi.client import RateLimitedApiClient
+from drakit.kubeapi.errors import NotFound
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import NODES, RESOURCE_SLICES, Resource
 from drakit.localcluster import LocalCluster
-from kubeapi.client import RateLimitedApiClient
-from kubeapi.errors import NotFound
-from kubeapi.objects import KubeObject
-from kubeapi.resources import NODES, RESOURCE_SLICES, Resource
-from node_plugin.publisher import Publisher
+from drakit.node_plugin.publisher import Publisher
 
 DRIVER = "gpu.publisher.drakit.dev"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
@@ -30,7 +30,7 @@ WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 
 @dataclass(frozen=True)
 class Pool:
-    """A backend pool, shaped like ``node_plugin.backends.base.PoolDescription``."""
+    """A backend pool, shaped like ``drakit.node_plugin.backends.base.PoolDescription``."""
 
     name: str
     devices: tuple[Device, ...] = ()

@@ -21,17 +21,17 @@ from publisher_support import (
     settle,
 )
 
-from allocator.model import CounterSet, Device
-from kubeapi.errors import NotFound
-from kubeapi.objects import KubeObject
-from kubeapi.resources import EVENTS, NODES, Resource
-from node_plugin.backends.base import BackendContext
-from node_plugin.backends.example import ExampleBackend
-from node_plugin.driver import HealthStatus
-from node_plugin.metrics import PluginMetrics
-from node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL
-from node_plugin.wiring import build_publisher
-from telemetry.endpoint import render_text
+from drakit.allocator.model import CounterSet, Device
+from drakit.kubeapi.errors import NotFound
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import EVENTS, NODES, Resource
+from drakit.node_plugin.backends.base import BackendContext
+from drakit.node_plugin.backends.example import ExampleBackend
+from drakit.node_plugin.driver import HealthStatus
+from drakit.node_plugin.metrics import PluginMetrics
+from drakit.node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL
+from drakit.node_plugin.wiring import build_publisher
+from drakit.telemetry.endpoint import render_text
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +57,7 @@ def test_a_missing_node_is_reported_and_publishing_starts_once_it_exists(
     eventually: Any,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="node_plugin.publisher.node")
+    caplog.set_level(logging.ERROR, logger="drakit.node_plugin.publisher.node")
     publisher = publishers(node_name, StaticBackend([Pool(node_name, plain_devices(3))]))
     eventually(
         lambda: sum("Node object not found" in r.getMessage() for r in caplog.records) >= 2,

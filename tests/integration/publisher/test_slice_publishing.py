@@ -20,10 +20,10 @@ from publisher_support import (
     settle,
 )
 
-from allocator.model import Device, DeviceAttribute
-from kubeapi.objects import KubeObject
-from kubeapi.resources import Resource
-from node_plugin.publisher.naming import decode_index
+from drakit.allocator.model import Device, DeviceAttribute
+from drakit.kubeapi.objects import KubeObject
+from drakit.kubeapi.resources import Resource
+from drakit.node_plugin.publisher.naming import decode_index
 
 pytestmark = pytest.mark.integration
 

@@ -16,12 +16,11 @@ from typing import Any
 import pytest
 from publisher_support import DRIVER, Pool, StaticBackend, make_node
 
-from allocator.model import CounterSet, Device
-from drakit.localcluster import LocalCluster
-from kubeapi.client import load_client
-from kubeapi.clusterversion import MinorFacts
-from kubeapi.errors import NotFound
-from kubeapi.resources import (
+from drakit.allocator.model import CounterSet, Device
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.clusterversion import MinorFacts
+from drakit.kubeapi.errors import NotFound
+from drakit.kubeapi.resources import (
     DEVICE_CLASSES,
     NAMESPACES,
     NODES,
@@ -29,7 +28,8 @@ from kubeapi.resources import (
     RESOURCE_CLAIMS,
     Resource,
 )
-from node_plugin.publisher import Publisher
+from drakit.localcluster import LocalCluster
+from drakit.node_plugin.publisher import Publisher
 
 pytestmark = pytest.mark.integration
 

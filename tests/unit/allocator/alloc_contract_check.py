@@ -6,7 +6,7 @@ from typing import Any
 
 from alloc_builders import DRIVER
 
-from allocator.quantity import Quantity
+from drakit.allocator.quantity import Quantity
 
 
 def device_lists(output: dict[str, Any]) -> list[list[str]]:

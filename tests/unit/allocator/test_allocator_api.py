@@ -22,7 +22,7 @@ from alloc_builders import (
     rslice,
 )
 
-from allocator import (
+from drakit.allocator import (
     AllocatedState,
     AllocationCancelledError,
     AllocationError,
@@ -38,7 +38,7 @@ from allocator import (
     ResourceSlice,
     with_api_defaults,
 )
-from allocator.explain import explain, render
+from drakit.allocator.explain import explain, render
 
 
 def _allocator(
@@ -307,7 +307,7 @@ def test_explanation_blames_constraints() -> None:
 def test_guarded_selectors_evaluated_ahead_are_answered_from_the_cache(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from allocator.cel import sandbox  # noqa: PLC0415
+    from drakit.allocator.cel import sandbox  # noqa: PLC0415
 
     a = _allocator([rslice("n1", gpus(3), node="node-1")])
     selector = f'cel.bind(i, device.attributes["{DRIVER}"].index, i == 2)'

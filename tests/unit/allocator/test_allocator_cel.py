@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from allocator.cel import (
+from drakit.allocator.cel import (
     CELCompileError,
     CELRuntimeError,
     compile_selector,
     device_context,
 )
-from allocator.cel.rewrite import estimate_cost, rewrite
-from allocator.model import DeviceAttribute, DeviceCapacity
-from allocator.quantity import Quantity
+from drakit.allocator.cel.rewrite import estimate_cost, rewrite
+from drakit.allocator.model import DeviceAttribute, DeviceCapacity
+from drakit.allocator.quantity import Quantity
 
 DRIVER = "gpu.example.com"
 
@@ -326,7 +326,7 @@ def test_rewrite_of_optional_and_bind_keeps_meaning(ctx: Any) -> None:
 
 
 def test_constant_quantity_and_semver_calls_become_literals_of_the_same_value() -> None:
-    from allocator.cel.library import CONSTANT_FOLDERS  # noqa: PLC0415
+    from drakit.allocator.cel.library import CONSTANT_FOLDERS  # noqa: PLC0415
 
     core = rewrite('quantity("1Mi") == quantity("1048576") && semver("1.2.3+b").major() == 1',
                    fold=CONSTANT_FOLDERS)  # fmt: skip
@@ -336,7 +336,7 @@ def test_constant_quantity_and_semver_calls_become_literals_of_the_same_value() 
 
 
 def test_constant_that_does_not_parse_keeps_its_call_and_its_runtime_error(ctx: Any) -> None:
-    from allocator.cel.library import CONSTANT_FOLDERS  # noqa: PLC0415
+    from drakit.allocator.cel.library import CONSTANT_FOLDERS  # noqa: PLC0415
 
     assert 'quantity("1 Gi")' in rewrite('quantity("1 Gi").isInteger()', fold=CONSTANT_FOLDERS)
     with pytest.raises(CELRuntimeError):

@@ -8,7 +8,7 @@ import pytest
 from alloc_contract_check import mismatches
 from contract_cases import CASES
 
-from allocator.scenario import run_scenario
+from drakit.allocator.scenario import run_scenario
 
 
 def test_contract_table_has_at_least_150_named_cases() -> None:

@@ -1,4 +1,4 @@
-"""The search's lookahead (``allocator.lookahead``): claims no path can allocate are
+"""The search's lookahead (``drakit.allocator.lookahead``): claims no path can allocate are
 answered "no" without walking the combinations before the request that dooms them, and
 only when walking them could not have ended in an error instead.
 
@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-import allocator.allocate
-from allocator.inventory import DeviceEntry
-from allocator.lookahead import ClaimOutlook, Verdict, claim_outlook, hopeless
-from allocator.scenario import run_scenario
+import drakit.allocator.allocate
+from drakit.allocator.inventory import DeviceEntry
+from drakit.allocator.lookahead import ClaimOutlook, Verdict, claim_outlook, hopeless
+from drakit.allocator.scenario import run_scenario
 
 CASE = Path(__file__).parents[2] / "differential" / "cases" / "search-unschedulable.json"
 
@@ -108,7 +108,7 @@ def test_claim_after_one_whose_last_request_no_device_can_satisfy_is_unschedulab
 def test_selector_error_before_a_doomed_request_is_still_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(allocator.allocate, "_LOOK_AHEAD_AT", 1)
+    monkeypatch.setattr(drakit.allocator.allocate, "_LOOK_AHEAD_AT", 1)
     scenario = json.loads(CASE.read_text())
     first = scenario["claims"][0]["spec"]["devices"]["requests"][0]["exactly"]
     first["selectors"] = [{"cel": {"expression": 'device.attributes["nic.example.com"]'

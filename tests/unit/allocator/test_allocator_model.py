@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from allocator import (
+from drakit.allocator import (
     Device,
     DeviceAttribute,
     ModelError,
@@ -25,8 +25,8 @@ from allocator import (
     validate_resource_slice,
     with_api_defaults,
 )
-from allocator.holdings import decode_claim
-from allocator.model import AllocationResult, DeviceClass
+from drakit.allocator.holdings import decode_claim
+from drakit.allocator.model import AllocationResult, DeviceClass
 
 SLICE: dict[str, Any] = {
     "apiVersion": "resource.k8s.io/v1",

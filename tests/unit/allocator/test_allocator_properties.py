@@ -9,11 +9,11 @@ from alloc_generators import random_scenario
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocator.capacity import consumed_capacity
-from allocator.model import ResourceClaim as Claim
-from allocator.model import ResourceSlice, with_api_defaults
-from allocator.quantity import Quantity, nanos
-from allocator.scenario import run_scenario
+from drakit.allocator.capacity import consumed_capacity
+from drakit.allocator.model import ResourceClaim as Claim
+from drakit.allocator.model import ResourceSlice, with_api_defaults
+from drakit.allocator.quantity import Quantity, nanos
+from drakit.allocator.scenario import run_scenario
 
 SEEDS = st.integers(min_value=0, max_value=10**9)
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

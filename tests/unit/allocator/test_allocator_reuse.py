@@ -22,7 +22,7 @@ from alloc_builders import (
     rslice,
 )
 
-from allocator import (
+from drakit.allocator import (
     AllocatedState,
     AllocationCancelledError,
     AllocationResult,
@@ -34,7 +34,7 @@ from allocator import (
     ResourceSlice,
     with_api_defaults,
 )
-from allocator.features import Features
+from drakit.allocator.features import Features
 
 CLASSES = [DeviceClass.from_dict(dclass())]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from allocator.cel import (
+from drakit.allocator.cel import (
     CELCancelledError,
     CELCompileError,
     CELCostError,
@@ -19,9 +19,9 @@ from allocator.cel import (
     compile_selector,
     device_context,
 )
-from allocator.cel import regex as cel_regex
-from allocator.model import DeviceAttribute, DeviceCapacity
-from allocator.quantity import Quantity
+from drakit.allocator.cel import regex as cel_regex
+from drakit.allocator.model import DeviceAttribute, DeviceCapacity
+from drakit.allocator.quantity import Quantity
 
 DRIVER = "gpu.example.com"
 A = f'device.attributes["{DRIVER}"]'

@@ -7,10 +7,16 @@ from typing import Any
 import pytest
 from differential.cel_cases import FAMILIES
 
-from allocator.cel import CELError, DeviceVariables, Selector, compile_selector, device_context
-from allocator.cel.projection import ALL, projection_of
-from allocator.model import DeviceAttribute, DeviceCapacity
-from allocator.quantity import Quantity
+from drakit.allocator.cel import (
+    CELError,
+    DeviceVariables,
+    Selector,
+    compile_selector,
+    device_context,
+)
+from drakit.allocator.cel.projection import ALL, projection_of
+from drakit.allocator.model import DeviceAttribute, DeviceCapacity
+from drakit.allocator.quantity import Quantity
 
 DRIVER = "gpu.example.com"
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from allocator.cel import CELCompileError, CELRuntimeError, compile_selector, device_context
-from allocator.cel.strformat import FormatError, format_values, go_float_text
-from allocator.model import DeviceAttribute
+from drakit.allocator.cel import CELCompileError, CELRuntimeError, compile_selector, device_context
+from drakit.allocator.cel.strformat import FormatError, format_values, go_float_text
+from drakit.allocator.model import DeviceAttribute
 
 DRIVER = "gpu.example.com"
 A = f'device.attributes["{DRIVER}"]'

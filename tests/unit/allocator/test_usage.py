@@ -1,11 +1,11 @@
-"""``allocator.usage``: device states, holders and pool summaries from model objects."""
+"""``drakit.allocator.usage``: device states, holders and pool summaries from model objects."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from allocator.model import ResourceClaim, ResourceSlice
-from allocator.usage import build_usage
+from drakit.allocator.model import ResourceClaim, ResourceSlice
+from drakit.allocator.usage import build_usage
 
 DRIVER = "gpu.example.com"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from helpers.clock import FakeClock
 
-from controller.backoff import PodBackoff
+from drakit.controller.backoff import PodBackoff
 
 
 def test_backoff_doubles_from_one_second_up_to_ten() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from controller.claimgen import claim_from_template
-from controller.naming import POD_CLAIM_NAME_ANNOTATION
+from drakit.controller.claimgen import claim_from_template
+from drakit.controller.naming import POD_CLAIM_NAME_ANNOTATION
 
 
 def test_claim_from_template_copies_metadata_and_spec_without_changing_the_template():

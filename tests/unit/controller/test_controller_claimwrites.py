@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.claimwrites import ClaimWriter
-from controller.naming import FINALIZER
+from drakit.controller.claimwrites import ClaimWriter
+from drakit.controller.naming import FINALIZER
 
 CONSUMER = {"resource": "pods", "name": "p", "uid": "pod-uid"}
 

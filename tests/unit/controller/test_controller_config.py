@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.config import ClaimGeneration, ControllerConfig
+from drakit.controller.config import ClaimGeneration, ControllerConfig
 
 
 @pytest.mark.parametrize(

@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from controller.caches import DeletedPods
-from controller.claimwrites import ClaimWriter
-from controller.config import ClaimGeneration, ControllerConfig
-from controller.lifecycle import ClaimLifecycle
-from controller.metrics import ControllerMetrics
-from controller.naming import FINALIZER
-from controller.scheduler import needs_scheduling
-from kubeapi.errors import NotFound
-from kubeapi.resources import PODS, RESOURCE_CLAIMS
-from kubeapi.testing import FakeApi, FakeResource
+from drakit.controller.caches import DeletedPods
+from drakit.controller.claimwrites import ClaimWriter
+from drakit.controller.config import ClaimGeneration, ControllerConfig
+from drakit.controller.lifecycle import ClaimLifecycle
+from drakit.controller.metrics import ControllerMetrics
+from drakit.controller.naming import FINALIZER
+from drakit.controller.scheduler import needs_scheduling
+from drakit.kubeapi.errors import NotFound
+from drakit.kubeapi.resources import PODS, RESOURCE_CLAIMS
+from drakit.kubeapi.testing import FakeApi, FakeResource
 
 NS = "team-a"
 

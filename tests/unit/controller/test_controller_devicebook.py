@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from allocator.model import DeviceID
-from controller.devicebook import DeviceBook, claim_model
+from drakit.allocator.model import DeviceID
+from drakit.controller.devicebook import DeviceBook, claim_model
 
 
 def claim(uid: str, device: str | None, rv: str = "1") -> dict[str, Any]:

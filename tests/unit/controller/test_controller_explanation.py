@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from allocator.allocate import Allocator
-from allocator.allocated import AllocatedState
-from allocator.inventory import Inventory
-from allocator.model import DeviceClass, Node, ResourceClaim, ResourceSlice, with_api_defaults
-from controller.explanation import summarise
+from drakit.allocator.allocate import Allocator
+from drakit.allocator.allocated import AllocatedState
+from drakit.allocator.inventory import Inventory
+from drakit.allocator.model import (
+    DeviceClass,
+    Node,
+    ResourceClaim,
+    ResourceSlice,
+    with_api_defaults,
+)
+from drakit.controller.explanation import summarise
 
 
 def slice_for(node: str) -> ResourceSlice:

@@ -11,7 +11,8 @@ def test_controller_does_not_load_the_kubernetes_client_package() -> None:
     probe = (
         "import sys\n"
         "import drakit.cmd_controller\n"
-        "import controller.main, controller.app, controller.scheduler, controller.claimgen\n"
+        "import drakit.controller.main, drakit.controller.app\n"
+        "import drakit.controller.scheduler, drakit.controller.claimgen\n"
         "print(sorted(m for m in ('kubernetes', 'kubernetes.client') if m in sys.modules))\n"
     )
     assert python_output(probe).strip() == "[]"

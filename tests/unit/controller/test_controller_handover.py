@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from helpers.clock import FakeClock
 
-from controller.config import ClaimGeneration, ControllerConfig
-from controller.handover import MAX_RECHECK_SECONDS, GenerationGate
-from kubeapi.errors import Forbidden
-from kubeapi.leaseobserver import LeaseObserver
-from kubeapi.resources import LEASES
-from kubeapi.testing import FakeApi, FakeResource
+from drakit.controller.config import ClaimGeneration, ControllerConfig
+from drakit.controller.handover import MAX_RECHECK_SECONDS, GenerationGate
+from drakit.kubeapi.errors import Forbidden
+from drakit.kubeapi.leaseobserver import LeaseObserver
+from drakit.kubeapi.resources import LEASES
+from drakit.kubeapi.testing import FakeApi, FakeResource
 
 NS, NAME = "kube-system", "kube-controller-manager"
 SCOPED = ControllerConfig(claim_generation=ClaimGeneration.SCOPED, scoped_generation_grace=5.0)
@@ -109,7 +109,7 @@ def test_a_forbidden_lease_read_fails_closed_and_says_rbac_is_missing_once(
         raise Forbidden("leases is forbidden", code=403, reason="Forbidden")
 
     leases.get = forbidden  # type: ignore[method-assign]
-    with caplog.at_level(logging.ERROR, logger="controller.handover"):
+    with caplog.at_level(logging.ERROR, logger="drakit.controller.handover"):
         for _ in range(3):
             wait = gate.wait_before_generating(pod(age=60.0))
             assert wait == MAX_RECHECK_SECONDS  # left to kube-controller-manager, checked again

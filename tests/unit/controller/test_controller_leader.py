@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from controller.leader import run_leader_elected
-from kubeapi.leaderelection import LeaderElectionConfig
+from drakit.controller.leader import run_leader_elected
+from drakit.kubeapi.leaderelection import LeaderElectionConfig
 
 
 class BrokenApi:

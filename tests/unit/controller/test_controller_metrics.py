@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from controller.metrics import ControllerMetrics
-from controller.naming import POD_CLAIM_NAME_ANNOTATION
-from telemetry.endpoint import render_text
+from drakit.controller.metrics import ControllerMetrics
+from drakit.controller.naming import POD_CLAIM_NAME_ANNOTATION
+from drakit.telemetry.endpoint import render_text
 
 
 def test_claim_gauge_counts_claims_by_allocation_admin_access_and_source():
@@ -80,7 +80,7 @@ def test_pool_gauges_export_every_state_of_every_pool():
 
 
 def test_scrapes_without_a_cache_change_decode_no_claims_again(monkeypatch):
-    import controller.metrics as module  # noqa: PLC0415
+    import drakit.controller.metrics as module  # noqa: PLC0415
 
     decoded: list[int] = []
     real_held_claims = module.held_claims

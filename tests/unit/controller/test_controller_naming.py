@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.naming import (
+from drakit.controller.naming import (
     MAX_GENERATE_NAME_BASE,
     claim_keys_of_pod,
     generate_name,

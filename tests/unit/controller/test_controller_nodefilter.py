@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.nodefilter import (
+from drakit.controller.nodefilter import (
     REASON_NOT_READY,
     REASON_SELECTOR,
     REASON_TAINT,
@@ -12,7 +12,7 @@ from controller.nodefilter import (
     ClusterView,
     NodeFilter,
 )
-from controller.podfit.usage import NodeUsage
+from drakit.controller.podfit.usage import NodeUsage
 
 
 def node(name: str = "n1", *, ready: str = "True", labels: Any = None, **spec: Any) -> Any:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.podfit.affinity import (
+from drakit.controller.podfit.affinity import (
     REASON_AFFINITY,
     REASON_ANTI_AFFINITY,
     REASON_EXISTING_ANTI_AFFINITY,
     InterPodAffinity,
 )
-from controller.podfit.podinfo import PodInfo
-from controller.podfit.spread import (
+from drakit.controller.podfit.podinfo import PodInfo
+from drakit.controller.podfit.spread import (
     REASON_SPREAD,
     REASON_SPREAD_LABEL,
     SpreadNode,

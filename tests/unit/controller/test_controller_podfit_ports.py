@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.podfit.ports import host_ports, ports_conflict
+from drakit.controller.podfit.ports import host_ports, ports_conflict
 
 
 def test_host_ports_come_from_containers_and_sidecars_only():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.podfit.requests import Requests, pod_requests
-from controller.podfit.resources import (
+from drakit.controller.podfit.requests import Requests, pod_requests
+from drakit.controller.podfit.resources import (
     REASON_TOO_MANY_PODS,
     Allocatable,
     Used,

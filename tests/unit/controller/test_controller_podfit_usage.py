@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.podfit.podinfo import PodInfo
-from controller.podfit.unsupported import unsupported_features
-from controller.podfit.usage import NodeUsage
+from drakit.controller.podfit.podinfo import PodInfo
+from drakit.controller.podfit.unsupported import unsupported_features
+from drakit.controller.podfit.usage import NodeUsage
 
 
 def pod(uid: str, node: str | None = None, cpu: str = "1", phase: str = "Running") -> Any:

@@ -1,11 +1,11 @@
-"""``controller.poolstatus.pool_status``: upstream's answer shape for edge cases the
+"""``drakit.controller.poolstatus.pool_status``: upstream's answer shape for edge cases the
 integration test's workload does not reach (incomplete pools, limit, other drivers)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from controller.poolstatus import INCOMPLETE_PREFIX, pool_status
+from drakit.controller.poolstatus import INCOMPLETE_PREFIX, pool_status
 
 
 def slice_(driver: str, pool: str, devices: int, count: int = 1) -> dict[str, Any]:

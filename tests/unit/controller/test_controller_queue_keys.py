@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.app import key_namespace
+from drakit.controller.app import key_namespace
 
 
 def test_controller_keys_belong_to_the_namespace_of_the_object_they_name() -> None:

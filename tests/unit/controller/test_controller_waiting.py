@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
+from drakit.controller.waiting import CAPACITY, WaitingPods, claim_reason, class_reason
 
 
 def test_event_wakes_only_pods_waiting_for_it_and_unparks_them():

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 import drakit.plugin
-from node_plugin.backends.base import (
+from drakit.node_plugin.backends.base import (
     BackendConfigError,
     BackendError,
     ClaimToPrepare,
     DeviceToPrepare,
     RequestContext,
 )
-from node_plugin.backends.registry import load_backend
-from node_plugin.driver import ClaimRef
+from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.driver import ClaimRef
 
 DOC = Path(__file__).parents[3] / "docs" / "writing-a-driver.md"
 README = Path(__file__).parents[3] / "README.md"

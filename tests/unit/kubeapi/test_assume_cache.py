@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from kubeapi.assume_cache import AssumeCache, NotInCacheError, OutOfSyncError
-from kubeapi.informer import EventHandlers
-from kubeapi.objects import KubeObject
+from drakit.kubeapi.assume_cache import AssumeCache, NotInCacheError, OutOfSyncError
+from drakit.kubeapi.informer import EventHandlers
+from drakit.kubeapi.objects import KubeObject
 
 
 def claim(name: str, rv: int | str, *, node: str = "", namespace: str = "ns") -> KubeObject:

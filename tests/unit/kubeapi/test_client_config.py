@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kubeapi.client import load_client
-from kubeapi.errors import ConfigError, Invalid, error_from_status
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.errors import ConfigError, Invalid, error_from_status
 
 
 def test_a_missing_kubeconfig_file_is_named_in_the_error(tmp_path: Path) -> None:

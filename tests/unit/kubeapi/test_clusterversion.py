@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubeapi.clusterversion import (
+from drakit.kubeapi.clusterversion import (
     ClusterInfo,
     UnsupportedVersionError,
     allocator_features,

@@ -7,7 +7,7 @@ import json
 import orjson
 import pytest
 
-from kubeapi.deepjson import MAX_DEPTH, DeepJSON, depth_safe, encode, loads_bounded
+from drakit.kubeapi.deepjson import MAX_DEPTH, DeepJSON, depth_safe, encode, loads_bounded
 
 DEEP_LIST = "[" * 4500 + "]" * 4500
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from helpers.childpython import python_output
 
-from kubeapi.documents import DocumentError, parse_document
-from kubeapi.errors import ConfigError
-from kubeapi.lightclient import from_kubeconfig
+from drakit.kubeapi.documents import DocumentError, parse_document
+from drakit.kubeapi.errors import ConfigError
+from drakit.kubeapi.lightclient import from_kubeconfig
 
 KUBECONFIG = {
     "apiVersion": "v1",
@@ -68,8 +68,8 @@ def test_json_documents_are_read_without_importing_pyyaml(tmp_path: Path) -> Non
     probe = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from kubeapi.lightclient import from_kubeconfig\n"
-        "from node_plugin.backends.registry import read_backend_config\n"
+        "from drakit.kubeapi.lightclient import from_kubeconfig\n"
+        "from drakit.node_plugin.backends.registry import read_backend_config\n"
         f"folder = Path({str(tmp_path)!r})\n"
         "from_kubeconfig(folder / 'kubeconfig')\n"
         "(folder / 'example.yaml').write_text('{\"gpus\": 32}')\n"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubeapi.errors import Forbidden, error_from_status, namespace_terminating
+from drakit.kubeapi.errors import Forbidden, error_from_status, namespace_terminating
 
 
 def _status(reason: str) -> dict[str, object]:

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from kubeapi.events import _event_name
+from drakit.kubeapi.events import _event_name
 
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kubeapi.fairqueue import FairQueue
-from kubeapi.workqueue import WorkQueue
+from drakit.kubeapi.fairqueue import FairQueue
+from drakit.kubeapi.workqueue import WorkQueue
 
 
 def drain(queue: FairQueue[str]) -> list[str]:

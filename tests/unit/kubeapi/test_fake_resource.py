@@ -1,12 +1,12 @@
-"""kubeapi.testing keeps the apiserver rules logic tests depend on."""
+"""drakit.kubeapi.testing keeps the apiserver rules logic tests depend on."""
 
 from __future__ import annotations
 
 import pytest
 
-from kubeapi.errors import Conflict, NotFound
-from kubeapi.resources import RESOURCE_CLAIMS
-from kubeapi.testing import FakeApi
+from drakit.kubeapi.errors import Conflict, NotFound
+from drakit.kubeapi.resources import RESOURCE_CLAIMS
+from drakit.kubeapi.testing import FakeApi
 
 
 def test_generate_name_resource_version_and_watch_events() -> None:

@@ -1,4 +1,4 @@
-"""kubeapi.http11 against a real HTTP server on 127.0.0.1 whose answers each test scripts.
+"""drakit.kubeapi.http11 against a real HTTP server on 127.0.0.1 whose answers each test scripts.
 
 Every request through the light client also runs against the real apiserver in
 tests/integration/kubeapi/test_resources.py (and test_lightclient.py); these tests cover
@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from helpers.scriptedhttp import Handler, Reader, ScriptedServer, ok
 
-from kubeapi import http11
-from kubeapi.http11 import ConnectionPool, ProtocolError
+from drakit.kubeapi import http11
+from drakit.kubeapi.http11 import ConnectionPool, ProtocolError
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubeapi.leaderelection import LeaderElectionConfig, default_identity
+from drakit.kubeapi.leaderelection import LeaderElectionConfig, default_identity
 
 
 def test_the_defaults_are_the_client_go_timings() -> None:

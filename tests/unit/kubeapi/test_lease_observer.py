@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from helpers.clock import FakeClock
 
-from kubeapi.errors import Forbidden
-from kubeapi.leaseobserver import LeaseObserver, parse_lease_key
-from kubeapi.resources import LEASES
-from kubeapi.testing import FakeApi, FakeResource
+from drakit.kubeapi.errors import Forbidden
+from drakit.kubeapi.leaseobserver import LeaseObserver, parse_lease_key
+from drakit.kubeapi.resources import LEASES
+from drakit.kubeapi.testing import FakeApi, FakeResource
 
 NS, NAME = "kube-system", "kube-controller-manager"
 

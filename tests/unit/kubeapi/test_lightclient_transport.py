@@ -26,12 +26,12 @@ from cryptography.x509.oid import NameOID
 from helpers.scriptedhttp import ConnectProxy, Handler, Reader, ScriptedServer, ok
 from helpers.waiting import eventually
 
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.errors import ApiUnavailable, ServerError, TooManyRequests
+from drakit.kubeapi.lightclient import LightApiClient, UnsupportedConfigError, from_kubeconfig
+from drakit.kubeapi.resources import NAMESPACES, Resource
+from drakit.kubeapi.retryafter import MAX_RETRIES
 from drakit.localcluster.certs import CertPaths, write_certificates
-from kubeapi.client import load_client
-from kubeapi.errors import ApiUnavailable, ServerError, TooManyRequests
-from kubeapi.lightclient import LightApiClient, UnsupportedConfigError, from_kubeconfig
-from kubeapi.resources import NAMESPACES, Resource
-from kubeapi.retryafter import MAX_RETRIES
 
 Connect = Callable[[str, ScriptedServer], Resource]
 SERVER_NAME = "apiserver.test"  # never resolved: only the proxy below sees it

@@ -1,11 +1,11 @@
-"""kubeapi.proxyenv: Go's ProxyFromEnvironment decision, case by case (pure logic; the
+"""drakit.kubeapi.proxyenv: Go's ProxyFromEnvironment decision, case by case (pure logic; the
 tunnel itself is exercised through a real proxy in test_lightclient_transport.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kubeapi.proxyenv import Proxy, UnsupportedProxyError, proxy_for
+from drakit.kubeapi.proxyenv import Proxy, UnsupportedProxyError, proxy_for
 
 PROXY = {"HTTPS_PROXY": "http://proxy.example:3128"}
 

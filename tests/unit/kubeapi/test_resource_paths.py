@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kubeapi.errors import InvalidPathSegment
-from kubeapi.resources import NODES, RESOURCE_CLAIMS
+from drakit.kubeapi.errors import InvalidPathSegment
+from drakit.kubeapi.resources import NODES, RESOURCE_CLAIMS
 
 
 def test_plain_names_give_the_usual_paths() -> None:

@@ -9,10 +9,10 @@ from collections import defaultdict
 import pytest
 from helpers.clock import FakeClock
 
-from kubeapi.errors import Conflict
-from kubeapi.ratelimit import TokenBucket
-from kubeapi.workqueue import RateLimiter, WorkQueue, WorkQueueMetrics
-from telemetry.metrics import Registry
+from drakit.kubeapi.errors import Conflict
+from drakit.kubeapi.ratelimit import TokenBucket
+from drakit.kubeapi.workqueue import RateLimiter, WorkQueue, WorkQueueMetrics
+from drakit.telemetry.metrics import Registry
 
 
 def test_adding_a_waiting_key_twice_queues_it_once() -> None:
@@ -168,7 +168,7 @@ def test_a_failed_sync_is_retried_and_its_cause_logged(caplog: pytest.LogCapture
             raise Conflict("the object has been modified", code=409, reason="Conflict")
         succeeded.set()
 
-    with caplog.at_level(logging.WARNING, logger="kubeapi.workqueue"):
+    with caplog.at_level(logging.WARNING, logger="drakit.kubeapi.workqueue"):
         q.start(handler, workers=1)
         q.add("ns/claim")
         assert succeeded.wait(10)

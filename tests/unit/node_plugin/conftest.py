@@ -15,7 +15,7 @@ import pytest
 from fake_core import FakeCore
 from plugin_harness import PluginFactory, make_config
 
-from node_plugin.app import NodePlugin
+from drakit.node_plugin.app import NodePlugin
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from node_plugin.driver import (
+from drakit.node_plugin.driver import (
     CallContext,
     ClaimRef,
     DeviceHealth,
@@ -21,9 +21,9 @@ from node_plugin.driver import (
     PreparedDevice,
     PrepareResult,
 )
-from node_plugin.health_feed import HealthFeed, HealthFeedSubscription
-from node_plugin.metrics import PluginMetrics
-from node_plugin.wiring import Parts, serialize_lock
+from drakit.node_plugin.health_feed import HealthFeed, HealthFeedSubscription
+from drakit.node_plugin.metrics import PluginMetrics
+from drakit.node_plugin.wiring import Parts, serialize_lock
 
 POOL = "node-a"
 

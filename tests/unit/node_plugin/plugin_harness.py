@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 
-from node_plugin.driver import PluginConfig
+from drakit.node_plugin.driver import PluginConfig
 
 DRIVER = "gpu.example.com"
 

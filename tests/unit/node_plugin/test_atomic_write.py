@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from node_plugin.atomic import atomic_write
+from drakit.node_plugin.atomic import atomic_write
 
 
 def test_atomic_write_creates_the_folder_and_the_file_with_its_mode(tmp_path: Path) -> None:

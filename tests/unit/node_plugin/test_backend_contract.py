@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from node_plugin.backends.base import (
+from drakit.node_plugin.backends.base import (
     BackendBase,
     BackendConfigError,
     BackendContext,
@@ -20,9 +20,9 @@ from node_plugin.backends.base import (
     RequestContext,
     health_report,
 )
-from node_plugin.backends.registry import load_backend
-from node_plugin.device_health import HealthMonitor
-from node_plugin.driver import DeviceHealth, HealthStatus
+from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.device_health import HealthMonitor
+from drakit.node_plugin.driver import DeviceHealth, HealthStatus
 
 OLD_STYLE = """
 from drakit.plugin import BackendBase, BackendPrepared

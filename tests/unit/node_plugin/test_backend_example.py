@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from node_plugin.backends.base import (
+from drakit.node_plugin.backends.base import (
     BackendConfigError,
     ClaimToPrepare,
     DeviceToPrepare,
     RequestContext,
 )
-from node_plugin.backends.example import ExampleBackend, GpuConfig
-from node_plugin.backends.registry import load_backend
-from node_plugin.driver import HealthStatus
+from drakit.node_plugin.backends.example import ExampleBackend, GpuConfig
+from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.driver import HealthStatus
 
 
 class NotABackend:
@@ -123,7 +123,7 @@ def test_example_health_change_reaches_subscribers() -> None:
 
 def test_custom_backend_is_loaded_by_module_and_class() -> None:
     backend = load_backend(
-        "node_plugin.backends.example:ExampleBackend", driver_name="d", node_name="n"
+        "drakit.node_plugin.backends.example:ExampleBackend", driver_name="d", node_name="n"
     )
     assert backend.name == "example"
     with pytest.raises(BackendConfigError, match="not a built-in backend"):

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from node_plugin.backends.base import (
+from drakit.node_plugin.backends.base import (
     BackendConfigError,
     ClaimToPrepare,
     DeviceToPrepare,
     RequestContext,
 )
-from node_plugin.backends.hostdev import HostDevBackend, device_name
-from node_plugin.backends.registry import load_backend
-from node_plugin.driver import HealthStatus
+from drakit.node_plugin.backends.hostdev import HostDevBackend, device_name
+from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.driver import HealthStatus
 
 
 def hostdev(**config: object) -> HostDevBackend:

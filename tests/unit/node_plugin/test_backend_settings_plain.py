@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from node_plugin.backends import example, hostdev
-from node_plugin.backends.base import BackendConfigError
-from node_plugin.backends.example_models import ExampleSettings
-from node_plugin.backends.hostdev_models import HostDevSettings
-from node_plugin.backends.plainconfig import Check, NotPlainError
-from node_plugin.backends.registry import load_backend
+from drakit.node_plugin.backends import example, hostdev
+from drakit.node_plugin.backends.base import BackendConfigError
+from drakit.node_plugin.backends.example_models import ExampleSettings
+from drakit.node_plugin.backends.hostdev_models import HostDevSettings
+from drakit.node_plugin.backends.plainconfig import Check, NotPlainError
+from drakit.node_plugin.backends.registry import load_backend
 
 EXAMPLE_PLAIN = [
     {},

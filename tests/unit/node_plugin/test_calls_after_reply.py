@@ -9,15 +9,15 @@ from collections.abc import Callable, Iterator
 import pytest
 from fake_core import FakeCore
 
-from node_plugin.driver import ClaimRef
-from node_plugin.metrics import PluginMetrics
-from node_plugin.service.calls import DriverCalls
+from drakit.node_plugin.driver import ClaimRef
+from drakit.node_plugin.metrics import PluginMetrics
+from drakit.node_plugin.service.calls import DriverCalls
 
 CLAIM = ClaimRef("default", "uid-1", "claim-uid-1")
 
 
 def call_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "node_plugin.service.calls"]
+    return [r.getMessage() for r in caplog.records if r.name == "drakit.node_plugin.service.calls"]
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def test_closing_line_waits_for_the_after_reply_hook_and_metrics_do_not(
         deferred.append(report)
         return True
 
-    with caplog.at_level(logging.INFO, logger="node_plugin.service.calls"):
+    with caplog.at_level(logging.INFO, logger="drakit.node_plugin.service.calls"):
         getattr(driver_calls, operation)([CLAIM], "v1", after_reply=after_reply)
         assert call_lines(caplog) == []
         assert claims_counted(metrics, operation) == 1
@@ -57,6 +57,6 @@ def test_closing_line_is_written_at_once_when_the_reply_hook_refuses(
     calls: tuple[DriverCalls, PluginMetrics], caplog: pytest.LogCaptureFixture
 ) -> None:
     driver_calls, _ = calls
-    with caplog.at_level(logging.INFO, logger="node_plugin.service.calls"):
+    with caplog.at_level(logging.INFO, logger="drakit.node_plugin.service.calls"):
         driver_calls.prepare([CLAIM], "v1", after_reply=lambda _report: False)
         assert call_lines(caplog) == ["Call finished"]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from node_plugin import checkpoint as checkpoint_module
-from node_plugin.checkpoint import (
+from drakit.node_plugin import checkpoint as checkpoint_module
+from drakit.node_plugin.checkpoint import (
     API_VERSION,
     COMPLETED,
     KIND,
@@ -19,7 +19,7 @@ from node_plugin.checkpoint import (
     journal_path_of,
     read_document,
 )
-from node_plugin.driver import PreparedDevice
+from drakit.node_plugin.driver import PreparedDevice
 
 DEVICE = PreparedDevice(("gpu",), "pool", "gpu-0", ("k8s.d/claim=u1-gpu-0",), None)
 

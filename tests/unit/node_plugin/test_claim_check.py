@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from node_plugin.claims import ClaimError, ClaimReader
-from node_plugin.driver import ClaimRef
+from drakit.node_plugin.claims import ClaimError, ClaimReader
+from drakit.node_plugin.driver import ClaimRef
 
 DRIVER = "gpu.example.com"
 REF = ClaimRef("ns", "uid-1", "claim-1")

@@ -10,10 +10,10 @@ import pytest
 from helpers.scriptedhttp import Reader, ScriptedServer
 from pydantic import BaseModel
 
-from kubeapi.lightclient import LightApiClient
-from kubeapi.resources import RESOURCE_CLAIMS, Resource
-from node_plugin.claims import ClaimError, ClaimReader
-from node_plugin.driver import ClaimRef
+from drakit.kubeapi.lightclient import LightApiClient
+from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
+from drakit.node_plugin.claims import ClaimError, ClaimReader
+from drakit.node_plugin.driver import ClaimRef
 
 
 @pytest.fixture(

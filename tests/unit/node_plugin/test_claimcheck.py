@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from node_plugin.claimcheck import claim_ref_problem
-from node_plugin.driver import ClaimRef
+from drakit.node_plugin.claimcheck import claim_ref_problem
+from drakit.node_plugin.driver import ClaimRef
 
 UID = "5b8e1f7e-0000-4000-8000-000000000000"
 

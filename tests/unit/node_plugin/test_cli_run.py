@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from plugin_harness import DRIVER, channel_to
 
-from kubeletapi.gen.pluginregistration.v1 import api_pb2 as reg
-from kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2 as reg
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 
 HERE = Path(__file__).parent
 

@@ -6,11 +6,11 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from allocator.model import CounterSet, Device, DeviceRequestAllocationResult
-from node_plugin.backends.base import PoolDescription
-from node_plugin.checkpoint import COMPLETED, ClaimEntry
-from node_plugin.driver import ClaimRef
-from node_plugin.guard import (
+from drakit.allocator.model import CounterSet, Device, DeviceRequestAllocationResult
+from drakit.node_plugin.backends.base import PoolDescription
+from drakit.node_plugin.checkpoint import COMPLETED, ClaimEntry
+from drakit.node_plugin.driver import ClaimRef
+from drakit.node_plugin.guard import (
     Inventory,
     bookkept_conflicts,
     claim_from_results,

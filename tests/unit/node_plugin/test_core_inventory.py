@@ -7,9 +7,9 @@ from typing import Any
 
 from test_core_rollback import NODE, InMemoryClaims, RecordingBackend, call, config  # noqa: F401 (fixture)
 
-from node_plugin.core import PrepareCore
-from node_plugin.driver import PluginConfig
-from node_plugin.metrics import PluginMetrics
+from drakit.node_plugin.core import PrepareCore
+from drakit.node_plugin.driver import PluginConfig
+from drakit.node_plugin.metrics import PluginMetrics
 
 
 class ShrinkingBackend(RecordingBackend):

@@ -15,21 +15,21 @@ from typing import Any
 
 import pytest
 
-from kubeapi.errors import NotFound
-from node_plugin.backends.base import (
+from drakit.kubeapi.errors import NotFound
+from drakit.node_plugin.backends.base import (
     BackendError,
     BackendPrepared,
     ClaimToPrepare,
     ContainerEdits,
     RequestContext,
 )
-from node_plugin.backends.registry import load_backend
-from node_plugin.cdi import CDIDevice
-from node_plugin.checkpoint import COMPLETED, FILE_NAME, Checkpoint, ClaimEntry
-from node_plugin.core import PrepareCore
-from node_plugin.driver import CallContext, ClaimRef, PluginConfig
-from node_plugin.metrics import PluginMetrics
-from node_plugin.serialize import SerializeLock
+from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.cdi import CDIDevice
+from drakit.node_plugin.checkpoint import COMPLETED, FILE_NAME, Checkpoint, ClaimEntry
+from drakit.node_plugin.core import PrepareCore
+from drakit.node_plugin.driver import CallContext, ClaimRef, PluginConfig
+from drakit.node_plugin.metrics import PluginMetrics
+from drakit.node_plugin.serialize import SerializeLock
 
 DRIVER = "gpu.example.com"
 NODE = "node-a"
@@ -296,7 +296,7 @@ def test_claim_done_lines_come_after_the_reply_and_only_for_claims_recorded_on_d
 
     ref = claims.add_allocated("gpu-0")
     lock = SerializeLock(config.plugin_data_dir / "serialize.lock")
-    with caplog.at_level(logging.INFO, logger="node_plugin.core"):
+    with caplog.at_level(logging.INFO, logger="drakit.node_plugin.core"):
         assert (
             core.prepare([ref], CallContext("r1", lock, after_reply=after_reply))[ref.uid].error
             == ""

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from node_plugin.cpuhome import (
+from drakit.node_plugin.cpuhome import (
     MOVE_MARGIN,
     CpuTimes,
     busy_share,
@@ -72,7 +72,7 @@ def test_one_allowed_cpu_leaves_nothing_to_choose() -> None:
 _CHILD = textwrap.dedent(
     """
     import os, threading, time
-    from node_plugin.cpuhome import CpuHome
+    from drakit.node_plugin.cpuhome import CpuHome
 
     def threads():
         out = set()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from node_plugin.sockets import remove_dead_sockets
+from drakit.node_plugin.sockets import remove_dead_sockets
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from node_plugin.fairpool import FairPool
+from drakit.node_plugin.fairpool import FairPool
 
 
 class Recorder:

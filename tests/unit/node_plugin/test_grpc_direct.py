@@ -17,10 +17,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from helpers.childpython import python_output
 from plugin_harness import PluginFactory, channel_to
 
-from kubeletapi.gen.dra.v1 import api_pb2 as v1
-from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
-from node_plugin.driver import CallContext, ClaimRef, PrepareResult
-from node_plugin.service.direct import DirectUnary
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
+from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from drakit.node_plugin.driver import CallContext, ClaimRef, PrepareResult
+from drakit.node_plugin.service.direct import DirectUnary
 
 PREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
 
@@ -470,8 +470,8 @@ STOP_WITH_A_STUCK_HANDLER = """
 import threading
 from concurrent import futures
 import grpc
-from kubeletapi.gen.dra.v1 import api_pb2 as v1, api_pb2_grpc as v1_grpc
-from node_plugin.service.direct import DirectUnary
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1, api_pb2_grpc as v1_grpc
+from drakit.node_plugin.service.direct import DirectUnary
 
 entered, release, returned = threading.Event(), threading.Event(), threading.Event()
 

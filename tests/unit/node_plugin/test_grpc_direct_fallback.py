@@ -14,12 +14,12 @@ from fake_core import FakeCore
 from helpers.childpython import python_output
 from plugin_harness import PluginFactory, channel_to
 
-from kubeletapi.gen.dra.v1 import api_pb2 as v1
-from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
-from node_plugin.driver import CallContext, ClaimRef, PrepareResult
-from node_plugin.service.direct_support import TESTED_GRPCIO, untested_reason
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
+from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from drakit.node_plugin.driver import CallContext, ClaimRef, PrepareResult
+from drakit.node_plugin.service.direct_support import TESTED_GRPCIO, untested_reason
 
-DIRECT_LOGGER = "node_plugin.service.direct"
+DIRECT_LOGGER = "drakit.node_plugin.service.direct"
 
 
 @pytest.fixture(autouse=True)
@@ -117,8 +117,8 @@ import grpc, grpc._cython, grpc._server, grpc_health.v1.health, grpc_reflection.
 sys.modules["grpc._cython.cygrpc"] = None
 del grpc._cython.cygrpc
 from concurrent import futures
-from node_plugin.service.server import DraServer
-from node_plugin.service.direct import DirectUnary
+from drakit.node_plugin.service.server import DraServer
+from drakit.node_plugin.service.direct import DirectUnary
 print(DirectUnary.attach(grpc.server(futures.ThreadPoolExecutor(max_workers=1)), 2))
 """
 

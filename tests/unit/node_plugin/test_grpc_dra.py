@@ -12,11 +12,11 @@ import pytest
 from fake_core import POOL, FakeCore
 from plugin_harness import PluginFactory, channel_to
 
-from kubeletapi.gen.dra.v1 import api_pb2 as v1
-from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
-from kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
-from kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
-from telemetry.logs import JsonFormatter
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
+from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from drakit.kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
+from drakit.kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from drakit.telemetry.logs import JsonFormatter
 
 
 def v1_claims(*uids: str) -> list[v1.Claim]:
@@ -218,7 +218,7 @@ def test_each_call_logs_structured_lines_with_one_request_id(
     start_plugin: PluginFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     plugin, core = start_plugin()
-    with caplog.at_level(logging.DEBUG, logger="node_plugin.service.calls"):
+    with caplog.at_level(logging.DEBUG, logger="drakit.node_plugin.service.calls"):
         v1_stub(plugin).NodePrepareResources(
             v1.NodePrepareResourcesRequest(claims=v1_claims("uid-1")), timeout=5
         )
@@ -227,7 +227,7 @@ def test_each_call_logs_structured_lines_with_one_request_id(
         while not any(r.getMessage() == "Call finished" for r in caplog.records):
             assert time.monotonic() < deadline, "no closing line after the reply"
             time.sleep(0.01)
-    records = [r for r in caplog.records if r.name == "node_plugin.service.calls"]
+    records = [r for r in caplog.records if r.name == "drakit.node_plugin.service.calls"]
     lines = [json.loads(JsonFormatter().format(r)) for r in records]
     assert [(line["level"], line["msg"]) for line in lines] == [
         ("debug", "Call started"),

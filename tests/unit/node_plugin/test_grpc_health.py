@@ -8,13 +8,13 @@ from typing import Any
 from fake_core import POOL, FakeCore
 from plugin_harness import PluginFactory, channel_to
 
-from kubeletapi.gen.dra_health.v1 import api_pb2 as v1
-from kubeletapi.gen.dra_health.v1 import api_pb2_grpc as v1_grpc
-from kubeletapi.gen.dra_health.v1alpha1 import api_pb2 as v1alpha1
-from kubeletapi.gen.dra_health.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
-from node_plugin.driver import DeviceHealth, HealthStatus
-from node_plugin.health_feed import HealthFeed
-from node_plugin.service.health import resend_interval
+from drakit.kubeletapi.gen.dra_health.v1 import api_pb2 as v1
+from drakit.kubeletapi.gen.dra_health.v1 import api_pb2_grpc as v1_grpc
+from drakit.kubeletapi.gen.dra_health.v1alpha1 import api_pb2 as v1alpha1
+from drakit.kubeletapi.gen.dra_health.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
+from drakit.node_plugin.driver import DeviceHealth, HealthStatus
+from drakit.node_plugin.health_feed import HealthFeed
+from drakit.node_plugin.service.health import resend_interval
 
 
 def summary(response: Any) -> dict[str, tuple[int, str]]:

@@ -12,13 +12,13 @@ from fake_core import FakeCore
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from plugin_harness import DRIVER, PluginFactory, channel_to
 
-from kubeletapi.gen.dra.v1 import api_pb2 as v1
-from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
-from kubeletapi.gen.dra_health.v1 import api_pb2 as health_v1
-from kubeletapi.gen.dra_health.v1 import api_pb2_grpc as health_v1_grpc
-from kubeletapi.gen.pluginregistration.v1 import api_pb2 as reg
-from kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from node_plugin.sockets import SocketPathError
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
+from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from drakit.kubeletapi.gen.dra_health.v1 import api_pb2 as health_v1
+from drakit.kubeletapi.gen.dra_health.v1 import api_pb2_grpc as health_v1_grpc
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2 as reg
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from drakit.node_plugin.sockets import SocketPathError
 
 # What a 1.37 kubelet understands, per service kind (its own preference list).
 KUBELET_DRA_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")

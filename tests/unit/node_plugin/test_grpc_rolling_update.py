@@ -13,12 +13,12 @@ import pytest
 from fake_core import FakeCore
 from plugin_harness import DRIVER, PluginFactory, channel_to
 
-from kubeletapi.gen.dra.v1 import api_pb2 as v1
-from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
-from kubeletapi.gen.pluginregistration.v1 import api_pb2 as reg
-from kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from node_plugin.serialize import SerializeLock, SerializeTimeoutError
-from node_plugin.sockets import (
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
+from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2 as reg
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from drakit.node_plugin.serialize import SerializeLock, SerializeTimeoutError
+from drakit.node_plugin.sockets import (
     SocketPathError,
     dra_socket_name,
     registration_socket_name,

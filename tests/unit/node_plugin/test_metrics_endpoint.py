@@ -7,7 +7,7 @@ import socket
 import time
 import urllib.request
 
-from node_plugin.metrics import PluginMetrics, serve_metrics
+from drakit.node_plugin.metrics import PluginMetrics, serve_metrics
 
 
 def _listen() -> socket.socket:

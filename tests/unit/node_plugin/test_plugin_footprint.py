@@ -9,9 +9,11 @@ def test_node_plugin_does_not_load_the_cel_engine_the_allocator_or_the_kubernete
     probe = (
         "import sys\n"
         "import drakit.cmd_node_plugin\n"
-        "import node_plugin.app, node_plugin.core, node_plugin.publisher, node_plugin.guard\n"
-        "import allocator\n"
-        "heavy = ('cel', 'cel_expr_python', 're2', 'allocator.allocate', 'allocator.cel',\n"
+        "import drakit.node_plugin.app, drakit.node_plugin.core\n"
+        "import drakit.node_plugin.publisher, drakit.node_plugin.guard\n"
+        "import drakit.allocator\n"
+        "heavy = ('cel', 'cel_expr_python', 're2', 'drakit.allocator.allocate',\n"
+        "         'drakit.allocator.cel',\n"
         "         'kubernetes', 'kubernetes.client')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
@@ -25,9 +27,10 @@ def test_node_plugin_modules_load_neither_prometheus_client_nor_pyyaml() -> None
     probe = (
         "import sys\n"
         "import drakit.cli, drakit.cmd_node_plugin\n"
-        "import node_plugin.app, node_plugin.core, node_plugin.wiring, node_plugin.publisher\n"
-        "from node_plugin.metrics import PluginMetrics\n"
-        "from node_plugin.publisher.metrics import PublisherMetrics\n"
+        "import drakit.node_plugin.app, drakit.node_plugin.core\n"
+        "import drakit.node_plugin.wiring, drakit.node_plugin.publisher\n"
+        "from drakit.node_plugin.metrics import PluginMetrics\n"
+        "from drakit.node_plugin.publisher.metrics import PublisherMetrics\n"
         "PublisherMetrics(PluginMetrics().registry)\n"
         "print(sorted(m for m in ('prometheus_client', 'yaml') if m in sys.modules))\n"
     )
@@ -37,10 +40,10 @@ def test_node_plugin_modules_load_neither_prometheus_client_nor_pyyaml() -> None
 _LAZY_PYDANTIC_PROBE = """
 import sys
 import drakit.cli, drakit.cmd_node_plugin
-import node_plugin.app, node_plugin.core, node_plugin.wiring
-from node_plugin.backends.registry import load_backend
-from node_plugin.claims import ClaimReader
-from node_plugin.driver import ClaimRef
+import drakit.node_plugin.app, drakit.node_plugin.core, drakit.node_plugin.wiring
+from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.claims import ClaimReader
+from drakit.node_plugin.driver import ClaimRef
 
 example = load_backend("example", driver_name="d", node_name="n", config={"gpus": 4})
 load_backend("hostdev", driver_name="d", node_name="n", config={"devices": [{"glob": "/dev/null"}]})
@@ -76,17 +79,17 @@ def test_node_plugin_starts_and_prepares_without_pydantic_until_a_claim_carries_
 
 
 def test_allocator_names_still_resolve_on_first_use() -> None:
-    import allocator  # noqa: PLC0415
+    import drakit.allocator  # noqa: PLC0415
 
-    assert allocator.Allocator.__name__ == "Allocator"
-    assert allocator.Inventory.__module__ == "allocator.inventory"
+    assert drakit.allocator.Allocator.__name__ == "Allocator"
+    assert drakit.allocator.Inventory.__module__ == "drakit.allocator.inventory"
 
 
 def test_start_up_objects_are_out_of_the_collectors_view_once_the_plugin_serves() -> None:
     # In a child: freezing is process-wide and must not leak into the test process.
     probe = (
         "import gc\n"
-        "from node_plugin.app import settle_heap\n"
+        "from drakit.node_plugin.app import settle_heap\n"
         "before = gc.get_freeze_count()\n"
         "settle_heap()\n"
         "print(before, gc.get_freeze_count() > 1000)\n"

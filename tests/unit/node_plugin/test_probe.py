@@ -1,4 +1,5 @@
-"""The liveness probe (``python -m node_plugin.probe``) against plugins on real Unix sockets."""
+"""The liveness probe (``python -m drakit.node_plugin.probe``) against plugins on real Unix
+sockets."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from fake_core import FakeCore
 from plugin_harness import DRIVER, PluginFactory, channel_to
 
-from kubeletapi.gen.dra.v1 import api_pb2 as v1
-from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
-from node_plugin.driver import CallContext, ClaimRef, PrepareResult
-from node_plugin.probe import problem
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
+from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from drakit.node_plugin.driver import CallContext, ClaimRef, PrepareResult
+from drakit.node_plugin.probe import problem
 
 # DraServer's bound on concurrent DRAPlugin calls (its max_workers).
 PREPARE_SLOTS = 16

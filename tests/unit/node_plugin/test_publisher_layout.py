@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from allocator.model import CounterSet, Device
-from node_plugin.publisher.layout import (
+from drakit.allocator.model import CounterSet, Device
+from drakit.node_plugin.publisher.layout import (
     InvalidPoolError,
     SliceContent,
     check_pool,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from node_plugin.publisher.naming import decode_index, generate_name, index_digits
+from drakit.node_plugin.publisher.naming import decode_index, generate_name, index_digits
 
 
 def test_generate_name_pads_the_hex_index_to_five_digits() -> None:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from allocator.model import (
+from drakit.allocator.model import (
     CapacityRequestPolicy,
     Device,
     DeviceCapacity,
     DeviceCounterConsumption,
     DeviceTaint,
 )
-from allocator.quantity import Quantity
-from kubeapi.clusterversion import SliceFields
-from node_plugin.publisher.versionfields import trim_pool
+from drakit.allocator.quantity import Quantity
+from drakit.kubeapi.clusterversion import SliceFields
+from drakit.node_plugin.publisher.versionfields import trim_pool
 
 NONE = SliceFields(
     counters=False, consumable_capacity=False, binding_conditions=False, taints=False

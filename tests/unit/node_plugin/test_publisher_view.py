@@ -6,9 +6,9 @@ from typing import Any
 
 from helpers.clock import FakeClock
 
-from kubeapi.informer import Informer
-from kubeapi.resources import RESOURCE_SLICES, Resource
-from node_plugin.publisher.view import POOL_INDEX, SliceView, pool_index
+from drakit.kubeapi.informer import Informer
+from drakit.kubeapi.resources import RESOURCE_SLICES, Resource
+from drakit.node_plugin.publisher.view import POOL_INDEX, SliceView, pool_index
 
 
 def _slice(name: str, rv: int, pool: str = "pool-a") -> dict[str, Any]:

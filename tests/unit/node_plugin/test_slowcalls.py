@@ -10,12 +10,14 @@ import pytest
 from fake_core import FakeCore
 from plugin_harness import PluginFactory, channel_to
 
-from kubeletapi.gen.dra.v1 import api_pb2 as v1
-from kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
-from node_plugin.service.slowcalls import SlowCalls
-from telemetry.logs import get_logger
+from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
+from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from drakit.node_plugin.service.slowcalls import SlowCalls
+from drakit.telemetry.logs import get_logger
 
-LOG = get_logger("node_plugin.service.calls").bind(request_id="r1", method="NodePrepareResources")
+LOG = get_logger("drakit.node_plugin.service.calls").bind(
+    request_id="r1", method="NodePrepareResources"
+)
 
 
 class Clock:

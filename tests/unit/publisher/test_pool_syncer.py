@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from allocator.model import Device, DeviceTaint
-from kubeapi.errors import Conflict
-from kubeapi.resources import RESOURCE_SLICES
-from kubeapi.testing import FakeApi, FakeResource
-from node_plugin.publisher.layout import InvalidPoolError
-from node_plugin.publisher.node import NodeIdentity
-from node_plugin.publisher.sync import PoolState, PoolSyncer
+from drakit.allocator.model import Device, DeviceTaint
+from drakit.kubeapi.errors import Conflict
+from drakit.kubeapi.resources import RESOURCE_SLICES
+from drakit.kubeapi.testing import FakeApi, FakeResource
+from drakit.node_plugin.publisher.layout import InvalidPoolError
+from drakit.node_plugin.publisher.node import NodeIdentity
+from drakit.node_plugin.publisher.sync import PoolState, PoolSyncer
 
 DRIVER = "gpu.example.com"
 NODE = NodeIdentity("node-a", "node-uid-1")

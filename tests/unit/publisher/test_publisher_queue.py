@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from helpers.clock import FakeClock
 
-from kubeapi.workqueue import WorkQueue
-from node_plugin.publisher import Publisher
-from telemetry.metrics import Registry
+from drakit.kubeapi.workqueue import WorkQueue
+from drakit.node_plugin.publisher import Publisher
+from drakit.telemetry.metrics import Registry
 
 DRIVER = "gpu.example.com"
 REPAIR_DELAY = 0.5

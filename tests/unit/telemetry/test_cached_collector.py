@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from helpers.clock import FakeClock
 
-from telemetry.cachedcollector import CachedCollector
-from telemetry.metrics import Family, GaugeFamily
+from drakit.telemetry.cachedcollector import CachedCollector
+from drakit.telemetry.metrics import Family, GaugeFamily
 
 
 class CountingSource:

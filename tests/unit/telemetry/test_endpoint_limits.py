@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from telemetry import metrics
-from telemetry.address import parse_address
-from telemetry.endpoint import Limits, MetricsEndpoint, serve
+from drakit.telemetry import metrics
+from drakit.telemetry.address import parse_address
+from drakit.telemetry.endpoint import Limits, MetricsEndpoint, serve
 
 #: Long enough that no idle socket of a test is closed by the timeout while the test runs.
 PATIENT = Limits(workers=2, max_connections=32, read_timeout=120.0, deadline=120.0)

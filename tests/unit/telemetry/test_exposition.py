@@ -10,8 +10,8 @@ from typing import Any
 import prometheus_client
 from prometheus_client.parser import text_string_to_metric_families
 
-from telemetry import metrics
-from telemetry.endpoint import render_text, serve
+from drakit.telemetry import metrics
+from drakit.telemetry.endpoint import render_text, serve
 
 BUCKETS = (0.001, 0.5, 1, 45, 12345678)
 ODD_VALUE = 'quote " backslash \\ newline \n end'

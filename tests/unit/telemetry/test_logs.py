@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubeapi.errors import Conflict
-from kubeapi.retry import Backoff, retry_on_conflict
-from telemetry.logs import configure, get_logger
+from drakit.kubeapi.errors import Conflict
+from drakit.kubeapi.retry import Backoff, retry_on_conflict
+from drakit.telemetry.logs import configure, get_logger
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_kubeapi_retry_line_shows_its_attempt_in_the_node_plugin_logs(
     assert retry_on_conflict(write, backoff=Backoff(initial=0, jitter=0)) == "written"
     retry = next(e for e in lines(log_stream) if e["msg"] == "Write conflict, retrying")
     assert retry["attempt"] == 1
-    assert retry["logger"] == "kubeapi.retry"
+    assert retry["logger"] == "drakit.kubeapi.retry"
 
 
 def test_bound_and_call_fields_are_both_in_the_line(log_stream: io.StringIO) -> None:
@@ -67,7 +67,7 @@ def test_text_format_prints_the_extra_fields_as_key_value() -> None:
     stream = io.StringIO()
     try:
         configure("text", "info", stream)
-        logging.getLogger("kubeapi.informer").info("Watch expired", extra={"cause": "410"})
+        logging.getLogger("drakit.kubeapi.informer").info("Watch expired", extra={"cause": "410"})
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)

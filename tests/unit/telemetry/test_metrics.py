@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from telemetry.metrics import Counter, Gauge, GaugeFamily, Histogram, Registry, format_float
+from drakit.telemetry.metrics import Counter, Gauge, GaugeFamily, Histogram, Registry, format_float
 
 
 def test_counter_exposes_total_and_created_samples_under_a_name_without_total() -> None:

@@ -28,7 +28,7 @@ DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(k8s.io/kubelet/pk
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kubeletapi.gen.dra.v1.api_pb2', _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'drakit.kubeletapi.gen.dra.v1.api_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z\036k8s.io/kubelet/pkg/apis/dra/v1'

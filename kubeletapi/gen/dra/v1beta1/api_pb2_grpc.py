@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from kubeletapi.gen.dra.v1beta1 import api_pb2 as k8s_dot_io_dot_kubelet_dot_pkg_dot_apis_dot_dra_dot_v1beta1_dot_api__pb2
+from drakit.kubeletapi.gen.dra.v1beta1 import api_pb2 as k8s_dot_io_dot_kubelet_dot_pkg_dot_apis_dot_dra_dot_v1beta1_dot_api__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

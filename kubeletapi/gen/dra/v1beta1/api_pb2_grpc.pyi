@@ -12,7 +12,7 @@ hack/update-codegen.sh after any change.
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from kubeletapi.gen.dra.v1beta1 import api_pb2 as _api_pb2
+from drakit.kubeletapi.gen.dra.v1beta1 import api_pb2 as _api_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys

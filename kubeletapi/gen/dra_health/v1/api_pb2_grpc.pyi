@@ -10,7 +10,7 @@ the full service name is "v1.DRAResourceHealth".
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from kubeletapi.gen.dra_health.v1 import api_pb2 as _api_pb2
+from drakit.kubeletapi.gen.dra_health.v1 import api_pb2 as _api_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys

@@ -12,7 +12,7 @@ pkg/apis/pluginregistration/v1/api.proto. Note the proto package is
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from kubeletapi.gen.pluginregistration.v1 import api_pb2 as _api_pb2
+from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2 as _api_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys
