@@ -286,7 +286,7 @@ def start_controller(demo: Demo) -> None:
     demo.controller = Component(
         "controller",
         stack.controller_command(kubeconfig=demo.cluster.kubeconfig, metrics_port=port),
-        demo.logs / "drakit.controller.log",
+        demo.logs / "controller.log",
     )
     demo.controller.start()
     stack.wait_until(

@@ -87,7 +87,7 @@ def e2e(
             controller = Component(
                 "drakit controller",
                 stack.controller_command(kubeconfig=cluster.kubeconfig, metrics_port=port),
-                log_dir / "drakit.controller.log",
+                log_dir / "controller.log",
             )
             controller.start()
             for name in NODE_NAMES:

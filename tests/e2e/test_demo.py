@@ -54,7 +54,7 @@ def test_demo_shows_every_step_of_the_flow_and_exits_zero_on_its_own(
     logs = Path(re.findall(r"Component logs: (\S+)", out)[-1])
     try:
         assert sorted(p.name for p in logs.parent.iterdir()) == ["logs"], "only logs are kept"
-        assert {"node-plugin.log", "drakit.controller.log", "kube-apiserver.log"} <= {
+        assert {"node-plugin.log", "controller.log", "kube-apiserver.log"} <= {
             p.name for p in logs.iterdir()
         }
     finally:

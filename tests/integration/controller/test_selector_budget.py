@@ -142,7 +142,7 @@ def test_sigterm_during_a_long_selector_evaluation_stops_the_controller_within_5
     node = f"n-{uuid.uuid4().hex[:6]}"
     objects.node(node, devices=128)
     cls = objects.device_class()
-    process = ControllerProcess(cluster.kubeconfig, tmp_path / "drakit.controller.log")
+    process = ControllerProcess(cluster.kubeconfig, tmp_path / "controller.log")
     try:
         claim_with_selector(objects, namespace, "slow", cls, SLOW)
         objects.pod(namespace, "p", claims={"gpu": "slow"})

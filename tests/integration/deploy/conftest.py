@@ -164,6 +164,6 @@ def installed(helm: Helm, cluster: LocalCluster) -> Iterator[Installed]:
 @pytest.fixture(scope="session")
 def installed_with_device_status(helm: Helm, cluster: LocalCluster) -> Iterator[Installed]:
     """The node plugin alone, allowed to write status.devices (nodePlugin.deviceStatus)."""
-    values = {"nodePlugin.deviceStatus": "true", "drakit.controller.enabled": "false"}
+    values = {"nodePlugin.deviceStatus": "true", "controller.enabled": "false"}
     with chart_installation(helm, cluster, "dks", values) as release:
         yield release

@@ -48,7 +48,7 @@ def test_metrics_network_policy_is_switched_off_by_its_value(helm: Helm) -> None
 
 
 def test_a_component_without_metrics_gets_no_metrics_network_policy(helm: Helm) -> None:
-    objects = helm.render(values={"drakit.controller.metrics.enabled": "false"})
+    objects = helm.render(values={"controller.metrics.enabled": "false"})
     assert sorted(_policies(objects)) == ["node-plugin"]
 
 
@@ -68,7 +68,7 @@ def test_metrics_host_value_overrides_the_pod_ip_for_both_components(helm: Helm)
     objects = helm.render(
         values={
             "nodePlugin.metrics.host": "127.0.0.1",
-            "drakit.controller.metrics.host": "127.0.0.1",
+            "controller.metrics.host": "127.0.0.1",
         }
     )
     plugin = one(objects, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]

@@ -145,9 +145,7 @@ def controller(
     helm: Helm, cluster: LocalCluster, installed: Installed, short_root: Path
 ) -> Program:
     """The Deployment's controller container, with a token of the controller's account."""
-    container = _container(
-        helm, installed, "Deployment", {"drakit.controller.metrics.enabled": "false"}
-    )
+    container = _container(helm, installed, "Deployment", {"controller.metrics.enabled": "false"})
     admin = cluster.api_client()
     token = request_token(admin, installed.namespace, installed.controller_sa)
     kubeconfig = token_kubeconfig(cluster.kubeconfig, token, short_root / "ctrl.kubeconfig")

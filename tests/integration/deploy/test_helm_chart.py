@@ -82,8 +82,8 @@ def test_scoped_generation_may_read_exactly_the_controller_managers_lease(helm: 
 @pytest.mark.parametrize(
     "values",
     [
-        {"drakit.controller.claimGeneration": "all"},
-        {"drakit.controller.controllerManagerLease": ""},
+        {"controller.claimGeneration": "all"},
+        {"controller.controllerManagerLease": ""},
     ],
 )
 def test_no_lease_read_is_granted_where_it_is_not_used(helm: Helm, values: dict[str, str]) -> None:
@@ -272,14 +272,14 @@ def test_device_status_is_refused_before_granular_status_authorization(helm: Hel
     ("key", "value", "expected"),
     [
         (
-            "drakit.controller.claimGeneration",
+            "controller.claimGeneration",
             "sometimes",
             "at '/controller/claimGeneration': value must be one of 'all', 'scoped', 'off'",
         ),
         ("driverName", "Not_A_DNS_Name", "at '/driverName': 'Not_A_DNS_Name' does not match"),
-        ("drakit.controller.replicas", "0", "at '/controller/replicas': minimum: got 0, want 1"),
+        ("controller.replicas", "0", "at '/controller/replicas': minimum: got 0, want 1"),
         (
-            "drakit.controller.controllerManagerLease",
+            "controller.controllerManagerLease",
             "kube-controller-manager",
             "at '/controller/controllerManagerLease': 'kube-controller-manager' does not match",
         ),
@@ -354,7 +354,7 @@ def test_api_server_host_without_port_is_refused_with_a_reason(helm: Helm) -> No
 
 def test_host_network_values_put_each_component_on_the_node_network(helm: Helm) -> None:
     objects = helm.render(
-        values={"nodePlugin.hostNetwork": "true", "drakit.controller.hostNetwork": "true"}
+        values={"nodePlugin.hostNetwork": "true", "controller.hostNetwork": "true"}
     )
     for kind in ("DaemonSet", "Deployment"):
         pod = one(objects, kind)["spec"]["template"]["spec"]
@@ -377,7 +377,7 @@ def test_host_network_declares_no_ports_so_a_rolling_update_can_surge(helm: Helm
     """On the host network a declared port is a host port, and the scheduler refuses the
     surge pod of a rolling update (seen on a real node: the rollout never finished)."""
     objects = helm.render(
-        values={"nodePlugin.hostNetwork": "true", "drakit.controller.hostNetwork": "true"}
+        values={"nodePlugin.hostNetwork": "true", "controller.hostNetwork": "true"}
     )
     for kind in ("DaemonSet", "Deployment"):
         assert "ports" not in one(objects, kind)["spec"]["template"]["spec"]["containers"][0]

@@ -139,14 +139,14 @@ def running(cluster: LocalCluster, tmp_path: Path) -> Iterator[Running]:
             "--scheduler-name", f"mon-{uuid.uuid4().hex[:6]}",
             "--metrics-address", f"127.0.0.1:{controller_port}",
         ],
-        tmp_path / "drakit.controller.log",
+        tmp_path / "controller.log",
     )  # fmt: skip
     try:
         yield Running(
             driver,
             node,
             (plugin_port, plugin, tmp_path / "plugin.log"),
-            (controller_port, controller, tmp_path / "drakit.controller.log"),
+            (controller_port, controller, tmp_path / "controller.log"),
         )
     finally:
         stop(controller)
