@@ -319,6 +319,12 @@ class Controller:
         if self.config.manages_claims_of(scheduler):
             for claim_key in claim_keys_of_pod(pod):
                 self.queue.add(f"{CLAIM}:{claim_key}")
+            # A claim generated for the pod but not yet recorded in its status (the pod went
+            # between the claim's creation and the status write) is found by its owner; it
+            # would otherwise wait for the next resync to be deleted.
+            namespace = str(meta(pod).get("namespace") or "")
+            for claim in self.caches.claims_owned_by(namespace, uid):
+                self.queue.add(f"{CLAIM}:{object_key(claim)}")
 
     def _placements_changed(self, change: UsageChange) -> None:
         """A pod left a node (room, ports and anti-affinity domains freed) or came to one

@@ -398,3 +398,22 @@ def test_claims_of_drakit_pods_are_created_protected_and_released_when_deleted_u
     objects.pods.delete("mine", namespace, grace_period_seconds=0)
     name = mine["metadata"]["name"]
     eventually(lambda: not objects.pod_claims_by_name(namespace, name), timeout=60)
+
+
+def test_claim_generated_for_a_pod_deleted_before_its_status_recorded_the_claim_is_deleted(
+    objects, api, namespace, start_controller, eventually
+):
+    """The pod goes between the claim's creation and the pod status write that names it: the
+    claim is found by its owner and deleted (it used to wait for a resync that never came)."""
+    objects.template(namespace, "tpl", objects.device_class())
+    start_controller(pods=FailingStatusWrites(api, failures=10**6))
+    objects.pod(namespace, "p", templates={"gpu": "tpl"})
+    (claim,) = eventually(lambda: objects.pod_claims(namespace, "p"), what="claim generated")
+    assert pod_status_claims(objects, namespace, "p") == {}
+    objects.pods.delete("p", namespace, grace_period_seconds=0)
+    name = claim["metadata"]["name"]
+    eventually(
+        lambda: not objects.pod_claims_by_name(namespace, name),
+        what="generated claim deleted",
+        timeout=30,
+    )
