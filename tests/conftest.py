@@ -93,9 +93,7 @@ def cluster_with_scheduler(kube_version: str) -> Iterator[LocalCluster]:
         yield c
 
 
-@pytest.fixture
-def namespace(cluster: LocalCluster) -> Iterator[str]:
-    """A fresh namespace in ``cluster``, deleted after the test."""
+def _fresh_namespace(cluster: LocalCluster) -> Iterator[str]:
     from kubernetes import client  # noqa: PLC0415
 
     name = f"t-{uuid.uuid4().hex[:10]}"
@@ -103,6 +101,18 @@ def namespace(cluster: LocalCluster) -> Iterator[str]:
     core.create_namespace({"metadata": {"name": name}})
     yield name
     core.delete_namespace(name)
+
+
+@pytest.fixture
+def namespace(cluster: LocalCluster) -> Iterator[str]:
+    """A fresh namespace in ``cluster``, deleted after the test."""
+    yield from _fresh_namespace(cluster)
+
+
+@pytest.fixture
+def other_namespace(cluster: LocalCluster) -> Iterator[str]:
+    """A second fresh namespace, for tests about two tenants."""
+    yield from _fresh_namespace(cluster)
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,6 @@ claim must still be generated and, once its pod is gone, deleted.
 from __future__ import annotations
 
 import threading
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,17 +21,6 @@ from drakit.kubeapi.objects import KubeObject
 pytestmark = pytest.mark.integration
 
 SCHEDULING_WORKERS = 2
-
-
-@pytest.fixture
-def quiet_namespace(cluster: Any) -> Iterator[str]:
-    from kubernetes import client  # noqa: PLC0415
-
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    core = client.CoreV1Api(cluster.api_client())
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
 
 
 class HeldAttempts:
@@ -60,7 +47,7 @@ class HeldAttempts:
 def test_noisy_namespace_cannot_delay_another_namespaces_claim_deletion(
     objects: Objects,
     namespace: str,
-    quiet_namespace: str,
+    other_namespace: str,
     start_controller: StartController,
     eventually: Any,
 ) -> None:
@@ -73,15 +60,15 @@ def test_noisy_namespace_cannot_delay_another_namespaces_claim_deletion(
         for _ in range(SCHEDULING_WORKERS):  # every scheduling worker is stuck in the noisy ns
             assert held.started.acquire(timeout=120)
         device_class = objects.device_class()
-        objects.template(quiet_namespace, "gpu", device_class)
-        objects.pod(quiet_namespace, "quiet", templates={"gpu": "gpu"})
+        objects.template(other_namespace, "gpu", device_class)
+        objects.pod(other_namespace, "quiet", templates={"gpu": "gpu"})
         (claim,) = eventually(
-            lambda: objects.pod_claims(quiet_namespace, "quiet"), what="claim generated"
+            lambda: objects.pod_claims(other_namespace, "quiet"), what="claim generated"
         )
         name = claim["metadata"]["name"]
-        objects.pods.delete("quiet", quiet_namespace)
+        objects.pods.delete("quiet", other_namespace)
         eventually(
-            lambda: not objects.pod_claims_by_name(quiet_namespace, name),
+            lambda: not objects.pod_claims_by_name(other_namespace, name),
             what="generated claim deleted",
         )
     finally:

@@ -36,17 +36,6 @@ SLOW = (
 )
 
 
-@pytest.fixture
-def other_namespace(cluster: Any) -> Iterator[str]:
-    from kubernetes import client  # noqa: PLC0415
-
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    core = client.CoreV1Api(cluster.api_client())
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
-
-
 def claim_with_selector(objects: Objects, namespace: str, name: str, cls: str, expr: str) -> None:
     exactly = {"deviceClassName": cls, "selectors": [{"cel": {"expression": expr}}]}
     objects.claims.create(
