@@ -93,6 +93,7 @@ __all__ = [
     "FrozenDict",
     "ModelError",
     "Node",
+    "NodeAllocatableResourceMapping",
     "NodeSelector",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
@@ -450,6 +451,20 @@ class DeviceTaint(_ApiType):
 
 
 @dataclass(frozen=True, slots=True)
+class NodeAllocatableResourceMapping(_ApiType):
+    """How allocating a device uses a node-allocatable resource (``cpu``, ``memory``, ...).
+
+    Without ``capacity_key``: each allocated device accounts for ``allocation_multiplier``
+    (default 1) of the resource. With it: the claim's consumed amount of that capacity,
+    times ``allocation_multiplier`` (default 1).
+    """
+
+    capacity_key: str | None = _f("capacityKey", STR)
+    allocation_multiplier: Quantity | None = _f("allocationMultiplier", QUANTITY)
+    extra: Mapping[str, Any] = extra_field()
+
+
+@dataclass(frozen=True, slots=True)
 class Device(_ApiType):
     """One device in a slice. Its identity is (driver, pool, name)."""
 
@@ -471,7 +486,14 @@ class Device(_ApiType):
         "bindingFailureConditions", list_of(STR), default=()
     )
     allow_multiple_allocations: bool | None = _f("allowMultipleAllocations", BOOL)
-    # alpha (DRANodeAllocatableResources), not used by allocation: kept as given
+    # alpha (DRANodeAllocatableResources), not used by allocation. A driver states its
+    # mappings in the 1.36 shape (node_allocatable_resource_mappings); the publisher writes
+    # them as the cluster's field (1.37: nodeAllocatableResources, which is kept as given).
+    node_allocatable_resource_mappings: Mapping[str, NodeAllocatableResourceMapping] = _f(
+        "nodeAllocatableResourceMappings",
+        map_of(obj(lambda: NodeAllocatableResourceMapping)),
+        default=EMPTY,
+    )
     node_allocatable_resources: Any = _f("nodeAllocatableResources", RAW)
     extra: Mapping[str, Any] = extra_field()
 

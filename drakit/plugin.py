@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from drakit.allocator.model import CounterSet, Device, DeviceAttribute, DeviceCapacity
+from drakit.allocator.model import (
+    CounterSet,
+    Device,
+    DeviceAttribute,
+    DeviceCapacity,
+    NodeAllocatableResourceMapping,
+)
 from drakit.allocator.quantity import Quantity
 from drakit.node_plugin.backends import base
 from drakit.node_plugin.backends.registry import validate_settings
@@ -31,10 +37,12 @@ BackendPrepared = base.BackendPrepared
 ClaimToPrepare = base.ClaimToPrepare
 ContainerEdits = base.ContainerEdits
 DeviceNodeEdit = base.DeviceNodeEdit
+DeviceStatus = base.DeviceStatus
 DeviceToPrepare = base.DeviceToPrepare
 HealthReporter = base.HealthReporter
 LazyConfigModel = base.LazyConfigModel
 MountEdit = base.MountEdit
+NetworkData = base.NetworkData
 PoolDescription = base.PoolDescription
 RequestContext = base.RequestContext
 
@@ -65,12 +73,15 @@ __all__ = [
     "DeviceCapacity",
     "DeviceHealth",
     "DeviceNodeEdit",
+    "DeviceStatus",
     "DeviceToPrepare",
     "EmptyConfig",
     "HealthReporter",
     "HealthStatus",
     "LazyConfigModel",
     "MountEdit",
+    "NetworkData",
+    "NodeAllocatableResourceMapping",
     "PoolDescription",
     "Quantity",
     "RequestContext",
