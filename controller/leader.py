@@ -13,9 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from drakit.controller.app import Controller
 from drakit.kubeapi.leaderelection import LeaderElectionConfig, LeaderElector
 
 __all__ = ["run_leader_elected"]
@@ -23,10 +22,18 @@ __all__ = ["run_leader_elected"]
 logger = logging.getLogger(__name__)
 
 
+class LeaderRun(Protocol):
+    """What runs while leading: the companion controller or the driver controller."""
+
+    fence: Callable[[], bool]
+
+    def run(self, stop: threading.Event) -> None: ...
+
+
 def run_leader_elected(
     api: Any,
     election: LeaderElectionConfig,
-    build: Callable[[], Controller],
+    build: Callable[[], LeaderRun],
     stop: threading.Event,
     *,
     on_leading: Callable[[bool], None] | None = None,

@@ -28,6 +28,7 @@ class _Subcommand(Protocol):
 SUBCOMMANDS: dict[str, str] = {
     "node-plugin": "drakit.cmd_node_plugin",
     "controller": "drakit.cmd_controller",
+    "driver-controller": "drakit.cmd_driver_controller",
     "allocate": "drakit.cmd_allocate",
     "devices": "drakit.cmd_devices",
     "local-cluster": "drakit.cmd_local_cluster",
@@ -40,6 +41,8 @@ drakit is a Kubernetes Dynamic Resource Allocation (DRA) driver kit.
 
   node-plugin    run the kubelet plugin on a node (DaemonSet)
   controller     run the companion controller (Deployment)
+  driver-controller
+                 run a driver's controller: binding conditions of its devices
   allocate       allocate claims offline from YAML/JSON files and explain refusals
   devices        show devices, who holds them, and how full each pool is
   local-cluster  start or stop a local kube-apiserver + etcd for development

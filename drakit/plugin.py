@@ -23,6 +23,13 @@ from drakit.allocator.model import (
     NodeAllocatableResourceMapping,
 )
 from drakit.allocator.quantity import Quantity
+from drakit.controller.bindingcheck import (
+    BindingCheck,
+    BindingClaim,
+    BindingDevice,
+    BindingVerdict,
+    ConditionResult,
+)
 from drakit.node_plugin.backends import base
 from drakit.node_plugin.backends.registry import validate_settings
 from drakit.node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
@@ -64,8 +71,13 @@ __all__ = [
     "BackendContext",
     "BackendError",
     "BackendPrepared",
+    "BindingCheck",
+    "BindingClaim",
+    "BindingDevice",
+    "BindingVerdict",
     "ClaimRef",
     "ClaimToPrepare",
+    "ConditionResult",
     "ContainerEdits",
     "CounterSet",
     "Device",
