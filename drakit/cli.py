@@ -33,6 +33,7 @@ SUBCOMMANDS: dict[str, str] = {
     "devices": "drakit.cmd_devices",
     "local-cluster": "drakit.cmd_local_cluster",
     "local-node": "drakit.cmd_local_node",
+    "webhook": "drakit.cmd_webhook",
     "version": "drakit.cmd_version",
 }
 
@@ -47,6 +48,7 @@ drakit is a Kubernetes Dynamic Resource Allocation (DRA) driver kit.
   devices        show devices, who holds them, and how full each pool is
   local-cluster  start or stop a local kube-apiserver + etcd for development
   local-node     start or stop a real kubelet + containerd node (root)
+  webhook        validate a driver's opaque device config at admission
   version        print drakit's version and the Kubernetes APIs it speaks
 
 Every flag has an environment-variable twin; see `drakit SUBCOMMAND --help`.

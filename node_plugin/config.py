@@ -19,6 +19,10 @@ Validation is strict, as Go's strict JSON decoding of a driver's config type:
 field names exactly as the model's JSON names (its aliases; no Python
 snake_case twins), values of exactly the JSON type (``"5"``, ``5.0`` and
 ``true`` are not the integer 5), no unknown fields (the model forbids extras).
+A model may add checks across fields in a ``validate_config()`` method (called
+after the fields validated; it raises ValueError saying what is wrong).
+:func:`validate_parameters` is that whole check, shared with ``drakit webhook``
+so admission and prepare accept exactly the same configs.
 """
 
 from __future__ import annotations
@@ -116,13 +120,28 @@ def resolve_config(
     params, sources = merged_parameters(configs, driver, request)
     if params is None:
         return None
-    import pydantic  # noqa: PLC0415 (only for a request that has opaque config)
+    try:
+        return validate_parameters(model, params)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"invalid opaque config for request {request!r} (from {', '.join(sources)}): {exc}"
+        ) from exc
+
+
+def validate_parameters(model: ConfigModel, params: Mapping[str, Any]) -> pydantic.BaseModel:
+    """``params`` (one JSON object) validated strictly as ``model``, then by the model's
+    ``validate_config()`` when it has one.
+
+    Raises :class:`ConfigError` whose message is only the reasons (``field: reason; ...``,
+    or validate_config's own message); callers add where the parameters came from.
+    """
+    import pydantic  # noqa: PLC0415 (only for parameters that exist)
 
     model_class = cast("type[pydantic.BaseModel]", model if isinstance(model, type) else model())
     try:
         # Through JSON on purpose: JSON-mode strict validation takes a string for an
         # enum or Literal, as Go does, and rejects every other type mismatch.
-        return model_class.model_validate_json(
+        config = model_class.model_validate_json(
             json.dumps(params), strict=True, by_alias=True, by_name=False
         )
     except pydantic.ValidationError as exc:
@@ -130,6 +149,13 @@ def resolve_config(
             f"{'.'.join(str(p) for p in err['loc']) or '<parameters>'}: {err['msg']}"
             for err in exc.errors()
         )
-        raise ConfigError(
-            f"invalid opaque config for request {request!r} (from {', '.join(sources)}): {problems}"
-        ) from exc
+        raise ConfigError(problems) from exc
+    except (TypeError, ValueError) as exc:  # json.dumps: a value JSON cannot carry
+        raise ConfigError(f"<parameters>: not JSON: {exc}") from exc
+    check = getattr(config, "validate_config", None)
+    if callable(check):
+        try:
+            check()
+        except Exception as exc:  # the driver's code: any failure is a refusal, never a crash
+            raise ConfigError(str(exc) or type(exc).__name__) from exc
+    return config
