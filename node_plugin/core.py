@@ -34,6 +34,7 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -68,6 +69,16 @@ from drakit.node_plugin.claims import (
 )
 from drakit.node_plugin.config import base_request
 from drakit.node_plugin.device_health import HealthMonitor
+from drakit.node_plugin.device_status import (
+    CHECKPOINT_KEY,
+    DeviceStatusError,
+    DeviceStatusWriter,
+    StatusKey,
+    build_entries,
+    cluster_support,
+    keys_from_checkpoint,
+    keys_of,
+)
 from drakit.node_plugin.driver import (
     CallContext,
     ClaimRef,
@@ -120,9 +131,12 @@ class PrepareCore:
         checkpoint: Checkpoint | None = None,
         boot_id: Callable[[], str] = read_boot_id,
         serialize: AbstractContextManager[object] | None = None,
+        device_status: DeviceStatusWriter | None = None,
     ) -> None:
         """``serialize`` is the plugin's cross-process lock (default: its ``serialize.lock``);
-        the core takes it whenever it touches local state outside a call, too (``start``)."""
+        the core takes it whenever it touches local state outside a call, too (``start``).
+        ``device_status`` writes the backend's ``status.devices`` entries (default: through
+        ``claims_api`` when it can update status; see :mod:`drakit.node_plugin.device_status`)."""
         self.config = config
         self.driver = config.driver_name
         self.metrics = metrics
@@ -145,6 +159,9 @@ class PrepareCore:
         self._local = threading.Lock()  # in-process guard around checkpoint/backend use
         self._stopped = False
         self._inventory: tuple[tuple[PoolDescription, ...], Inventory] | None = None
+        self.device_status = device_status or _default_status_writer(claims_api, config)
+        # claim UID -> status.devices entries of a prepare in progress (written after the lock)
+        self._pending_status: dict[str, list[dict[str, Any]]] = {}
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -219,7 +236,49 @@ class PrepareCore:
                     else:
                         results[uid] = done
                 self.metrics.prepared_claims.set(self._prepared_count())
+                pending = {uid: self._pending_status.pop(uid) for uid in list(self._pending_status)}
+            # Outside the lock: API writes must not hold up the other plugin instance.
+            for claim in fetched:
+                entries = pending.get(claim.ref.uid)
+                if entries and not results[claim.ref.uid].error:
+                    self._write_status(claim.ref, claim.obj, entries, log)
         return results
+
+    def _write_status(
+        self,
+        ref: ClaimRef,
+        obj: Mapping[str, Any] | None,
+        entries: Sequence[Mapping[str, Any]],
+        log: StructuredLogger,
+    ) -> None:
+        """Write the claim's ``status.devices`` entries; a failure is logged and an Event."""
+        if self.device_status is None:
+            error = "this plugin has no API access to write claim status"
+        else:
+            error = self.device_status.write(ref, entries)
+        if error:
+            self._status_failed(ref, obj, "Prepare", f"device status not written: {error}", log)
+
+    def _status_failed(
+        self,
+        ref: ClaimRef,
+        obj: Mapping[str, Any] | None,
+        action: str,
+        error: str,
+        log: StructuredLogger,
+    ) -> None:
+        """A status write that failed: the claim's devices are fine, so only log and Event."""
+        error = f"ResourceClaim {ref.namespace}/{ref.name}: {error}"
+        log.warning(
+            "Device status of a claim not written",
+            claim=f"{ref.namespace}/{ref.name}",
+            claim_uid=ref.uid,
+            action=action,
+            error=error,
+        )
+        if self.events is not None:
+            regarding = dict(obj) if obj else _claim_object(ref)
+            self.events.warning(regarding, "DeviceStatusNotWritten", action, error)
 
     def _usable(
         self, claims: Sequence[ClaimRef], operation: str, log: StructuredLogger
@@ -414,6 +473,14 @@ class PrepareCore:
             )
             error.backend_state = prepared.state
             raise error
+        try:
+            status = build_entries(self.driver, claim.to_prepare.devices, prepared.device_status)
+        except DeviceStatusError as exc:
+            error = ClaimError(
+                "PrepareFailed", f"{name}: backend {self.backend.name}: device_status: {exc}"
+            )
+            error.backend_state = prepared.state
+            raise error from exc
         cdi_devices: list[CDIDevice] = []
         answer: list[PreparedDevice] = []
         for device, edits in zip(claim.to_prepare.devices, prepared.device_edits, strict=True):
@@ -429,6 +496,9 @@ class PrepareCore:
                 )
             )
         entry = self._entry(claim, COMPLETED, tuple(answer), prepared.state)
+        if status:
+            # Recorded so that unprepare (after a restart, too) removes exactly these.
+            entry = replace(entry, extra={**entry.extra, CHECKPOINT_KEY: keys_of(status)})
         if cdi_devices:
             annotation = json.dumps(entry.to_json() | {"uid": entry.uid}, separators=(",", ":"))
             try:
@@ -437,6 +507,8 @@ class PrepareCore:
                 error = ClaimError("PrepareFailed", f"{name}: cannot write CDI spec: {exc}")
                 error.backend_state = prepared.state
                 raise error from exc
+        if status:
+            self._pending_status[claim.ref.uid] = status
         return entry
 
     def _roll_back(
@@ -467,6 +539,7 @@ class PrepareCore:
         usable, results = self._usable(claims, "unprepare", log)
         if not usable:
             return results
+        reported: dict[str, tuple[ClaimRef, set[StatusKey]]] = {}
         with call.serialize, self._local:
             self._refresh_locked()
             removed = []
@@ -474,17 +547,34 @@ class PrepareCore:
                 if not call.is_active():
                     results[ref.uid] = str(abandoned(ref))
                     continue
-                had_entry = self.checkpoint.get(ref.uid) is not None
+                entry = self.checkpoint.get(ref.uid)
+                if entry is not None and entry.extra.get(CHECKPOINT_KEY):
+                    keys = keys_from_checkpoint(entry.extra[CHECKPOINT_KEY], log)
+                    as_prepared = ClaimRef(
+                        entry.namespace or ref.namespace, ref.uid, entry.name or ref.name
+                    )
+                    reported[ref.uid] = (as_prepared, keys)
                 results[ref.uid] = self._unprepare_one(ref, call, log)
-                if had_entry and not results[ref.uid]:
+                if entry is not None and not results[ref.uid]:
                     removed.append(ref)
             self._save_unprepared(removed, results, log)
             self.metrics.prepared_claims.set(self._prepared_count())
+        for ref in removed:
+            if ref.uid in reported and not results[ref.uid]:
+                self._remove_status(*reported[ref.uid], log)
         done: dict[str, Mapping[str, Any]] = {
             ref.uid: {} for ref in removed if not results[ref.uid]
         }
         _log_done_after_reply(call, log, "Unprepared claim", done)
         return results
+
+    def _remove_status(self, ref: ClaimRef, keys: set[StatusKey], log: StructuredLogger) -> None:
+        """Remove the entries prepare reported; a failure is logged and an Event only."""
+        if self.device_status is None:
+            return
+        error = self.device_status.remove(ref, keys)
+        if error:
+            self._status_failed(ref, None, "Unprepare", f"device status not removed: {error}", log)
 
     def _save_unprepared(
         self, removed: Sequence[ClaimRef], results: dict[str, str], log: StructuredLogger
@@ -546,17 +636,7 @@ class PrepareCore:
         )
         self.metrics.claim_errors.labels(action.lower(), error.reason).inc()
         if self.events is not None and error.reason not in _NO_EVENT_REASONS:
-            regarding = (
-                dict(obj)
-                if obj
-                else {
-                    "apiVersion": RESOURCE_CLAIMS.api_version,
-                    "kind": RESOURCE_CLAIMS.kind,
-                    "namespace": ref.namespace,
-                    "name": ref.name,
-                    "uid": ref.uid,
-                }
-            )
+            regarding = dict(obj) if obj else _claim_object(ref)
             self.events.warning(regarding, error.reason, action, str(error))
 
     def _prepared_count(self) -> int:
@@ -619,6 +699,32 @@ class PrepareCore:
 
     def watch_health(self) -> HealthSubscription:
         return self.health.watch()
+
+
+def _claim_object(ref: ClaimRef) -> dict[str, Any]:
+    """The reference an Event about a claim names when the claim was not read."""
+    return {
+        "apiVersion": RESOURCE_CLAIMS.api_version,
+        "kind": RESOURCE_CLAIMS.kind,
+        "namespace": ref.namespace,
+        "name": ref.name,
+        "uid": ref.uid,
+    }
+
+
+def _default_status_writer(
+    claims_api: ClaimSource, config: PluginConfig
+) -> DeviceStatusWriter | None:
+    """A writer through ``claims_api`` when it can update status (a Resource), else None."""
+    if not hasattr(claims_api, "update_status"):
+        return None
+    api = getattr(claims_api, "api", None)
+    return DeviceStatusWriter(
+        claims_api,  # type: ignore[arg-type]
+        config.driver_name,
+        field_manager=f"{config.driver_name}/{config.node_name}",
+        unsupported=cluster_support(api) if api is not None else (lambda: ""),
+    )
 
 
 def peek_prepared_count(path: Path, boot_id: str) -> int:
