@@ -7,9 +7,11 @@ Fake nodes and slices published by the test; claims by name (no kube-controller-
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,8 @@ from drakit.controller.bindingconditions import (
     BindingConditionsController,
     DriverControllerConfig,
 )
+from drakit.kubeapi.client import load_client
+from drakit.kubeapi.errors import Invalid
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 from drakit.plugin import BindingClaim, BindingDevice, BindingVerdict, ConditionResult
 
@@ -164,3 +168,73 @@ def test_other_entries_are_kept_and_a_repeated_verdict_writes_nothing(
     time.sleep(1.0)
     assert controller.writes == writes
     assert claims.get("c", wnamespace)["metadata"]["resourceVersion"] == version
+
+
+#: The driver controller's permissions as docs/writing-a-driver.md and `--help` list them
+#: (granular status authorization: the driver's own name only, any node).
+def least_privilege_rules(driver: str) -> list[dict[str, Any]]:
+    return [
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"],
+         "verbs": ["update"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/driver"],
+         "resourceNames": [driver], "verbs": ["arbitrary-node:update"]},
+    ]  # fmt: skip
+
+
+def restricted_client(wapi: Any, cluster: Any, namespace: str, rules: Any, tmp_path: Any) -> Any:
+    """A client authenticating as a new ServiceAccount bound to exactly ``rules``."""
+    from kubernetes import client  # noqa: PLC0415
+
+    core, rbac = (
+        client.CoreV1Api(cluster.api_client()),
+        client.RbacAuthorizationV1Api(cluster.api_client()),
+    )
+    name = f"dc-{namespace}"
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+    rbac.create_cluster_role({"metadata": {"name": name}, "rules": rules})
+    rbac.create_cluster_role_binding({
+        "metadata": {"name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+    })  # fmt: skip
+    token = core.create_namespaced_service_account_token(
+        name, namespace, {"spec": {"expirationSeconds": 3600}}
+    ).status.token
+    config = json.loads(Path(cluster.kubeconfig).read_text())
+    config["users"] = [{"name": config["users"][0]["name"], "user": {"token": token}}]
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(config))
+    return load_client(str(path), qps=0)
+
+
+@pytest.mark.parametrize("driver_of_rule", ["own", "other"])
+def test_the_documented_permissions_suffice_and_only_for_the_own_driver(
+    *, wapi, workload_cluster, wnamespace, made, background, eventually, tmp_path, driver_of_rule
+):
+    """With exactly the documented rules the controller writes the condition; with the
+    granular rule naming another driver the apiserver refuses the write."""
+    made.node([binding_device("dev-0")])
+    made.claim(wnamespace, "c", made.device_class())
+    rule_driver = made.driver if driver_of_rule == "own" else "other.drakit.dev"
+    restricted = restricted_client(
+        wapi, workload_cluster, wnamespace, least_privilege_rules(rule_driver), tmp_path
+    )
+    check = GatedCheck()
+    check.open.set()
+    controller = BindingConditionsController(
+        restricted, DriverControllerConfig(made.driver, check, recheck_period=0.5)
+    )
+    background.start(controller.run)
+    assert controller.started.wait(60)
+    made.pod(wnamespace, "p", claims={"gpu": "c"})
+    claims = Resource(wapi, RESOURCE_CLAIMS)
+    if driver_of_rule == "own":
+        eventually(lambda: made.node_of(wnamespace, "p"), what="pod bound", timeout=90)
+        return
+    eventually(lambda: len(check.asked) >= 2, what="the check asked (and retried)", timeout=60)
+    # The apiserver reports the missing granular permission as an invalid status change.
+    with pytest.raises(Invalid, match="resourceclaims/driver"):
+        controller.sync(f"{wnamespace}/c")
+    assert not device_status(claims.get("c", wnamespace), "dev-0")
