@@ -141,7 +141,7 @@ def add_parser(sub: Subcommands) -> None:
         metavar="SECONDS",
         action=env,
         env="RESYNC",
-        default="60",
+        default="10",
         help="how often the configuration's caBundle is checked and restored when something "
         "else changed it (default: %(default)s)",
     )

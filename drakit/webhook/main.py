@@ -54,7 +54,7 @@ class WebhookConfig:
     dns_names: tuple[str, ...] = ()
     kubeconfig: str | None = None
     cert_lifetime: float = 30 * 24 * 3600.0
-    resync: float = 60.0
+    resync: float = 10.0
     propagation: float = 5.0
 
     @property
