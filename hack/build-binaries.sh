@@ -9,6 +9,10 @@
 #             (default: kube etcd)
 #             compat: what the compat tier needs of one minor (kube-apiserver,
 #             kube-scheduler, kubelet-harness; etcd is shared, see below)
+#             reference: dra-example-driver's e2e suite (reference/e2e.test, built
+#             unmodified from the module), the ginkgo CLI and the Go driver's
+#             binaries (reference/dra-example-*), pinned by hack/tools/dra-example-e2e
+#             (hack/test-reference.sh)
 #
 # DRAKIT_KUBE_VERSION picks one of the supported versions in versions.env
 # (KUBE_VERSIONS; default KUBE_VERSION). The default minor builds from each
@@ -187,6 +191,29 @@ build_harness() {
   stamp kubelet-harness "$dir"
 }
 
+# build_reference: what hack/test-reference.sh runs, into $BIN/reference/. The e2e
+# suite is a test package of a dependency: `go test -c` builds it unmodified from the
+# module cache (deps.go keeps its test-only imports in the pinning module's go.sum).
+build_reference() {
+  local dir="$HACK/tools/dra-example-e2e" out
+  for out in dra-example-kubeletplugin dra-example-controller dra-example-webhook; do
+    up_to_date "reference/$out" "$dir" && continue
+    need_go; go_build "$dir" "reference/$out" "sigs.k8s.io/dra-example-driver/cmd/$out" "-s -w"
+    stamp "reference/$out" "$dir"
+  done
+  if ! up_to_date reference/ginkgo "$dir"; then
+    need_go; go_build "$dir" reference/ginkgo github.com/onsi/ginkgo/v2/ginkgo "-s -w"; stamp reference/ginkgo "$dir"
+  fi
+  if ! up_to_date reference/e2e.test "$dir"; then
+    need_go
+    log "building reference/e2e.test from sigs.k8s.io/dra-example-driver/test/e2e (cached in $BIN)"
+    (cd "$dir" && CGO_ENABLED=0 go test -c -trimpath -tags e2e -o "$BIN/reference/.e2e.test.tmp" \
+      sigs.k8s.io/dra-example-driver/test/e2e)
+    mv -f "$BIN/reference/.e2e.test.tmp" "$BIN/reference/e2e.test"
+    stamp reference/e2e.test "$dir"
+  fi
+}
+
 need_libseccomp() {
   if ! pkg-config --exists libseccomp 2>/dev/null; then
     log "runc needs libseccomp's headers: apt-get install libseccomp-dev pkg-config"
@@ -210,6 +237,11 @@ for t in "${targets[@]}"; do
         log "the real-node tier runs the default version ($DEFAULT_KUBE_VERSION) only"; exit 2
       fi
       build_node ;;
+    reference)
+      if [[ $KUBE_VERSION != "$DEFAULT_KUBE_VERSION" ]]; then
+        log "the reference suite runs the default version ($DEFAULT_KUBE_VERSION) only"; exit 2
+      fi
+      mkdir -p "$BIN/reference"; build_reference ;;
     dra-example-driver) build_tool dra-example-kubeletplugin "$HACK/tools/dra-example-driver" sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin dra-example-driver ;;
     *) log "unknown target $t"; exit 2 ;;
   esac
