@@ -238,3 +238,33 @@ def test_the_documented_permissions_suffice_and_only_for_the_own_driver(
     with pytest.raises(Invalid, match="resourceclaims/driver"):
         controller.sync(f"{wnamespace}/c")
     assert not device_status(claims.get("c", wnamespace), "dev-0")
+
+
+class FlakyCheck:
+    """Raises on its first ``failures`` calls, then reports every condition met."""
+
+    def __init__(self, failures: int) -> None:
+        self.calls = 0
+        self.failures = failures
+
+    def check(self, claim: BindingClaim, device: BindingDevice) -> BindingVerdict:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise RuntimeError("device agent not reachable")
+        return BindingVerdict.all_met(device)
+
+
+def test_a_check_that_raises_is_retried_and_logged_with_claim_and_device(
+    *, wapi, wnamespace, made, background, eventually, caplog
+):
+    node = made.node([binding_device("dev-0")])
+    made.claim(wnamespace, "c", made.device_class())
+    check = FlakyCheck(failures=3)
+    start_driver_controller(wapi, background, made, check)
+    made.pod(wnamespace, "p", claims={"gpu": "c"})
+
+    eventually(lambda: made.node_of(wnamespace, "p") == node, what="pod bound", timeout=90)
+    assert check.calls == 4
+    text = caplog.text
+    assert f"claim {wnamespace}/c, device {node}/dev-0" in text
+    assert "device agent not reachable" in text
