@@ -14,5 +14,8 @@ Modules, one concept each:
 - ``explanation``: the allocator's explanations summed into the unschedulable message;
 - ``waiting``: which event wakes which unschedulable pod;
 - ``metrics``, ``logs``: Prometheus metrics and structured logs;
-- ``app``: wiring (handlers, one work queue, workers); ``leader``: run only while leading.
+- ``app``: wiring (handlers, one work queue, workers); ``leader``: run only while leading;
+- ``bindingcheck``: the public binding-conditions hook (``drakit.plugin.BindingCheck``);
+- ``bindingconditions``: ``drakit driver-controller``, which writes a driver's binding
+  conditions into claims' ``status.devices``.
 """
