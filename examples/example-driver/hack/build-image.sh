@@ -61,8 +61,12 @@ build() {
   ctx="$(mktemp -d)"
   trap 'rm -rf "$ctx"' RETURN
   log "building the example driver's wheel"
+  # From a copy: setuptools writes build/ and *.egg-info beside the sources.
+  mkdir -p "$ctx/source"
+  cp -r "$EXAMPLE/pyproject.toml" "$EXAMPLE/README.md" "$EXAMPLE/src" "$ctx/source/"
+  find "$ctx/source" -name __pycache__ -prune -exec rm -rf {} +
   "$PYTHON" -m pip wheel --quiet --no-deps --no-build-isolation --no-index \
-    --wheel-dir "$ctx/wheels" "$EXAMPLE" >&2
+    --wheel-dir "$ctx/wheels" "$ctx/source" >&2
   cp "$EXAMPLE/Containerfile" "$ctx/Containerfile"
   base="localhost/drakit:$DRAKIT_TAG"
   if ! "${BUILDAH[@]}" inspect --type image "$base" >/dev/null 2>&1; then

@@ -42,16 +42,18 @@ class TimeSlicingConfig(_Model):
 class SpacePartitioningConfig(_Model):
     """``partitionCount``: how many equal slices the GPU is divided into."""
 
-    partition_count: int = pydantic.Field(0, alias="partitionCount")
+    partition_count: int = pydantic.Field(default=0, alias="partitionCount")
 
 
 class GpuSharing(_Model):
     """The sharing strategy of a GPU and the settings of that strategy."""
 
     strategy: str = ""
-    time_slicing_config: TimeSlicingConfig | None = pydantic.Field(None, alias="timeSlicingConfig")
+    time_slicing_config: TimeSlicingConfig | None = pydantic.Field(
+        default=None, alias="timeSlicingConfig"
+    )
     space_partitioning_config: SpacePartitioningConfig | None = pydantic.Field(
-        None, alias="spacePartitioningConfig"
+        default=None, alias="spacePartitioningConfig"
     )
 
 
@@ -106,8 +108,8 @@ class GpuConfig(_Model):
 class BandwidthBurst(_Model):
     """Largest ingress and egress bursts in bits (0: no limit)."""
 
-    ingress_burst: int = pydantic.Field(0, ge=0, alias="ingressBurst")
-    egress_burst: int = pydantic.Field(0, ge=0, alias="egressBurst")
+    ingress_burst: int = pydantic.Field(default=0, ge=0, alias="ingressBurst")
+    egress_burst: int = pydantic.Field(default=0, ge=0, alias="egressBurst")
 
 
 class NetConfig(_Model):
@@ -115,7 +117,7 @@ class NetConfig(_Model):
 
     api_version: Literal["net.resource.example.com/v1alpha1"] = pydantic.Field(alias="apiVersion")
     kind: Literal["NetConfig"]
-    bw_burst: BandwidthBurst | None = pydantic.Field(None, alias="bwBurst")
+    bw_burst: BandwidthBurst | None = pydantic.Field(default=None, alias="bwBurst")
 
     def normalized(self) -> BandwidthBurst:
         """The burst settings; none given means no limit."""
