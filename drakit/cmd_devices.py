@@ -132,11 +132,13 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, out: TextIO) -> int:
     from drakit.devices.source import ClusterReader  # noqa: PLC0415
     from drakit.devices.view import FilterError, Filters  # noqa: PLC0415
-    from drakit.kubeapi.client import context_namespace, load_client  # noqa: PLC0415
     from drakit.kubeapi.errors import ApiError, ConfigError, Forbidden  # noqa: PLC0415
 
     filters = Filters(args.node, args.driver, args.device_class, args.namespace)
     try:
+        # Inside the try: without the kubernetes extra this import is a ConfigError naming it.
+        from drakit.kubeapi.client import context_namespace, load_client  # noqa: PLC0415
+
         api = load_client(args.kubeconfig, context=args.context, user_agent="drakit-devices")
         fallback = args.namespace or context_namespace(args.kubeconfig, args.context)
         if not NAMESPACE_NAME.fullmatch(fallback):

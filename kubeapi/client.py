@@ -15,13 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 
-from drakit.kubeapi.errors import ConfigError
+from drakit.kubeapi.errors import ConfigError, MissingKubernetesError
 from drakit.kubeapi.http11 import REPLAYABLE_METHODS
 from drakit.kubeapi.ratelimit import TokenBucket
 from drakit.kubeapi.retryafter import send_with_retry_after
+
+# `kubernetes` is the extra drakit[kubernetes]: a program that gets here without it stops
+# with one line naming the extra (a ConfigError, which every command prints as is) instead
+# of an ImportError's traceback.
+try:
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+except ImportError as missing:
+    raise MissingKubernetesError() from missing
 
 __all__ = [
     "DEFAULT_BURST",

@@ -40,6 +40,7 @@ __all__ = [
     "Gone",
     "Invalid",
     "InvalidPathSegment",
+    "MissingKubernetesError",
     "NotFound",
     "ServerError",
     "TooManyRequests",
@@ -50,6 +51,16 @@ __all__ = [
 
 class ConfigError(Exception):
     """No way to reach an API server: no usable kubeconfig and not running in a pod."""
+
+
+class MissingKubernetesError(ConfigError):
+    """The path needs the full ``kubernetes`` client, an extra that is not installed.
+
+    Its text is one line naming the extra, so a program prints it as is.
+    """
+
+    def __init__(self, reason: str = "the kubernetes client is not installed") -> None:
+        super().__init__(f"{reason}; install the extra: pip install 'drakit[kubernetes]'")
 
 
 class InvalidPathSegment(ValueError):

@@ -41,7 +41,7 @@ from urllib.parse import urlencode, urlsplit
 from drakit.kubeapi import deepjson
 from drakit.kubeapi.clientcert import RotatingTLSContext
 from drakit.kubeapi.documents import DocumentError, parse_document
-from drakit.kubeapi.errors import ConfigError
+from drakit.kubeapi.errors import ConfigError, MissingKubernetesError
 from drakit.kubeapi.http11 import ConnectionPool, Response
 from drakit.kubeapi.proxyenv import Proxy, UnsupportedProxyError, proxy_for
 from drakit.kubeapi.ratelimit import TokenBucket
@@ -80,6 +80,11 @@ _CLUSTER_KEYS = frozenset(
 
 class UnsupportedConfigError(ConfigError):
     """The configuration needs a feature only the full kubernetes client has."""
+
+
+class _NoKubeconfigError(UnsupportedConfigError):
+    """No configuration at all (no service account, no kubeconfig file): the full client
+    tries the same places and says so in its own words."""
 
 
 @dataclass(frozen=True)
@@ -265,9 +270,16 @@ def load_light_client(
             pool_size=pool_size,
             fast_json=fast_json,
         )
-    except UnsupportedConfigError:
-        from drakit.kubeapi.client import load_client  # noqa: PLC0415  (imports kubernetes: only here)
-        from drakit.kubeapi.pool import widen_connection_pool  # noqa: PLC0415
+    except UnsupportedConfigError as unsupported:
+        try:
+            from drakit.kubeapi.client import load_client  # noqa: PLC0415  (imports kubernetes: only here)
+            from drakit.kubeapi.pool import widen_connection_pool  # noqa: PLC0415
+        except MissingKubernetesError:
+            # Without the extra, say what the light client could not do and which extra
+            # does it; a missing file is just that (the full client would only repeat it).
+            if isinstance(unsupported, _NoKubeconfigError):
+                raise ConfigError(str(unsupported)) from None
+            raise MissingKubernetesError(str(unsupported)) from None
 
         api = load_client(kubeconfig, qps=qps, burst=burst, user_agent=user_agent)
         widen_connection_pool(api, pool_size)
@@ -296,7 +308,7 @@ def _light_client(
         raise UnsupportedConfigError("$KUBECONFIG names several files to merge")
     path = Path(paths[0]) if paths else Path("~/.kube/config").expanduser()
     if not path.is_file():
-        raise UnsupportedConfigError(f"kubeconfig {path}: no such file")  # the full client says why
+        raise _NoKubeconfigError(f"kubeconfig {path}: no such file")  # the full client says why
     return from_kubeconfig(path, **limits)
 
 

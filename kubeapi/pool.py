@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes.client import rest
+from drakit.kubeapi.errors import MissingKubernetesError
+
+try:  # the kubernetes extra (drakit[kubernetes]); see kubeapi.client
+    from kubernetes.client import rest
+except ImportError as missing:
+    raise MissingKubernetesError() from missing
 
 __all__ = ["widen_connection_pool"]
 
