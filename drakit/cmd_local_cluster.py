@@ -78,6 +78,13 @@ def _add_arguments(a: argparse.ArgumentParser) -> None:
         help="feature gates for every component "
         "(default: $DRAKIT_FEATURE_GATES or drakit's DRA gates for that version)",
     )
+    a.add_argument(
+        "--runtime-config",
+        default="",
+        metavar="ENTRIES",
+        help="more kube-apiserver --runtime-config entries, e.g. "
+        "scheduling.k8s.io/v1beta1=true (resource.k8s.io v1beta1 and v1beta2 are always on)",
+    )
 
 
 def _config(args: argparse.Namespace) -> ClusterConfig:
@@ -90,6 +97,7 @@ def _config(args: argparse.Namespace) -> ClusterConfig:
         controllers=args.controllers,
         real_nodes=args.real_nodes,
         kube_version=args.kube_version,
+        runtime_config=args.runtime_config,
     )
     if args.feature_gates is not None:
         config.feature_gates = args.feature_gates
@@ -109,7 +117,7 @@ def run_foreground(args: argparse.Namespace) -> int:
 
     try:
         cluster = LocalCluster(_config(args))
-    except ValueError as err:  # unsupported version or a gate that version does not know
+    except ValueError as err:  # unsupported version, unknown gate, bad runtime-config entry
         print(f"drakit local-cluster: {err}", file=sys.stderr)
         return 2
 
@@ -136,6 +144,8 @@ def run_up(args: argparse.Namespace) -> int:
         argv += ["--kube-version", args.kube_version]
     if args.feature_gates is not None:
         argv += ["--feature-gates", args.feature_gates]
+    if args.runtime_config:
+        argv += ["--runtime-config", args.runtime_config]
     kubeconfig = (args.dir / "kubeconfig").resolve()
     return start_detached(
         args.dir, argv, "local-cluster", lambda: print(f"export KUBECONFIG={kubeconfig}")

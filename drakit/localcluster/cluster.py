@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import ssl
 import tempfile
@@ -49,6 +50,9 @@ from drakit.localcluster.process import (
 #: are on by default in 1.37. Every component gets this same string.
 DEFAULT_FEATURE_GATES = "DRAListTypeAttributes=true"
 RUNTIME_CONFIG = "resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true"
+#: One --runtime-config entry: ``GROUP/VERSION=true|false`` (``api/all``, ``api/beta``, ...
+#: included), or a core ``v1``-style ``VERSION=true|false``.
+_RUNTIME_CONFIG_ITEM = re.compile(r"^[a-z0-9.-]+(/[a-z0-9.-]+)?=(true|false)$")
 PORT_ATTEMPTS = 5
 
 
@@ -80,6 +84,9 @@ class ClusterConfig:
         os.environ.get("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "90").rstrip("s")
     )
     extra_apiserver_args: tuple[str, ...] = ()
+    #: More kube-apiserver --runtime-config entries (``scheduling.k8s.io/v1beta1=true,...``),
+    #: added to RUNTIME_CONFIG's; a later entry for the same API wins.
+    runtime_config: str = ""
     #: Serve real kubelets (``node.py``): pods get ServiceAccount tokens (the
     #: ServiceAccount admission plugin is on), kube-controller-manager runs
     #: every controller including node-lifecycle (it lifts the not-ready
@@ -104,6 +111,7 @@ class LocalCluster(StartedByWith):
         gates = self.config.feature_gates
         self.feature_gates = default_feature_gates(self.kube_version) if gates is None else gates
         check_feature_gates(self.feature_gates, self.kube_version)
+        self.runtime_config = runtime_config_value(self.config.runtime_config)
         self.server = ""
         self.etcd_url = ""
         self.certs: CertPaths | None = None
@@ -282,7 +290,7 @@ class LocalCluster(StartedByWith):
                 *self._service_account_args(),
                 # The `kubernetes` Service cannot point at a loopback address.
                 "--endpoint-reconciler-type=none",
-                f"--runtime-config={RUNTIME_CONFIG}",
+                f"--runtime-config={self.runtime_config}",
                 f"--feature-gates={self.feature_gates}",
                 "--profiling=false",
                 *self.config.extra_apiserver_args,
@@ -451,6 +459,22 @@ class LocalCluster(StartedByWith):
         if status != 200:
             raise RuntimeError(f"GET /metrics: HTTP {status}")
         return body.decode()
+
+
+def runtime_config_value(extra: str) -> str:
+    """kube-apiserver's --runtime-config: RUNTIME_CONFIG followed by the ``extra`` entries.
+
+    Raises ValueError naming the entry and the expected form when one is malformed
+    (the apiserver would otherwise exit with a flag error in its log).
+    """
+    items = [part.strip() for part in extra.split(",") if part.strip()]
+    for item in items:
+        if not _RUNTIME_CONFIG_ITEM.match(item):
+            raise ValueError(
+                f"runtime-config entry {item!r} is not GROUP/VERSION=true|false "
+                f"(for example scheduling.k8s.io/v1beta1=true)"
+            )
+    return ",".join([RUNTIME_CONFIG, *items])
 
 
 def _healthz(port: int) -> Callable[[], bool]:
