@@ -25,6 +25,8 @@ from typing import Any
 from drakit.allocator.features import Features
 
 __all__ = [
+    "NODE_ALLOCATABLE_MAPPINGS",
+    "NODE_ALLOCATABLE_RESOURCES",
     "SUPPORTED_MINORS",
     "ClusterInfo",
     "MinorFacts",
@@ -280,6 +282,16 @@ class SliceFields:
     binding_conditions: bool
     #: device taints: DRADeviceTaints.
     taints: bool
+    #: The device field node-allocatable mappings go to (DRANodeAllocatableResources):
+    #: NODE_ALLOCATABLE_RESOURCES (1.37 on), NODE_ALLOCATABLE_MAPPINGS (1.36), "" (gate off).
+    node_allocatable: str = ""
+
+
+#: 1.37's device field: ``{resource: {mapping: {capacityKey, capacityMultiplier} or
+#: {deviceMultiplier}, overhead}}``.
+NODE_ALLOCATABLE_RESOURCES = "nodeAllocatableResources"
+#: 1.36's device field (gone in 1.37): ``{resource: {capacityKey, allocationMultiplier}}``.
+NODE_ALLOCATABLE_MAPPINGS = "nodeAllocatableResourceMappings"
 
 
 def slice_fields(info: ClusterInfo) -> SliceFields:
@@ -287,11 +299,17 @@ def slice_fields(info: ClusterInfo) -> SliceFields:
     # Each optional field is kept by the apiserver under the gate of the allocator feature
     # that reads it.
     features = allocator_features(info)
+    node_allocatable = ""
+    if info.gate("DRANodeAllocatableResources"):
+        node_allocatable = (
+            NODE_ALLOCATABLE_MAPPINGS if info.minor <= 36 else NODE_ALLOCATABLE_RESOURCES
+        )
     return SliceFields(
         counters=features.partitionable_devices,
         consumable_capacity=features.consumable_capacity,
         binding_conditions=features.device_binding_conditions,
         taints=features.device_taints,
+        node_allocatable=node_allocatable,
     )
 
 

@@ -5,7 +5,8 @@ A backend reports per-device status by returning ``BackendPrepared.device_status
 contract the core keeps:
 
 * **Checked at prepare, under the lock.** A wrong number of entries, ``data`` that is not a
-  JSON object or is over 10 KiB serialized (the apiserver's limit), a malformed condition
+  JSON object or is over 10 KiB as ``json.dumps`` writes it (the apiserver's limit on what
+  it receives), a malformed condition
   or network data fails the prepare like any backend error: the claim's error and Event
   name the claim, the device, the field and the reason (:class:`DeviceStatusError`).
 * **Written after the prepare, outside the lock.** Once the claim is recorded as prepared,
@@ -149,13 +150,15 @@ def _data(where: str, data: Any) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise DeviceStatusError(f"{where}: data: must be a JSON object, not {type(data).__name__}")
     try:
-        text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+        # Measured as the API clients send it (json.dumps's defaults: ", " and ": ",
+        # non-ASCII escaped): the apiserver limits the bytes it receives, spaces included.
+        text = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise DeviceStatusError(f"{where}: data: not JSON-serializable: {exc}") from None
     size = len(text.encode())
     if size > DATA_MAX_BYTES:
         raise DeviceStatusError(
-            f"{where}: data: {size} bytes serialized, over the apiserver's limit of "
+            f"{where}: data: {size} bytes as JSON, over the apiserver's limit of "
             f"{DATA_MAX_BYTES} bytes (10 KiB)"
         )
     value: dict[str, Any] = json.loads(text)

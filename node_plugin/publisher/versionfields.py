@@ -13,17 +13,28 @@ noticing the loss afterwards, the publisher decides per field, once, from the cl
   own unhealthy taint) would be scheduled as if healthy, so it is withheld; other taint
   effects are dropped;
 - consumable capacity (DRAConsumableCapacity): ``allowMultipleAllocations`` and capacity
-  request policies are left out; the device is then allocated exclusively, which is safe.
+  request policies are left out; the device is then allocated exclusively, which is safe;
+- node-allocatable mappings (DRANodeAllocatableResources, alpha): a backend states them in
+  one shape (``Device.node_allocatable_resource_mappings``); they are written as the field
+  the cluster has: 1.37's ``nodeAllocatableResources`` (``mapping.capacityKey`` with
+  ``capacityMultiplier``, default 1, or ``mapping.deviceMultiplier``; also when the cluster
+  is unknown, 1.37 being drakit's newest minor) or 1.36's ``nodeAllocatableResourceMappings``
+  as given; with the gate off both are left out (the apiserver would drop them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from drakit.allocator.model import Device, DeviceCapacity
-from drakit.kubeapi.clusterversion import SliceFields
+from drakit.allocator._codec import EMPTY, freeze
+from drakit.allocator.model import Device, DeviceCapacity, NodeAllocatableResourceMapping
+from drakit.kubeapi.clusterversion import (
+    NODE_ALLOCATABLE_MAPPINGS,
+    SliceFields,
+)
 
-__all__ = ["Trimmed", "trim_pool"]
+__all__ = ["Trimmed", "as_node_allocatable_resources", "trim_pool"]
 
 
 @dataclass
@@ -53,6 +64,13 @@ def _withhold_reason(device: Device, fields: SliceFields) -> str | None:
 
 def _without_unsupported(device: Device, fields: SliceFields) -> Device:
     changes: dict[str, object] = {}
+    if fields.node_allocatable != NODE_ALLOCATABLE_MAPPINGS:
+        device = as_node_allocatable_resources(device)
+    if not fields.node_allocatable:
+        if device.node_allocatable_resources is not None:
+            changes["node_allocatable_resources"] = None
+        if device.node_allocatable_resource_mappings:
+            changes["node_allocatable_resource_mappings"] = EMPTY
     if not fields.taints and device.taints:
         changes["taints"] = ()
     if not fields.consumable_capacity:
@@ -67,10 +85,32 @@ def _plain_capacity(capacity: DeviceCapacity) -> DeviceCapacity:
     return replace(capacity, request_policy=None)
 
 
+def _mapping_137(mapping: NodeAllocatableResourceMapping) -> dict[str, Any]:
+    multiplier = str(mapping.allocation_multiplier or 1)
+    if mapping.capacity_key:
+        return {"capacityKey": mapping.capacity_key, "capacityMultiplier": multiplier}
+    return {"deviceMultiplier": multiplier}
+
+
+def as_node_allocatable_resources(device: Device) -> Device:
+    """``device`` with its typed mappings moved into 1.37's ``nodeAllocatableResources``
+    (entries the backend wrote there itself keep their ``overhead``)."""
+    if not device.node_allocatable_resource_mappings:
+        return device
+    raw = device.node_allocatable_resources
+    merged: dict[str, Any] = {str(k): dict(v) for k, v in raw.items()} if raw else {}
+    for name, mapping in device.node_allocatable_resource_mappings.items():
+        merged[name] = merged.get(name, {}) | {"mapping": _mapping_137(mapping)}
+    return replace(
+        device, node_allocatable_resources=freeze(merged), node_allocatable_resource_mappings=EMPTY
+    )
+
+
 def trim_pool(devices: tuple[Device, ...], fields: SliceFields | None) -> Trimmed:
-    """The devices of one pool as this cluster can hold them (None: every field kept)."""
+    """The devices of one pool as this cluster can hold them (None: every field kept, in
+    the newest supported minor's shape)."""
     if fields is None:
-        return Trimmed(devices)
+        return Trimmed(tuple(as_node_allocatable_resources(d) for d in devices))
     kept: list[Device] = []
     withheld: dict[str, str] = {}
     for device in devices:
