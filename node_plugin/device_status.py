@@ -369,7 +369,8 @@ def cluster_support(api: Any) -> Callable[[], str]:
         if not answer:
             try:
                 info = detect(api)
-            except Exception:  # unreachable now, unsupported version: let the write tell
+            except Exception:  # unreachable, unsupported version: the apiserver will tell
+                answer.append("")
                 return ""
             gate = "DRAResourceClaimDeviceStatus"
             answer.append(

@@ -10,7 +10,9 @@ import pytest
 from claims import DRIVER, NODE, call, create_claim, result
 from conftest import EXAMPLE_CONFIG, CoreFactory, RecordingEvents
 
-from drakit.kubeapi.resources import Resource
+from drakit.kubeapi.lightclient import load_light_client
+from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
+from drakit.localcluster import LocalCluster
 from drakit.node_plugin.backends.base import (
     BackendContext,
     BackendPrepared,
@@ -193,3 +195,22 @@ def test_a_backend_without_device_status_writes_nothing(
     rv = claims.get(ref.name, namespace)["metadata"]["resourceVersion"]
     assert core.prepare([ref], call(core.config))[ref.uid].error == ""
     assert claims.get(ref.name, namespace)["metadata"]["resourceVersion"] == rv
+
+
+def test_the_plugins_own_client_writes_and_removes_the_entries(
+    cluster: LocalCluster, claims: Resource, namespace: str
+) -> None:
+    # The wired plugin reads and writes claims through the light client, not the test's.
+    client = load_light_client(cluster.kubeconfig, user_agent="test")
+    try:
+        writer = DeviceStatusWriter(
+            Resource(client, RESOURCE_CLAIMS), DRIVER, field_manager=f"{DRIVER}/{NODE}"
+        )
+        ref = create_claim(claims, namespace, [result("gpu", "gpu-0")])
+        entry = {"driver": DRIVER, "pool": NODE, "device": "gpu-0", "data": {"a": 1}}
+        assert writer.write(ref, [entry | {"conditions": []}]) == ""
+        assert devices_of(claims, namespace, ref.name)[0]["data"] == {"a": 1}
+        assert writer.remove(ref, {(NODE, "gpu-0", "")}) == ""
+        assert devices_of(claims, namespace, ref.name) == []
+    finally:
+        client.close()
