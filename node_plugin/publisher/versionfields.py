@@ -19,7 +19,8 @@ noticing the loss afterwards, the publisher decides per field, once, from the cl
   the cluster has: 1.37's ``nodeAllocatableResources`` (``mapping.capacityKey`` with
   ``capacityMultiplier``, default 1, or ``mapping.deviceMultiplier``; also when the cluster
   is unknown, 1.37 being drakit's newest minor) or 1.36's ``nodeAllocatableResourceMappings``
-  as given; with the gate off both are left out (the apiserver would drop them).
+  (``allocationMultiplier`` default 1 written out); with the gate off both are left out
+  (the apiserver would drop them).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from drakit.allocator._codec import EMPTY, freeze
+from drakit.allocator._codec import EMPTY, FrozenDict, freeze
 from drakit.allocator.model import Device, DeviceCapacity, NodeAllocatableResourceMapping
+from drakit.allocator.quantity import Quantity
 from drakit.kubeapi.clusterversion import (
     NODE_ALLOCATABLE_MAPPINGS,
     SliceFields,
@@ -64,7 +66,9 @@ def _withhold_reason(device: Device, fields: SliceFields) -> str | None:
 
 def _without_unsupported(device: Device, fields: SliceFields) -> Device:
     changes: dict[str, object] = {}
-    if fields.node_allocatable != NODE_ALLOCATABLE_MAPPINGS:
+    if fields.node_allocatable == NODE_ALLOCATABLE_MAPPINGS:
+        device = _with_default_multiplier(device)
+    else:
         device = as_node_allocatable_resources(device)
     if not fields.node_allocatable:
         if device.node_allocatable_resources is not None:
@@ -90,6 +94,24 @@ def _mapping_137(mapping: NodeAllocatableResourceMapping) -> dict[str, Any]:
     if mapping.capacity_key:
         return {"capacityKey": mapping.capacity_key, "capacityMultiplier": multiplier}
     return {"deviceMultiplier": multiplier}
+
+
+def _with_default_multiplier(device: Device) -> Device:
+    """1.36 stores an absent ``allocationMultiplier`` as 1: written so, the stored slice
+    matches what was sent (no field counted as dropped, no update loop)."""
+    mappings = device.node_allocatable_resource_mappings
+    if all(m.allocation_multiplier is not None for m in mappings.values()):
+        return device
+    one = Quantity(1)
+    return replace(
+        device,
+        node_allocatable_resource_mappings=FrozenDict(
+            {
+                k: replace(m, allocation_multiplier=m.allocation_multiplier or one)
+                for k, m in mappings.items()
+            }
+        ),
+    )
 
 
 def as_node_allocatable_resources(device: Device) -> Device:

@@ -89,6 +89,24 @@ def test_mappings_are_published_as_node_allocatable_resources_on_1_37(gated_api:
         assert publisher.metrics.dropped_fields_total.get() == 0
 
 
+def test_mappings_are_published_as_given_on_1_36() -> None:
+    gates = ",".join(
+        filter(None, (default_feature_gates("v1.36.3"), "DRANodeAllocatableResources=true"))
+    )
+    with LocalCluster(ClusterConfig(kube_version="v1.36.3", feature_gates=gates)) as cluster:
+        api = load_client(cluster.kubeconfig, qps=0)
+        node_name = f"node-{uuid.uuid4().hex[:8]}"
+        make_node(api, node_name)
+        for publisher, items in _publish(api, node_name, (_cpu_device("cpu-0"),)):
+            (device,) = [d for s in items for d in s["spec"].get("devices") or ()]
+            assert device["nodeAllocatableResourceMappings"] == {
+                "cpu": {"capacityKey": CPU_KEY, "allocationMultiplier": "1"},
+                "memory": {"allocationMultiplier": "1Gi"},
+            }
+            # The apiserver's default multiplier is written out: nothing reads as dropped.
+            assert publisher.metrics.dropped_fields_total.get() == 0
+
+
 def test_without_the_gate_the_devices_are_published_without_mappings(api: Any) -> None:
     # The session's control plane runs with DRANodeAllocatableResources off (its default).
     node_name = f"node-{uuid.uuid4().hex[:8]}"

@@ -68,11 +68,12 @@ def test_overhead_the_backend_wrote_itself_is_kept_beside_the_mapping() -> None:
     }
 
 
-def test_on_1_36_mappings_are_written_as_given() -> None:
+def test_on_1_36_mappings_are_written_with_the_apiservers_default_multiplier() -> None:
     (device,) = trim_pool((_device(),), _fields(NODE_ALLOCATABLE_MAPPINGS)).devices
-    assert device.to_dict()["nodeAllocatableResourceMappings"]["cpu"] == {
-        "capacityKey": "x.example.com/cpu",
-        "allocationMultiplier": "2",
+    assert device.to_dict()["nodeAllocatableResourceMappings"] == {
+        "cpu": {"capacityKey": "x.example.com/cpu", "allocationMultiplier": "2"},
+        "memory": {"allocationMultiplier": "2Gi"},
+        "hugepages-2Mi": {"allocationMultiplier": "1"},
     }
 
 
