@@ -1,0 +1,283 @@
+"""Runs dra-example-driver v0.4.0's own e2e suite against a driver on this machine's real
+node (the body of hack/test-reference.sh, which builds what it needs first).
+
+Steps: a control plane on 127.0.0.1 (etcd, kube-apiserver, kube-scheduler,
+kube-controller-manager) with upstream's kind feature gates, one real node
+(containerd with CDI, runc, the kubelet), the images imported into the node, the
+driver's chart staged for this node (staging.py), then the precompiled suite under
+the ginkgo CLI with a JUnit report, and the per-spec table (suite_report.py).
+
+Everything started here is stopped and the machine restored on exit, on Ctrl-C and on
+SIGTERM/SIGHUP; after SIGKILL, the next run's launcher sweeps the leftovers. Only the
+output folder stays: the JUnit report, ginkgo's output, the table and every
+component's and pod's logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+import staging
+import suite_report
+
+from drakit.localcluster import ClusterConfig, LocalCluster, StartError
+from drakit.localcluster.node import LocalNode, NodeConfig
+from drakit.localcluster.process import free_port
+
+#: Upstream's demo/scripts/kind-cluster-config.yaml gates as Kubernetes 1.37.2 takes them:
+#: GangScheduling no longer exists there (the components refuse it); the GA ones
+#: (DynamicResourceAllocation, DRAAdminAccess, DRAExtendedResource) only log a warning.
+FEATURE_GATES = ",".join(
+    f"{gate}=true"
+    for gate in (
+        "DynamicResourceAllocation",
+        "DRAAdminAccess",
+        "DRAWorkloadResourceClaims",
+        "GenericWorkload",
+        "DRAExtendedResource",
+        "DRADeviceBindingConditions",
+        "DRANodeAllocatableResources",
+        "DRAConsumableCapacity",
+    )
+)
+#: Upstream asks for scheduling.k8s.io/v1alpha2, which 1.37.2 no longer serves (its
+#: Workload and PodGroup API is v1beta1); resource.k8s.io/v1beta1 is on by default here.
+RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
+#: The whole suite; ginkgo's default (1 h) is too short for 23 specs on two cores.
+SUITE_TIMEOUT = "3h"
+
+
+class SignalledError(Exception):
+    """SIGTERM or SIGHUP: unwind so that every ``finally`` restores the machine."""
+
+
+def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
+    raise SignalledError(signal.Signals(signum).name)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="hack/test-reference.sh", description=__doc__)
+    p.add_argument("--driver", choices=("go", "drakit"), required=True)
+    p.add_argument("--out", type=Path, required=True, help="output folder (reports, logs)")
+    p.add_argument("--bin", type=Path, required=True, help="folder with e2e.test and ginkgo")
+    p.add_argument("--module-dir", type=Path, required=True, help="dra-example-driver v0.4.0")
+    p.add_argument("--chart", type=Path, required=True, help="the chart to stage")
+    p.add_argument(
+        "--image", action="append", default=[], metavar="NAME=ARCHIVE", help="image to import"
+    )
+    p.add_argument(
+        "--driver-image", default="", help="NAME:TAG of the driver's image (drakit's chart)"
+    )
+    p.add_argument("--exclude", type=Path, default=None, help="exclusion file")
+    p.add_argument("--procs", type=int, default=2, help="ginkgo parallel processes")
+    p.add_argument("ginkgo_args", nargs="*", help="more ginkgo CLI flags (e.g. --focus=...)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    exclusions = suite_report.read_exclusions(args.exclude) if args.exclude else []
+    images = [_image_arg(item) for item in args.image]
+    args.out.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _raise_interrupted)
+    signal.signal(signal.SIGHUP, _raise_interrupted)
+    started = time.monotonic()
+    try:
+        with _cluster_and_node(args.out) as (cluster, node):
+            print(f"reference: node {node.name} is Ready ({time.monotonic() - started:.0f}s)")
+            for name, archive in images:
+                _import(node, name, archive)
+            chart = _stage(args, cluster, node)
+            code = _run_suite(args, cluster.kubeconfig, chart)
+    except (SignalledError, KeyboardInterrupt) as err:
+        print(
+            f"reference: interrupted ({err or 'SIGINT'}); the machine is restored", file=sys.stderr
+        )
+        return 130
+    return _report(args.out, exclusions, code, time.monotonic() - started)
+
+
+def _image_arg(item: str) -> tuple[str, Path]:
+    name, sep, archive = item.partition("=")
+    if not sep or not Path(archive).is_file():
+        raise SystemExit(f"reference: --image {item!r}: expected NAME=ARCHIVE of an existing file")
+    return name, Path(archive)
+
+
+@contextmanager
+def _cluster_and_node(out: Path) -> Iterator[tuple[LocalCluster, LocalNode]]:
+    """The control plane and the node, in temporary folders; their logs are copied to
+    ``out`` before both are stopped."""
+    config = ClusterConfig(
+        with_scheduler=True,
+        with_controller_manager=True,
+        real_nodes=True,
+        feature_gates=FEATURE_GATES,
+        runtime_config=RUNTIME_CONFIG,
+    )
+    cluster = LocalCluster(config)
+    node: LocalNode | None = None
+    # A short folder: the drivers' sockets are <kubelet>/plugins/<driver>/dra-<pod uid>.sock
+    # and <kubelet>/plugins_registry/<driver>-<pod uid>-reg.sock, and a Unix socket path
+    # has at most 107 bytes: with a release's driver name (dra-XXXXXX.example.com) the
+    # folder may have 38 (upstream's driver fails to bind under /tmp/drakit-node-*/).
+    node_dir = _short_folder()
+    try:
+        cluster.start()
+        node_config = NodeConfig(
+            kubeconfig=Path(cluster.kubeconfig), work_dir=node_dir, feature_gates=FEATURE_GATES
+        )
+        node = LocalNode(node_config)
+        node.start()
+        yield cluster, node
+    finally:
+        # A second Ctrl-C or SIGTERM must not cut the restore short.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        _keep_logs(out, cluster, node)
+        if node is not None:
+            node.stop()  # restores mounts first: only then is the folder plain files
+        shutil.rmtree(node_dir, ignore_errors=True)
+        cluster.stop()
+
+
+def _short_folder() -> Path:
+    """A new folder /tmp/dkXXXX (mkdtemp's names are 4 bytes too long for the sockets)."""
+    for _ in range(100):
+        path = Path("/tmp") / f"dk{secrets.token_hex(2)}"
+        try:
+            path.mkdir(mode=0o755)
+        except FileExistsError:
+            continue
+        return path
+    raise StartError("no free /tmp/dkXXXX folder name for the node")
+
+
+def _keep_logs(out: Path, cluster: LocalCluster, node: LocalNode | None) -> None:
+    """Copy the components' and pods' logs into ``out/logs`` (the work folders go)."""
+    logs = out / "logs"
+    pairs = [(cluster.work_dir / "logs", logs / "control-plane")]
+    if node is not None:
+        pairs += [(node.paths.logs, logs / "node"), (node.paths.pod_logs, logs / "pods")]
+    for src, dst in pairs:
+        if src.is_dir():
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(src, dst, symlinks=False, ignore_dangling_symlinks=True)
+
+
+def _import(node: LocalNode, name: str, archive: Path) -> None:
+    """Import ``archive`` so that the node has ``name`` (buildah's OCI archives carry it
+    as their ref name; the repository is the base name ctr completes it with)."""
+    node.import_image(archive, base_name=name.rsplit(":", 1)[0])
+    listed = node.ctr("images", "ls", "-q").stdout.split()
+    if name not in listed:
+        raise StartError(f"importing {archive} did not give the node image {name} ({listed})")
+    print(f"reference: image {name} imported")
+
+
+def _stage(args: argparse.Namespace, cluster: LocalCluster, node: LocalNode) -> Path:
+    host, port = cluster.server.removeprefix("https://").rsplit(":", 1)
+    facts = staging.NodeFacts(host, int(port), node.kubelet_dir, node.cdi_root)
+    dest = args.out / "chart"
+    if args.driver == "go":
+        return staging.stage_chart(args.chart, dest, staging.go_values(facts), staging.GO_PATCHES)
+    repository, _, tag = args.driver_image.rpartition(":")
+    values = staging.drakit_values(facts, repository, tag, free_port())
+    return staging.stage_chart(args.chart, dest, values)
+
+
+def _run_suite(args: argparse.Namespace, kubeconfig: str, chart: Path) -> int:
+    """The precompiled suite under the ginkgo CLI; its output goes to the terminal and
+    to ``out/ginkgo.log``. Returns ginkgo's exit code."""
+    helm_home = Path(tempfile.mkdtemp(prefix="drakit-reference-helm-"))
+    env = {
+        **os.environ,
+        "KUBECONFIG": kubeconfig,
+        "HELM_CHART_PATH": str(chart),
+        # The suite's Helm SDK would write its cache and config under $HOME.
+        "HELM_CACHE_HOME": str(helm_home / "cache"),
+        "HELM_CONFIG_HOME": str(helm_home / "config"),
+        "HELM_DATA_HOME": str(helm_home / "data"),
+    }
+    argv = [
+        str(args.bin / "ginkgo"),
+        "run",
+        f"--procs={args.procs}",
+        f"--timeout={SUITE_TIMEOUT}",
+        "--no-color",
+        "-v",
+        f"--output-dir={args.out}",
+        "--junit-report=junit.xml",
+        *args.ginkgo_args,
+        str(args.bin / "e2e.test"),
+        "--",
+        f"--demo-manifests-dir={args.module_dir / 'demo' / 'examples'}",
+    ]
+    print("reference: " + " ".join(argv), flush=True)
+    log_path = args.out / "ginkgo.log"
+    try:
+        with log_path.open("w") as log:
+            proc = subprocess.Popen(
+                argv,
+                cwd=args.module_dir / "test" / "e2e",
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,  # its group is stopped as a whole on interrupt
+            )
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    sys.stdout.write(line)
+                    log.write(line)
+                return proc.wait()
+            finally:
+                if proc.poll() is None:
+                    _stop_group(proc)
+    finally:
+        shutil.rmtree(helm_home, ignore_errors=True)
+
+
+def _stop_group(proc: subprocess.Popen[str]) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _report(
+    out: Path, exclusions: list[suite_report.Exclusion], ginkgo_code: int, seconds: float
+) -> int:
+    junit = out / "junit.xml"
+    if not junit.is_file():
+        print(f"reference: ginkgo exited {ginkgo_code} without a JUnit report", file=sys.stderr)
+        return 1
+    results = suite_report.read_junit(junit)
+    table, code = suite_report.render(results, exclusions)
+    table += f"\nWALL TIME {seconds / 60:.1f} min (ginkgo exit code {ginkgo_code})"
+    (out / "results.txt").write_text(table + "\n")
+    print(table)
+    return code
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except (StartError, staging.StagingError, suite_report.ReportError) as error:
+        print(f"reference: {error}", file=sys.stderr)
+        sys.exit(1)

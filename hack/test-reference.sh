@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs dra-example-driver v0.4.0's own e2e suite (test/e2e, 23 Ginkgo specs over its
+# demo/examples manifests, unmodified) against a DRA driver on this machine's real
+# local node. Needs root, Linux, Go, buildah (see docs/reference-parity.md).
+#
+#   DRIVER=go hack/test-reference.sh        # upstream's Go driver (the reference)
+#   hack/test-reference.sh                  # DRIVER=drakit: drakit's example driver
+#   hack/test-reference.sh --focus='CEL'    # extra arguments go to the ginkgo CLI
+#
+# Environment:
+#   DRIVER             drakit (default) or go
+#   REFERENCE_OUT      output folder (default build/reference/$DRIVER): junit.xml,
+#                      ginkgo.log, results.txt, logs/ of every component and pod
+#   REFERENCE_EXCLUDE  file of specs whose failure does not fail the run, one
+#                      'SPEC TEXT | REASON' a line (default for go: hack/reference/exclude-go.txt)
+#   REFERENCE_PROCS    ginkgo parallel processes (default 2; Serial specs run last, alone)
+#
+# Builds (cached): the suite, the ginkgo CLI and the Go driver from the pinned module
+# hack/tools/dra-example-e2e (hack/build-binaries.sh reference), the control plane and
+# node binaries, the images (hack/reference/build-images.sh; drakit's example image
+# from examples/example-driver/hack/build-image.sh). Prints a per-spec table and exits
+# non-zero when a spec failed that the exclusion file does not name. Everything it
+# starts is stopped and the machine restored on exit, Ctrl-C or SIGTERM; a run killed
+# with SIGKILL is cleaned up by the next one.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DRIVER="${DRIVER:-drakit}"
+case "$DRIVER" in
+  go | drakit) ;;
+  *) echo "test-reference: DRIVER must be go or drakit, not '$DRIVER'" >&2; exit 2 ;;
+esac
+OUT="${REFERENCE_OUT:-$ROOT/build/reference/$DRIVER}"
+PROCS="${REFERENCE_PROCS:-2}"
+EXCLUDE="${REFERENCE_EXCLUDE:-}"
+if [[ -z $EXCLUDE && $DRIVER == go ]]; then EXCLUDE="$ROOT/hack/reference/exclude-go.txt"; fi
+log() { echo "test-reference: $*" >&2; }
+
+if [[ $EUID -ne 0 ]]; then
+  log "needs root: the real node's kubelet, containerd and runc manage cgroups and mounts"; exit 3
+fi
+PY="$ROOT/.venv/bin/python"
+[[ -x $PY ]] || make -C "$ROOT" venv >/dev/null
+
+start=$SECONDS
+BIN="$("$ROOT/hack/build-binaries.sh" kube etcd node reference)"
+REF_BIN="$BIN/reference"
+MODULE_DIR="$(cd "$ROOT/hack/tools/dra-example-e2e" && go list -m -f '{{.Dir}}' sigs.k8s.io/dra-example-driver)"
+
+REFERENCE_GO_IMAGE=$([[ $DRIVER == go ]] && echo 1 || echo 0)
+images=()
+while read -r name archive; do images+=(--image "$name=$archive"); done \
+  < <(REFERENCE_GO_IMAGE=$REFERENCE_GO_IMAGE "$ROOT/hack/reference/build-images.sh" "$REF_BIN")
+
+if [[ $DRIVER == go ]]; then
+  chart="$MODULE_DIR/deployments/helm/dra-example-driver"
+  driver_image="registry.k8s.io/dra-example-driver/dra-example-driver:v0.4.0"
+else
+  chart="$ROOT/examples/example-driver/deployments/helm/example-driver"
+  build="$ROOT/examples/example-driver/hack/build-image.sh"
+  if [[ ! -x $build || ! -f $chart/Chart.yaml ]]; then
+    log "drakit's example driver (its chart and $build) is not there yet"; exit 3
+  fi
+  # The script prints the OCI archive's path last; the archive carries the image name.
+  archive="$("$build" | tail -n 1)"
+  driver_image="$(tar -xOf "$archive" index.json | "$PY" -c \
+    'import json,sys; print(json.load(sys.stdin)["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"])')"
+  images+=(--image "$driver_image=$archive")
+fi
+log "built or found everything in $((SECONDS - start))s"
+
+exclude_args=()
+[[ -n $EXCLUDE ]] && exclude_args=(--exclude "$EXCLUDE")
+cd "$ROOT"
+PYTHONPATH="$ROOT/hack/reference${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" "$ROOT/hack/reference/launcher.py" \
+  --driver "$DRIVER" --out "$OUT" --bin "$REF_BIN" --module-dir "$MODULE_DIR" --chart "$chart" \
+  --driver-image "$driver_image" "${images[@]}" "${exclude_args[@]}" --procs "$PROCS" -- "$@"
