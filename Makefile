@@ -8,17 +8,19 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv binaries compat-binaries test-compat node-assets test-node soak tools manifests codegen verify lint format typecheck imports test unit integration integration-grpc-fallback e2e bench demo clean
+.PHONY: all venv binaries compat-binaries test-compat node-assets test-node soak tools manifests codegen verify lint format typecheck imports test unit unit-lowest integration integration-grpc-fallback e2e bench demo clean
 
 all: test
 
 venv: $(STAMP)
 
-# Reinstall when the dependency list changes.
-$(STAMP): pyproject.toml
+# Reinstall when the lock or the package changes. Every dependency comes from the hashed
+# dev lock (hack/update-lock.sh), binary wheels only; then drakit itself, editable, without
+# resolving anything further.
+$(STAMP): pyproject.toml requirements/dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --require-hashes --only-binary :all: -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps -e .
 	@touch $@
 
 binaries:
@@ -66,6 +68,11 @@ test: verify binaries node-assets
 
 unit: venv
 	$(VENV)/bin/pytest -m "not integration and not e2e and not node and not differential and not soak" $(PYTEST_ARGS)
+
+# The unit tier on the lowest dependency versions pyproject.toml allows (uv's lowest-direct
+# resolution, in its own venv build/venv-lowest): proves the lower bounds are real.
+unit-lowest:
+	hack/unit-lowest.sh $(PYTEST_ARGS)
 
 integration: venv binaries
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The unit tier on the lowest versions pyproject.toml allows (make unit-lowest).
+#
+#   hack/unit-lowest.sh [pytest arguments...]
+#
+# A new virtual environment in build/venv-lowest gets drakit (editable) with its extras
+# `localcluster` and `test`, resolved by uv with --resolution lowest-direct: every direct
+# dependency at the lowest version its range admits (their own dependencies as new as fits),
+# binary wheels only, as the locked install. Then the unit tier runs on it. A failure here
+# means a lower bound in pyproject.toml is not real: raise it (and say why beside it).
+# The dev tools (mypy, ruff, ...) are not installed: the unit tier does not use them, and their
+# exact pins would hold the resolution up. The installed versions are printed first.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${DRAKIT_CACHE_DIR:-$HOME/.cache/drakit}"
+UV_VERSION=0.13.9
+TOOL="$CACHE/tools/uv-$UV_VERSION"
+VENV="$ROOT/build/venv-lowest"
+if [[ ! -x "$TOOL/bin/uv" ]]; then
+  python3 -m venv "$TOOL"
+  "$TOOL/bin/pip" install --quiet "uv==$UV_VERSION"
+fi
+cd "$ROOT"
+rm -rf "$VENV"
+"$TOOL/bin/uv" venv --quiet --python python3.11 "$VENV"
+VIRTUAL_ENV="$VENV" "$TOOL/bin/uv" pip install --quiet --resolution lowest-direct \
+  --only-binary :all: -e '.[localcluster,test]'
+echo "unit-lowest: $(VIRTUAL_ENV="$VENV" "$TOOL/bin/uv" pip freeze --quiet --exclude-editable \
+  | grep -iE '^(grpcio|grpcio-health-checking|grpcio-reflection|protobuf|pydantic|pyyaml|urllib3|orjson|prometheus-client|common-expression-language|google-re2|cel-expr-python|kubernetes|cryptography)==' \
+  | tr '\n' ' ')" >&2
+# The wheel test builds and installs a wheel of its own: the lock's business, not the ranges'.
+exec "$VENV/bin/pytest" -m "not integration and not e2e and not node and not differential and not soak" \
+  -p no:cacheprovider --deselect tests/unit/test_wheel.py --ignore tests/unit/packaging/test_release_build.py "$@"
