@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -228,9 +229,29 @@ class LightApiClient:
         self.pool.clear()
 
 
+# Bodies are written as Go's encoding/json writes them: compact, UTF-8, with < > & U+2028
+# U+2029 escaped. The apiserver keeps RawExtension bytes (opaque config parameters, device
+# status data) as received and re-encodes stored objects this way when it applies a patch;
+# bytes already in that form stay the same through its patches, so a claim drakit writes
+# can later be patched (node plugin, driver controller) without "field is immutable".
+_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+               "\u2029": "\\u2029"}  # fmt: skip
+_GO_ESCAPE_TABLE = str.maketrans(_GO_ESCAPES)
+_GO_ESCAPE_BYTES = [(k.encode(), v.encode()) for k, v in _GO_ESCAPES.items()]
+
+
+def _compact_dumps(body: Any, *, default: Any = None, ensure_ascii: bool = False) -> str:
+    return json.dumps(body, default=default, separators=(",", ":"), ensure_ascii=ensure_ascii)
+
+
 def _stdlib_dumps(body: Any) -> bytes:
-    text: str = deepjson.encode(body, json.dumps)
-    return text.encode("utf-8")
+    text: str = deepjson.encode(body, _compact_dumps)
+    try:
+        data = text.translate(_GO_ESCAPE_TABLE).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: escaped (\udXXX) as json does by default
+        ascii_dumps = partial(_compact_dumps, ensure_ascii=True)
+        data = deepjson.encode(body, ascii_dumps).translate(_GO_ESCAPE_TABLE).encode()
+    return data
 
 
 def _orjson_dumps(body: Any) -> bytes:
@@ -239,7 +260,11 @@ def _orjson_dumps(body: Any) -> bytes:
     try:
         data: bytes = deepjson.encode(body, orjson.dumps)
     except TypeError:  # what only json can write (an int beyond 64 bits, a non-str key,
-        return _stdlib_dumps(body)  # nesting beyond orjson's 255 levels)
+        return _stdlib_dumps(body)  # nesting beyond orjson's 255 levels, a lone surrogate)
+    # orjson is compact and UTF-8 already; these characters can only be inside strings.
+    for raw, escaped in _GO_ESCAPE_BYTES:
+        if raw in data:
+            data = data.replace(raw, escaped)
     return data
 
 

@@ -10,10 +10,15 @@ contract the core keeps:
   or network data fails the prepare like any backend error: the claim's error and Event
   name the claim, the device, the field and the reason (:class:`DeviceStatusError`).
 * **Written after the prepare, outside the lock.** Once the claim is recorded as prepared,
-  the plugin reads the claim and replaces the status with its entries merged in (an
-  update carrying the ``resourceVersion`` read, retried on a conflict): entries of other
-  drivers and of other devices are kept as they are, and on this driver's own entry
-  conditions of other types (e.g. binding conditions a controller set) are kept too.
+  the plugin reads the claim and sets ``status.devices`` to the list with its entries
+  merged in: entries of other drivers and of other devices are kept as they are, and on
+  this driver's own entry conditions of other types (e.g. binding conditions a controller
+  set) are kept too. The write is a JSON patch of ``status.devices`` alone, guarded by the
+  ``resourceVersion`` read (retried on a conflict): the allocation, whose opaque config
+  bytes the apiserver compares byte for byte, is never sent back
+  (:mod:`drakit.kubeapi.jsonpatch`). It needs ``patch`` on ``resourceclaims/status`` and,
+  with granular status authorization, ``associated-node:patch`` on
+  ``resourceclaims/driver`` for the driver.
 * **Best effort.** A failure to write valid status (apiserver unreachable, forbidden,
   the feature off in the cluster) never fails the prepare: the devices are usable, the
   status is informational. It is logged and reported as an Event on the claim
@@ -37,6 +42,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from drakit.kubeapi.errors import ApiError, Conflict, NotFound
+from drakit.kubeapi.jsonpatch import JsonPatchable, guarded_patch, set_or_remove
 from drakit.node_plugin.backends.base import DeviceStatus, DeviceToPrepare
 from drakit.node_plugin.driver import ClaimRef
 from drakit.telemetry.logs import StructuredLogger
@@ -77,14 +83,10 @@ class DeviceStatusError(ValueError):
     """A backend's device status cannot be written; the message names device, field, reason."""
 
 
-class ClaimStatusApi(Protocol):
-    """Reading a claim and replacing its status (``drakit.kubeapi.resources.Resource``)."""
+class ClaimStatusApi(JsonPatchable, Protocol):
+    """Reading a claim and patching its status (``drakit.kubeapi.resources.Resource``)."""
 
-    def get(self, name: str, namespace: str | None = None) -> Mapping[str, Any]: ...
-
-    def update_status(
-        self, obj: dict[str, Any], *, field_manager: str | None = None
-    ) -> Mapping[str, Any]: ...
+    def get(self, name: str, namespace: str | None = None) -> dict[str, Any]: ...
 
 
 def _now() -> str:
@@ -306,8 +308,9 @@ class DeviceStatusWriter:
         ref: ClaimRef,
         change: Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]],
     ) -> str:
-        """Read-modify-write with the resourceVersion read: a concurrent writer's change
-        makes the update conflict, and the next attempt starts from its result."""
+        """Read, then patch ``status.devices`` guarded by the resourceVersion read: a
+        concurrent writer's change makes the patch conflict, and the next attempt starts
+        from its result."""
         for _ in range(WRITE_ATTEMPTS):
             try:
                 claim = dict(self.claims.get(ref.name, ref.namespace))
@@ -324,13 +327,11 @@ class DeviceStatusWriter:
             devices = change(existing)
             if devices == existing:
                 return ""
-            if devices:
-                status["devices"] = devices
-            else:
-                status.pop("devices", None)
-            claim["status"] = status
+            ops = set_or_remove(status, "devices", devices, "/status/devices")
             try:
-                self.claims.update_status(claim, field_manager=self.field_manager)
+                guarded_patch(
+                    self.claims, claim, ops, subresource="status", field_manager=self.field_manager
+                )
                 return ""
             except NotFound:
                 return ""

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from claims import DRIVER, NODE, call, create_claim, result
 from conftest import EXAMPLE_CONFIG, CoreFactory, RecordingEvents
+from helpers.rawclaims import PARAMETERS, allocate_raw, create_raw_claim, raw_claim_text
 
 from drakit.kubeapi.lightclient import load_light_client
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
@@ -23,6 +24,7 @@ from drakit.node_plugin.backends.base import (
 )
 from drakit.node_plugin.backends.example import ExampleBackend
 from drakit.node_plugin.device_status import DeviceStatusWriter
+from drakit.node_plugin.driver import ClaimRef
 
 pytestmark = pytest.mark.integration
 
@@ -214,3 +216,31 @@ def test_the_plugins_own_client_writes_and_removes_the_entries(
         assert devices_of(claims, namespace, ref.name) == []
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("client_kind", ["light", "full"])
+def test_status_write_and_removal_leave_opaque_parameters_bytes_as_the_scheduler_wrote_them(
+    cluster: LocalCluster, claims: Resource, namespace: str, client_kind: str
+) -> None:
+    # The apiserver compares status.allocation byte for byte: a write that sent the decoded
+    # and re-encoded parameters back was refused ("field cannot be modified once set").
+    light = load_light_client(cluster.kubeconfig, user_agent="test")
+    try:
+        api = light if client_kind == "light" else claims.api
+        writer = DeviceStatusWriter(
+            Resource(api, RESOURCE_CLAIMS), DRIVER, field_manager=f"{DRIVER}/{NODE}"
+        )
+        created = create_raw_claim(light, namespace, "raw-params", DRIVER, device_class=DRIVER)
+        allocate_raw(light, created, [result("gpu", "gpu-0")], driver=DRIVER, node=NODE)
+        meta = created["metadata"]
+        ref = ClaimRef(namespace=namespace, uid=meta["uid"], name=meta["name"])
+        entry = {"driver": DRIVER, "pool": NODE, "device": "gpu-0", "data": {"a": "<b>"}}
+
+        assert writer.write(ref, [entry | {"conditions": []}]) == ""
+        assert devices_of(claims, namespace, ref.name)[0]["data"] == {"a": "<b>"}
+        assert writer.remove(ref, {(NODE, "gpu-0", "")}) == ""
+        assert devices_of(claims, namespace, ref.name) == []
+        # spec and allocation still carry the bytes as written
+        assert raw_claim_text(light, namespace, ref.name).count(PARAMETERS) == 2
+    finally:
+        light.close()
