@@ -12,7 +12,8 @@
 #   REFERENCE_OUT      output folder (default build/reference/$DRIVER): junit.xml,
 #                      ginkgo.log, results.txt, logs/ of every component and pod
 #   REFERENCE_EXCLUDE  file of specs whose failure does not fail the run, one
-#                      'SPEC TEXT | REASON' a line (default for go: hack/reference/exclude-go.txt)
+#                      'SPEC TEXT | REASON' a line (default hack/reference/exclude-$DRIVER.txt;
+#                      REFERENCE_EXCLUDE=/dev/null counts every failure)
 #   REFERENCE_PROCS    ginkgo parallel processes (default 2; Serial specs run last, alone)
 #
 # Builds (cached): the suite, the ginkgo CLI and the Go driver from the pinned module
@@ -32,7 +33,8 @@ esac
 OUT="${REFERENCE_OUT:-$ROOT/build/reference/$DRIVER}"
 PROCS="${REFERENCE_PROCS:-2}"
 EXCLUDE="${REFERENCE_EXCLUDE:-}"
-if [[ -z $EXCLUDE && $DRIVER == go ]]; then EXCLUDE="$ROOT/hack/reference/exclude-go.txt"; fi
+# Default: the specs this environment rules out for that driver, each with its reason.
+EXCLUDE="${EXCLUDE:-$ROOT/hack/reference/exclude-$DRIVER.txt}"
 log() { echo "test-reference: $*" >&2; }
 
 if [[ $EUID -ne 0 ]]; then

@@ -61,6 +61,8 @@ build_ubuntu_standin() {
   if [[ ! -s $archive ]]; then
     log "making the $UBUNTU_NAME stand-in from Debian's bash-static and busybox-static"
     rm -rf "$work" "$debs"/*.deb && mkdir -p "$work"/{bin,tmp,etc}
+    # apt downloads as its _apt user where it may write (a warning otherwise).
+    chown _apt "$debs" 2>/dev/null || true
     (cd "$debs" && apt-get download bash-static busybox-static >&2)
     local deb
     for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$work"; done
