@@ -12,9 +12,10 @@ condition True) it calls the driver's :class:`~drakit.controller.bindingcheck.Bi
 and writes the verdict into that device's ``status.devices`` entry:
 
 - only this driver's entries change; other drivers' entries, other conditions of the entry and
-  its data/networkData are kept (read-modify-write of the whole status, guarded by the
-  resourceVersion: a concurrent writer's change is never overwritten; a conflict reads the
-  claim again and decides again);
+  its data/networkData are kept (a JSON patch of ``status.devices`` alone, guarded by the
+  resourceVersion read: a concurrent writer's change is never overwritten, a conflict reads
+  the claim again and decides again; the allocation, whose opaque config bytes the
+  apiserver compares byte for byte, is never sent back);
 - a condition that becomes True gets ``lastTransitionTime`` now; one already True keeps its
   time, so repeating a verdict writes nothing (idempotent);
 - a claim whose devices still wait is checked again after the verdict's ``retry_after``
@@ -23,8 +24,8 @@ and writes the verdict into that device's ``status.devices`` entry:
 
 Keys are ``<namespace>/<name>``; one worker per key at a time, namespaces take turns. Run it
 only while holding the leader Lease when there are several replicas (``--leader-elect``).
-Permissions: resourceclaims get/list/watch, resourceclaims/status update, and (granular
-status authorization, Kubernetes 1.36+) ``arbitrary-node:update`` on ``resourceclaims/driver``
+Permissions: resourceclaims get/list/watch, resourceclaims/status patch, and (granular
+status authorization, Kubernetes 1.36+) ``arbitrary-node:patch`` on ``resourceclaims/driver``
 for this driver's name only.
 """
 
@@ -47,6 +48,7 @@ from drakit.controller.bindingcheck import (
 )
 from drakit.kubeapi.errors import Conflict, NotFound
 from drakit.kubeapi.informer import EventHandlers, Informer
+from drakit.kubeapi.jsonpatch import guarded_patch, set_or_remove
 from drakit.kubeapi.objects import KubeObject, split_key
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 from drakit.kubeapi.workqueue import WorkQueue
@@ -287,8 +289,12 @@ class BindingConditionsController:
         current = list(status.get("devices") or ())
         wanted = apply_verdicts(current, verdicts, self._clock())
         if wanted != current:
-            self._claims.update_status(
-                {**claim, "status": {**status, "devices": wanted}}, field_manager=FIELD_MANAGER
+            guarded_patch(
+                self._claims,
+                claim,
+                set_or_remove(status, "devices", wanted, "/status/devices"),
+                subresource="status",
+                field_manager=FIELD_MANAGER,
             )
             self.writes += 1
             for device, verdict in verdicts:

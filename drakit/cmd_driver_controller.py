@@ -47,13 +47,14 @@ allocated device of --driver-name that still waits it asks the --binding-check c
 (MODULE:CLASS, implementing drakit.plugin.BindingCheck; instantiated without arguments)
 and writes the conditions it reports as met, or a binding failure condition (then
 kube-scheduler deallocates the claim and tries again). Only this driver's entries of
-status.devices change; writes are guarded by the claim's resourceVersion. Devices that
+status.devices change; writes are JSON patches of status.devices guarded by the
+claim's resourceVersion (the allocation is never sent back). Devices that
 still wait are checked again every --recheck-period seconds and on every claim change.
 
 Permissions (least privilege; docs/writing-a-driver.md "Binding conditions"):
   resourceclaims           get, list, watch
-  resourceclaims/status    update
-  resourceclaims/driver    arbitrary-node:update, resourceNames: [DRIVER]
+  resourceclaims/status    patch
+  resourceclaims/driver    arbitrary-node:patch, resourceNames: [DRIVER]
                            (granular status authorization, Kubernetes 1.36+)
   leases                   get, create, update in the Lease namespace (--leader-elect only)
 """

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from cluster_objects import Made
+from helpers.rawclaims import PARAMETERS, create_raw_claim, raw_claim_text
 
 from drakit.controller.bindingconditions import (
     BindingConditionsController,
@@ -23,6 +24,7 @@ from drakit.controller.bindingconditions import (
 )
 from drakit.kubeapi.client import load_client
 from drakit.kubeapi.errors import Invalid
+from drakit.kubeapi.lightclient import load_light_client
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 from drakit.plugin import BindingClaim, BindingDevice, BindingVerdict, ConditionResult
 
@@ -170,6 +172,27 @@ def test_other_entries_are_kept_and_a_repeated_verdict_writes_nothing(
     assert claims.get("c", wnamespace)["metadata"]["resourceVersion"] == version
 
 
+def test_conditions_are_written_on_a_claim_with_opaque_config_whose_bytes_stay_as_written(
+    *, wapi, workload_cluster, wnamespace, made, background, eventually
+):
+    """kube-scheduler copies the spec's opaque parameters into the allocation as they are;
+    the apiserver refuses any status write that sends them back re-encoded."""
+    node = made.node([binding_device("dev-0")])
+    light = load_light_client(workload_cluster.kubeconfig, user_agent="test")
+    try:
+        create_raw_claim(light, wnamespace, "c", made.driver, device_class=made.device_class())
+        check = GatedCheck()
+        check.open.set()
+        controller = start_driver_controller(wapi, background, made, check)
+        made.pod(wnamespace, "p", claims={"gpu": "c"})
+
+        eventually(lambda: made.node_of(wnamespace, "p") == node, what="pod bound", timeout=90)
+        assert controller.writes >= 1
+        assert raw_claim_text(light, wnamespace, "c").count(PARAMETERS) == 2
+    finally:
+        light.close()
+
+
 #: The driver controller's permissions as docs/writing-a-driver.md and `--help` list them
 #: (granular status authorization: the driver's own name only, any node).
 def least_privilege_rules(driver: str) -> list[dict[str, Any]]:
@@ -177,9 +200,9 @@ def least_privilege_rules(driver: str) -> list[dict[str, Any]]:
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"],
          "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"],
-         "verbs": ["update"]},
+         "verbs": ["patch"]},
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/driver"],
-         "resourceNames": [driver], "verbs": ["arbitrary-node:update"]},
+         "resourceNames": [driver], "verbs": ["arbitrary-node:patch"]},
     ]  # fmt: skip
 
 
