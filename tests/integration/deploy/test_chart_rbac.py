@@ -17,6 +17,9 @@ from deploy_support import can_i, request_token, token_client
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from drakit.kubeapi.errors import Invalid
+from drakit.kubeapi.jsonpatch import guarded_patch
+from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 from drakit.localcluster import LocalCluster
 
 pytestmark = pytest.mark.integration
@@ -229,13 +232,6 @@ def _allocate(api: client.ApiClient, claim: dict[str, Any], installed: Installed
     return _write_status(api, claim)
 
 
-def _invalid(call: Any) -> str:
-    with pytest.raises(ApiException) as refused:
-        call()
-    assert refused.value.status == 422, refused.value.body
-    return str(refused.value.body)
-
-
 def test_controller_writes_allocation_and_reservation_with_its_binding_permission(
     admin: client.ApiClient, controller: client.ApiClient, installed: Installed
 ) -> None:
@@ -263,6 +259,18 @@ def _device_status(installed: Installed, node: str) -> list[dict[str, Any]]:
     return [{"driver": installed.driver, "pool": node, "device": "gpu-0"}]
 
 
+def _patch_status(api: client.ApiClient, claim: dict[str, Any], key: str, value: Any) -> Any:
+    """The node plugin's write: a JSON patch of one status field, resourceVersion-guarded."""
+    ops = [{"op": "add", "path": f"/status/{key}", "value": value}]
+    return guarded_patch(Resource(api, RESOURCE_CLAIMS), claim, ops, subresource="status")
+
+
+def _refused(call: Any) -> str:
+    with pytest.raises(Invalid) as refused:
+        call()
+    return str(refused.value)
+
+
 def test_node_plugin_with_device_status_writes_devices_of_claims_on_its_node(
     admin: client.ApiClient,
     status_plugin_on_a: client.ApiClient,
@@ -270,8 +278,8 @@ def test_node_plugin_with_device_status_writes_devices_of_claims_on_its_node(
 ) -> None:
     release = installed_with_device_status
     claim = _allocate(admin, _new_claim(admin, release), release, release.node_a)
-    claim["status"]["devices"] = _device_status(release, release.node_a)
-    written = _write_status(status_plugin_on_a, claim)
+    devices = _device_status(release, release.node_a)
+    written = _patch_status(status_plugin_on_a, claim, "devices", devices)
     assert written["status"]["devices"][0]["device"] == "gpu-0"
 
 
@@ -282,9 +290,9 @@ def test_node_plugin_with_device_status_cannot_write_devices_of_claims_on_anothe
 ) -> None:
     release = installed_with_device_status
     claim = _allocate(admin, _new_claim(admin, release), release, release.node_b)
-    claim["status"]["devices"] = _device_status(release, release.node_b)
-    message = _invalid(lambda: _write_status(status_plugin_on_a, claim))
-    assert 'changing status.devices requires resource=\\"resourceclaims/driver\\"' in message
+    devices = _device_status(release, release.node_b)
+    message = _refused(lambda: _patch_status(status_plugin_on_a, claim, "devices", devices))
+    assert 'changing status.devices requires resource="resourceclaims/driver"' in message
 
 
 def test_node_plugin_cannot_allocate_claims(
@@ -295,5 +303,6 @@ def test_node_plugin_cannot_allocate_claims(
     # It may write claim status (for status.devices) but not the binding part.
     release = installed_with_device_status
     claim = _new_claim(admin, release)
-    message = _invalid(lambda: _allocate(status_plugin_on_a, claim, release, release.node_a))
-    assert 'requires resource=\\"resourceclaims/binding\\"' in message
+    allocation = _allocation(release, release.node_a)
+    message = _refused(lambda: _patch_status(status_plugin_on_a, claim, "allocation", allocation))
+    assert 'requires resource="resourceclaims/binding"' in message

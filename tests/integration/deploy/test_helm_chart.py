@@ -247,7 +247,7 @@ def test_device_status_grants_only_this_drivers_granular_verbs(helm: Helm) -> No
             "apiGroups": ["resource.k8s.io"],
             "resources": ["resourceclaims/driver"],
             "resourceNames": ["gpu.drakit.dev"],
-            "verbs": ["associated-node:update"],
+            "verbs": ["associated-node:patch"],
         }
     ]
 
