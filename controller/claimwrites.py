@@ -10,7 +10,9 @@ Why these shapes:
   the finalizer, skipped adding it, the finalizer went, and an allocation without
   protection was written), and a claim deleted and created again gets Conflict too. Any
   other change in between also gets Conflict; the claim is then read again and the checks
-  repeated, as kube-scheduler does. A JSON patch with ``test`` operations for the UID and
+  repeated, as kube-scheduler does. This is the one write that sends the whole status: the
+  allocation is new (there is no stored one to compare with), and its opaque config comes
+  from the claim's spec. A JSON patch with ``test`` operations for the UID and
   the finalizer did the same without those retries, but costs the apiserver about a third
   more CPU (it encodes the stored claim, patches and decodes it again), on a write every
   allocated claim needs.
@@ -18,12 +20,18 @@ Why these shapes:
   ``status.reservedFor``. Each patch is applied to the latest stored claim, so pods that share a
   claim are added concurrently and none is lost; an entry that is already there is rejected
   by validation (Duplicate) and counts as success. The patch also tests that the allocation
-  is the one the pod was placed by: a claim deallocated and allocated again elsewhere in the
+  is the one the pod was placed by (its results, node selector and timestamp: a test of the
+  whole allocation would compare the opaque config's numbers as the client re-encoded them,
+  ``1000.0`` for a stored ``1e3``): a claim deallocated and allocated again elsewhere in the
   meantime must not be reserved for a pod bound to the old allocation's node. When the list
   does not exist yet the patch creates it and carries a ``test`` of the resourceVersion, so
   two first reservations cannot overwrite each other.
-- **Finalizer** add/remove and the lifecycle's status updates: PUTs that carry the
-  resourceVersion of the object they were computed from (Conflict on any concurrent change).
+- **Finalizer** add/remove and the lifecycle's status changes (reservations dropped,
+  deallocation): JSON patches of just those fields guarded by the resourceVersion of the
+  object they were computed from (Conflict on any concurrent change). Never a PUT: the
+  apiserver compares the spec and the allocation, opaque config bytes included, byte for
+  byte with what it stores, and a decoded and re-encoded claim differs
+  (:mod:`drakit.kubeapi.jsonpatch`).
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from drakit.controller.naming import (
     without_managed_fields,
 )
 from drakit.kubeapi.errors import Conflict, Invalid, NotFound
+from drakit.kubeapi.jsonpatch import guarded_patch, set_or_remove
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import PatchType, Resource
 from drakit.kubeapi.retry import Backoff
@@ -157,10 +166,17 @@ class ClaimWriter:
 
     @staticmethod
     def _reserve_ops(claim: KubeObject, consumer: dict[str, str]) -> list[dict[str, Any]]:
+        allocation = claim["status"]["allocation"]
         ops: list[dict[str, Any]] = [
             {"op": "test", "path": "/metadata/uid", "value": meta(claim)["uid"]},
-            {"op": "test", "path": "/status/allocation", "value": claim["status"]["allocation"]},
         ]
+        # The parts that tell one allocation from another, none of them opaque config.
+        for key in ("allocationTimestamp", "nodeSelector"):
+            if key in allocation:
+                ops.append({"op": "test", "path": f"/status/allocation/{key}",
+                            "value": allocation[key]})  # fmt: skip
+        results = (allocation.get("devices") or {}).get("results")
+        ops.append({"op": "test", "path": "/status/allocation/devices/results", "value": results})
         if "reservedFor" in (claim.get("status") or {}):
             ops.append({"op": "add", "path": "/status/reservedFor/-", "value": consumer})
         else:
@@ -172,8 +188,8 @@ class ClaimWriter:
     # -- finalizer ---------------------------------------------------------------------------
 
     def add_finalizer(self, claim: KubeObject) -> KubeObject:
-        """The claim with the delete-protection finalizer (a PUT with resourceVersion when it
-        is missing; on Conflict read again and retry)."""
+        """The claim with the delete-protection finalizer (a resourceVersion-guarded patch of
+        the finalizers when it is missing; on Conflict read again and retry)."""
         current = claim
         for attempt in range(1, ATTEMPTS + 1):
             finalizers = list(meta(current).get("finalizers") or [])
@@ -181,12 +197,11 @@ class ClaimWriter:
                 return current
             if meta(current).get("deletionTimestamp"):
                 raise ClaimWriteError(f"claim {_key(current)} is being deleted")
-            wanted = {
-                **current,
-                "metadata": {**meta(current), "finalizers": [*finalizers, FINALIZER]},
-            }
+            ops = set_or_remove(
+                meta(current), "finalizers", [*finalizers, FINALIZER], "/metadata/finalizers"
+            )
             try:
-                return self._claims.update(wanted, field_manager=FIELD_MANAGER)
+                return guarded_patch(self._claims, current, ops, field_manager=FIELD_MANAGER)
             except Conflict:
                 if attempt == ATTEMPTS:
                     raise
@@ -194,17 +209,24 @@ class ClaimWriter:
         raise AssertionError("unreachable")
 
     def remove_finalizer(self, claim: KubeObject) -> KubeObject:
-        """PUT the claim without the finalizer, guarded by its resourceVersion (Conflict if it
+        """Patch the finalizer out of the claim, guarded by its resourceVersion (Conflict if it
         changed since ``claim`` was read)."""
         finalizers = [f for f in meta(claim).get("finalizers") or [] if f != FINALIZER]
-        return self._claims.update(
-            {**claim, "metadata": {**meta(claim), "finalizers": finalizers}},
-            field_manager=FIELD_MANAGER,
-        )
+        ops = set_or_remove(meta(claim), "finalizers", finalizers, "/metadata/finalizers")
+        return guarded_patch(self._claims, claim, ops, field_manager=FIELD_MANAGER)
 
-    def update_status(self, claim: KubeObject) -> KubeObject:
-        """PUT the claim's status, guarded by its resourceVersion."""
-        return self._claims.update_status(claim, field_manager=FIELD_MANAGER)
+    def change_status(self, claim: KubeObject, changes: dict[str, Any]) -> KubeObject:
+        """Set (or, for None/empty, remove) the status fields in ``changes`` with a JSON patch
+        guarded by ``claim``'s resourceVersion; the other fields are not sent."""
+        status = claim.get("status") or {}
+        ops = [
+            op
+            for key, value in changes.items()
+            for op in set_or_remove(status, key, value, f"/status/{key}")
+        ]
+        return guarded_patch(
+            self._claims, claim, ops, subresource="status", field_manager=FIELD_MANAGER
+        )
 
     # -- plumbing ----------------------------------------------------------------------------
 

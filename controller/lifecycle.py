@@ -8,8 +8,9 @@ The rules are the Kubernetes resourceclaim controller's (``syncClaim``/``syncPod
   gone or replaced (UID differs). A pod missing only from the informer may be one that is
   being bound right now; dropping its reservation then would be wrong;
 - the status update that removes the *last* consumer also clears the allocation (only then:
-  an allocated claim that was never reserved stays allocated), in one PUT guarded by the
-  resourceVersion; the finalizer is removed afterwards, from the object that update returned;
+  an allocated claim that was never reserved stays allocated), in one JSON patch guarded by
+  the resourceVersion (never a PUT: the allocation's opaque config is not sent back); the
+  finalizer is removed afterwards, from the object that patch returned;
 - a claim being deleted without consumers loses its allocation, then its finalizer;
 - a generated claim (controller owner: a Pod) without consumers is deleted when its pod is
   done or gone;
@@ -127,13 +128,13 @@ class ClaimLifecycle:
         return not pod_is_done(pod)
 
     def _drop_reservations(self, claim: KubeObject, kept: list[dict[str, Any]]) -> KubeObject:
-        status = dict(claim.get("status") or {})
+        status = claim.get("status") or {}
         removed = len(status.get("reservedFor") or []) - len(kept)
-        status["reservedFor"] = kept or None
+        changes: dict[str, Any] = {"reservedFor": kept}
         deallocate = not kept and FINALIZER in (meta(claim).get("finalizers") or ())
         if deallocate:
-            status["allocation"] = None
-        updated = self._writer.update_status({**claim, "status": status})
+            changes["allocation"] = None
+        updated = self._writer.change_status(claim, changes)
         self._assume(updated)
         self._metrics.reservations_removed.inc(removed)
         logger.info(
@@ -152,9 +153,7 @@ class ClaimLifecycle:
         if FINALIZER not in (meta(claim).get("finalizers") or ()):
             return
         if (claim.get("status") or {}).get("allocation"):
-            claim = self._writer.update_status(
-                {**claim, "status": {**(claim.get("status") or {}), "allocation": None}}
-            )
+            claim = self._writer.change_status(claim, {"allocation": None})
             self._metrics.deallocations.inc()
         self._writer.remove_finalizer(claim)
         logger.info("Released claim being deleted", extra={"claim": _key(claim)})

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from drakit.kubeapi.errors import AlreadyExists, Conflict, NotFound
+from drakit.kubeapi.errors import AlreadyExists, Conflict, Invalid, NotFound
 from drakit.kubeapi.resources import ObjectList, ResourceType
 
 __all__ = ["FakeApi", "FakeResource"]
@@ -145,6 +145,34 @@ class FakeResource:
     def update_status(self, obj: KubeObject, **options: Any) -> KubeObject:
         return self.update(obj, subresource="status", **options)
 
+    def patch(
+        self,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+        **_options: Any,
+    ) -> KubeObject:
+        """A JSON patch (test, add, remove, replace; ``-`` appends): applied to the stored
+        object, only its ``status`` kept for the status subresource and everything but the
+        status otherwise. A failed ``test`` or a missing path is the apiserver's bare 422."""
+        with self.api._lock:
+            key = self._key(name, namespace)
+            stored = self.api._objects.get(key)
+            if stored is None:
+                raise self._missing(name)
+            patched = copy.deepcopy(stored)
+            for op in patch:
+                _apply_op(patched, op)
+            body = copy.deepcopy(stored)
+            if subresource == "status":
+                body["status"] = patched.get("status")
+            else:
+                body.update({k: v for k, v in patched.items() if k != "status"})
+            self.api._store(self.rtype.plural, key, "MODIFIED", body)
+            return copy.deepcopy(body)
+
     def delete(self, name: str, namespace: str | None = None, **options: Any) -> KubeObject | None:
         """Delete now (no finalizers, no grace); Conflict when the ``uid`` or
         ``resource_version`` precondition fails."""
@@ -162,3 +190,39 @@ class FakeResource:
             del self.api._objects[key]
             self.api._record("DELETED", stored)
             return copy.deepcopy(stored)
+
+
+_PATCH_FAILED = "the server rejected our request due to an error in our request"
+
+
+def _apply_op(obj: KubeObject, op: dict[str, Any]) -> None:
+    """One RFC 6902 operation on ``obj`` in place; Invalid (no causes) when it cannot apply."""
+    *parents, last = [
+        p.replace("~1", "/").replace("~0", "~") for p in str(op["path"]).split("/")[1:]
+    ]
+    target: Any = obj
+    try:
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        kind = op["op"]
+        if kind == "test":
+            current = target[int(last)] if isinstance(target, list) else target[last]
+            if current != op["value"]:
+                raise LookupError(op["path"])
+        elif kind in ("add", "replace") and isinstance(target, list):
+            if last == "-":
+                target.append(copy.deepcopy(op["value"]))
+            elif kind == "add":
+                target.insert(int(last), copy.deepcopy(op["value"]))
+            else:
+                target[int(last)] = copy.deepcopy(op["value"])
+        elif kind in ("add", "replace"):
+            if kind == "replace" and last not in target:
+                raise LookupError(op["path"])
+            target[last] = copy.deepcopy(op["value"])
+        elif kind == "remove":
+            del target[int(last) if isinstance(target, list) else last]
+        else:
+            raise LookupError(kind)
+    except (LookupError, ValueError, TypeError):
+        raise Invalid(_PATCH_FAILED, code=422, reason="Invalid") from None

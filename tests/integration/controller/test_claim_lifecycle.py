@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from controller_harness import ClaimHistory
+from helpers.rawclaims import PARAMETERS, allocate_raw, create_raw_claim, raw_claim_text
 
 from drakit.controller.caches import Caches, DeletedPods
 from drakit.controller.claimwrites import ClaimWriter
@@ -15,6 +16,8 @@ from drakit.controller.config import ClaimGeneration, ControllerConfig
 from drakit.controller.lifecycle import ClaimLifecycle
 from drakit.controller.metrics import ControllerMetrics
 from drakit.controller.naming import FINALIZER
+from drakit.kubeapi.errors import NotFound
+from drakit.kubeapi.lightclient import load_light_client
 
 pytestmark = pytest.mark.integration
 
@@ -152,3 +155,78 @@ def test_claim_being_deleted_loses_allocation_then_finalizer(
     assert_never_unprotected(history.versions)
     # The allocation went first, while the finalizer still protected the claim.
     assert any(not allocated(v) and finalized(v) for v in history.versions)
+
+
+def lifecycle_without_informers(api: Any, objects: Any, writer: ClaimWriter) -> Any:
+    """A lifecycle whose caches hold only what the test puts in (pods: live GETs)."""
+    caches = Caches(api)
+    lifecycle = ClaimLifecycle(
+        caches=caches, pods=objects.pods, claims=objects.claims, writer=writer,
+        deleted_pods=DeletedPods(), metrics=ControllerMetrics(),
+        config=ControllerConfig(claim_generation=ClaimGeneration.ALL),
+    )  # fmt: skip
+    return caches, lifecycle
+
+
+def test_reservations_deallocation_and_finalizer_leave_opaque_parameters_bytes_as_written(
+    objects, api, cluster, namespace
+):
+    """The apiserver compares spec and allocation, opaque config bytes included, with what it
+    stores: writes that sent the claim back re-encoded ("1000.0" for "1e3") were refused."""
+    light = load_light_client(cluster.kubeconfig, user_agent="test")
+    try:
+        writer = ClaimWriter(objects.claims)
+        claim = create_raw_claim(
+            light, namespace, "c", objects.driver, device_class=objects.device_class()
+        )
+        claim = writer.add_finalizer(claim)
+        pods = [objects.pod(namespace, n, claims={"gpu": "c"}) for n in ("a", "b", "c")]
+        consumers = [
+            {"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
+            for p in pods
+        ]
+        result = {"request": "gpu", "driver": objects.driver, "pool": "n", "device": "d"}
+        claim = allocate_raw(
+            light, claim, [result], driver=objects.driver, reserved_for=consumers[:2]
+        )
+        claim = writer.reserve(claim, consumers[2])  # tests the allocation, never its config
+        assert reserved(claim) == consumers
+        caches, lifecycle = lifecycle_without_informers(api, objects, writer)
+
+        objects.pods.delete("a", namespace, grace_period_seconds=0)
+        caches.claims.informer_add(objects.claims.get("c", namespace))
+        lifecycle.sync_claim(namespace, "c")
+        assert reserved(objects.claims.get("c", namespace)) == consumers[1:]
+        assert raw_claim_text(light, namespace, "c").count(PARAMETERS) == 2
+
+        for name in ("b", "c"):
+            objects.pods.delete(name, namespace, grace_period_seconds=0)
+        caches.claims.informer_add(objects.claims.get("c", namespace))
+        lifecycle.sync_claim(namespace, "c")
+        after = objects.claims.get("c", namespace)
+        assert not reserved(after) and not allocated(after) and not finalized(after)
+        assert raw_claim_text(light, namespace, "c").count(PARAMETERS) == 1  # the spec's
+    finally:
+        light.close()
+
+
+def test_a_claim_with_opaque_parameters_being_deleted_is_deallocated_and_released(
+    objects, api, cluster, namespace
+):
+    light = load_light_client(cluster.kubeconfig, user_agent="test")
+    try:
+        writer = ClaimWriter(objects.claims)
+        claim = create_raw_claim(
+            light, namespace, "c", objects.driver, device_class=objects.device_class()
+        )
+        claim = writer.add_finalizer(claim)
+        result = {"request": "gpu", "driver": objects.driver, "pool": "n", "device": "d"}
+        allocate_raw(light, claim, [result], driver=objects.driver)
+        objects.claims.delete("c", namespace)
+        caches, lifecycle = lifecycle_without_informers(api, objects, writer)
+        caches.claims.informer_add(objects.claims.get("c", namespace))
+        lifecycle.sync_claim(namespace, "c")
+        with pytest.raises(NotFound):
+            objects.claims.get("c", namespace)
+    finally:
+        light.close()

@@ -47,9 +47,29 @@ def test_reservation_appends_without_a_resource_version_when_the_list_exists():
     )
     assert ops == [
         {"op": "test", "path": "/metadata/uid", "value": "claim-uid"},
-        {"op": "test", "path": "/status/allocation", "value": ALLOCATION},
+        {"op": "test", "path": "/status/allocation/devices/results",
+         "value": ALLOCATION["devices"]["results"]},
         {"op": "add", "path": "/status/reservedFor/-", "value": CONSUMER},
-    ]
+    ]  # fmt: skip
+
+
+def test_reservation_tests_the_allocation_by_its_results_node_and_time_never_its_config():
+    # A test of the whole allocation compares the opaque config's numbers as re-encoded
+    # (1000.0 for a stored 1e3) and fails on a claim that did not change.
+    allocation = {
+        "devices": {"results": ALLOCATION["devices"]["results"],
+                    "config": [{"opaque": {"driver": "d", "parameters": {"n": 1000.0}}}]},
+        "nodeSelector": {"nodeSelectorTerms": []},
+        "allocationTimestamp": "2026-01-02T03:04:05Z",
+    }  # fmt: skip
+    ops = ClaimWriter._reserve_ops(claim(allocation=allocation, reservedFor=[]), CONSUMER)
+    tested = {op["path"]: op["value"] for op in ops if op["op"] == "test"}
+    assert tested == {
+        "/metadata/uid": "claim-uid",
+        "/status/allocation/allocationTimestamp": "2026-01-02T03:04:05Z",
+        "/status/allocation/nodeSelector": {"nodeSelectorTerms": []},
+        "/status/allocation/devices/results": ALLOCATION["devices"]["results"],
+    }
 
 
 def test_first_reservation_creates_the_list_only_if_the_claim_is_unchanged():
