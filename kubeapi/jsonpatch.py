@@ -19,6 +19,7 @@ callers' retry-on-conflict loops work unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from drakit.kubeapi.errors import Conflict, Invalid
@@ -50,7 +51,7 @@ def pointer(*segments: str) -> str:
     return "".join("/" + s.replace("~", "~0").replace("/", "~1") for s in segments)
 
 
-def set_or_remove(parent: KubeObject, key: str, value: Any, path: str) -> list[Op]:
+def set_or_remove(parent: Mapping[str, Any], key: str, value: Any, path: str) -> list[Op]:
     """The ops that make ``parent[key]`` (at ``path``) be ``value``: "add" (which replaces
     an existing member) for a value, "remove" for None or empty when present, nothing when
     it is already so. ``parent`` is the object as read (the guarded patch applies to that)."""

@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers.rawclaims import raw_claim_text
 
 from drakit.kubeapi.client import RateLimitedApiClient
 from drakit.kubeapi.errors import ConfigError
+from drakit.kubeapi.jsonpatch import guarded_patch
 from drakit.kubeapi.lightclient import LightApiClient, TokenSource, load_light_client
-from drakit.kubeapi.resources import NAMESPACES, Resource
+from drakit.kubeapi.resources import NAMESPACES, RESOURCE_CLAIMS, Resource
 from drakit.localcluster import LocalCluster
 
 pytestmark = pytest.mark.integration
@@ -114,3 +116,33 @@ def test_bearer_token_from_the_kubeconfig_is_sent(tmp_path: Path) -> None:
     assert headers["Authorization"] == "Bearer s3cret"
     assert headers["User-Agent"] == "probe"
     assert body is None
+
+
+@pytest.mark.parametrize("fast_json", [False, True], ids=["json", "orjson"])
+def test_opaque_parameters_written_by_the_light_client_survive_the_apiservers_patches(
+    cluster: LocalCluster, namespace: str, fast_json: bool
+) -> None:
+    # The apiserver keeps RawExtension bytes as received and re-encodes the stored claim as Go
+    # does (compact, < > & escaped) to apply a patch; bytes sent in another form (", "
+    # separators, a raw "<") then differ from the patched ones and every later patch of the
+    # claim is refused as a change of the immutable spec.
+    api = load_light_client(cluster.kubeconfig, fast_json=fast_json)
+    try:
+        claims = Resource(api, RESOURCE_CLAIMS)
+        parameters = {"z": "<b> & caf\u00e9 \u2028", "n": [1, 2.5, None], "a": {"b": True}}
+        config = [{"opaque": {"driver": "gpu.example.com", "parameters": parameters}}]
+        request = {"name": "r", "exactly": {"deviceClassName": "gpu.example.com"}}
+        claim = claims.create({
+            "metadata": {"name": "c", "namespace": namespace},
+            "spec": {"devices": {"requests": [request], "config": config}},
+        })  # fmt: skip
+        ops = [{"op": "add", "path": "/metadata/finalizers", "value": ["example.com/x"]}]
+        patched = guarded_patch(claims, claim, ops)
+        assert patched["metadata"]["finalizers"] == ["example.com/x"]
+        stored = raw_claim_text(api, namespace, "c")
+        assert (
+            '"parameters":{"z":"\\u003cb\\u003e \\u0026 caf\u00e9 \\u2028",'
+            '"n":[1,2.5,null],"a":{"b":true}}' in stored
+        )
+    finally:
+        api.close()
