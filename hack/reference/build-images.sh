@@ -45,7 +45,7 @@ commit_rootfs() {
   tar -C "$dir" -cf "$dir.tar" .
   "${BUILDAH[@]}" add --quiet "$ctr" "$dir.tar" / >&2
   "${BUILDAH[@]}" config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$ctr" >&2
-  "${BUILDAH[@]}" commit --quiet --rm "$ctr" "$name" >&2
+  "${BUILDAH[@]}" commit --quiet --rm "$ctr" "$name" >/dev/null  # prints the image ID
   "${BUILDAH[@]}" push --quiet "$name" "oci-archive:$archive.tmp:$name" >&2
   "${BUILDAH[@]}" rmi "$name" >/dev/null 2>&1 || true
   mv -f "$archive.tmp" "$archive"
