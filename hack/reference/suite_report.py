@@ -111,13 +111,15 @@ def excluded_reason(spec: SpecResult, exclusions: list[Exclusion]) -> str | None
 
 
 def render(results: list[SpecResult], exclusions: list[Exclusion]) -> tuple[str, int]:
-    """The table (spec, result, seconds, note) with a total line, and the exit code:
-    1 when a spec failed that no exclusion names, or when there are no results."""
+    """The table (spec, result, seconds, note; specs sorted by name, so that two runs
+    line up whatever order the parallel processes finished in) with a total line, and
+    the exit code: 1 when a spec failed that no exclusion names, or when there are no
+    results."""
     width = max([len(r.name) for r in results] + [4])
     lines = [f"{'SPEC':<{width}}  {'RESULT':<8} {'SECONDS':>8}  NOTE"]
     counts = {PASSED: 0, FAILED: 0, SKIPPED: 0}
     unexcused = 0
-    for r in results:
+    for r in sorted(results, key=lambda r: r.name):
         counts[r.status] += 1
         note = ""
         if r.status == FAILED:
