@@ -5,7 +5,7 @@
 #   hack/build-binaries.sh [TARGET...]
 #     TARGET: kube etcd grpcurl oracle kubelet-harness helm dra-example-driver
 #             node (the real node: kubelet, containerd, ctr, shim, runc, CNI plugins,
-#             crictl, pause)
+#             crictl, pause; for another version its own kubelet, the rest linked)
 #             (default: kube etcd)
 #             compat: what the compat tier needs of one minor (kube-apiserver,
 #             kube-scheduler, kubelet-harness; etcd is shared, see below)
@@ -183,6 +183,25 @@ build_node() {
   up_to_date pause "$t/pause" || { need_go; go_build "$t/pause" pause . "-s -w"; stamp pause "$t/pause"; }
 }
 
+# build_node_other_version: an older version's node (hack/test-reference.sh
+# REFERENCE_KUBE_VERSION): its own kubelet (hack/tools/kubelet/go-v1.MINOR.mod), and
+# the default version's containerd, runc, CNI plugins, crictl and pause, which do not
+# depend on the Kubernetes version, linked in.
+build_node_other_version() {
+  local t="$HACK/tools" c
+  if [[ ! -f $t/kubelet/$MODFILE ]]; then
+    log "no $t/kubelet/$MODFILE: the kubelet is pinned for ${KUBE_MINOR} only once that file exists"; exit 2
+  fi
+  if ! up_to_date kubelet "$t/kubelet"; then
+    need_go; go_build "$t/kubelet" kubelet k8s.io/kubernetes/cmd/kubelet "$(kube_ldflags)"; stamp kubelet "$t/kubelet"
+  fi
+  DRAKIT_KUBE_VERSION="$DEFAULT_KUBE_VERSION" "$0" node >/dev/null
+  mkdir -p "$BIN/cni"
+  for c in containerd ctr containerd-shim-runc-v2 runc crictl pause cni/loopback cni/tap cni/host-local; do
+    ln -sfn "$CACHE/bin/$DEFAULT_KUBE_VERSION/$c" "$BIN/$c"
+  done
+}
+
 build_harness() {
   local dir="$HACK/kubelet-harness"
   up_to_date kubelet-harness "$dir" && return
@@ -233,10 +252,7 @@ for t in "${targets[@]}"; do
     kubelet-harness) build_harness ;;
     helm) build_tool helm "$HACK/tools/helm" helm.sh/helm/v3/cmd/helm helm ;;
     node)
-      if [[ $KUBE_VERSION != "$DEFAULT_KUBE_VERSION" ]]; then
-        log "the real-node tier runs the default version ($DEFAULT_KUBE_VERSION) only"; exit 2
-      fi
-      build_node ;;
+      if [[ $KUBE_VERSION != "$DEFAULT_KUBE_VERSION" ]]; then build_node_other_version; else build_node; fi ;;
     reference)
       if [[ $KUBE_VERSION != "$DEFAULT_KUBE_VERSION" ]]; then
         log "the reference suite runs the default version ($DEFAULT_KUBE_VERSION) only"; exit 2

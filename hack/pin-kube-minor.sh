@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Writes the alternate Go module files (go-vMAJOR.MINOR.mod/.sum) that build
-# the control plane (hack/tools/kube) and the kubelet harness against an
+# the control plane (hack/tools/kube), the kubelet (hack/tools/kubelet) and the kubelet harness against an
 # older supported Kubernetes minor. The default minor keeps the plain
 # go.mod; hack/build-binaries.sh passes -modfile for the others. The files
 # are committed, so builds are pinned and reproducible; rerun this only when
@@ -39,7 +39,10 @@ for version in "$@"; do
   tools=$'\ntool (\n\tk8s.io/kubernetes/cmd/kube-apiserver\n\tk8s.io/kubernetes/cmd/kube-controller-manager\n\tk8s.io/kubernetes/cmd/kube-scheduler\n)'
   modfile_for "$version" drakit.local/hack/tools/kube "$tools" >"$HACK/tools/kube/go-$minor.mod"
   modfile_for "$version" drakit.local/hack/kubelet-harness "" >"$HACK/kubelet-harness/go-$minor.mod"
-  for dir in "$HACK/tools/kube" "$HACK/kubelet-harness"; do
+  # The real node's kubelet for that minor (hack/test-reference.sh REFERENCE_KUBE_VERSION).
+  modfile_for "$version" drakit.local/hack/tools/kubelet $'\ntool k8s.io/kubernetes/cmd/kubelet' \
+    >"$HACK/tools/kubelet/go-$minor.mod"
+  for dir in "$HACK/tools/kube" "$HACK/kubelet-harness" "$HACK/tools/kubelet"; do
     rm -f "$dir/go-$minor.sum"
     # The harness's per-minor source (build tag kube_MINOR) is part of the module.
     (cd "$dir" && GOFLAGS="-tags=kube_${minor//./_}" go mod tidy -modfile="go-$minor.mod")

@@ -9,12 +9,15 @@
 #
 # Environment:
 #   DRIVER             drakit (default) or go
-#   REFERENCE_OUT      output folder (default build/reference/$DRIVER): junit.xml,
+#   REFERENCE_OUT      output folder (default build/reference/$DRIVER-$VERSION): junit.xml,
 #                      ginkgo.log, results.txt, logs/ of every component and pod
 #   REFERENCE_EXCLUDE  file of specs whose failure does not fail the run, one
-#                      'SPEC TEXT | REASON' a line (default hack/reference/exclude-$DRIVER.txt;
+#                      'SPEC TEXT | REASON' a line (default
+#                      hack/reference/exclude-$DRIVER-v1.MINOR.txt when it exists;
 #                      REFERENCE_EXCLUDE=/dev/null counts every failure)
 #   REFERENCE_PROCS    ginkgo parallel processes (default 2; Serial specs run last, alone)
+#   REFERENCE_KUBE_VERSION  Kubernetes of the control plane and the kubelet (default
+#                      the pinned one, v1.37.2; v1.36.3 is the minor the suite targets)
 #
 # Builds (cached): the suite, the ginkgo CLI and the Go driver from the pinned module
 # hack/tools/dra-example-e2e (hack/build-binaries.sh reference), the control plane and
@@ -30,11 +33,20 @@ case "$DRIVER" in
   go | drakit) ;;
   *) echo "test-reference: DRIVER must be go or drakit, not '$DRIVER'" >&2; exit 2 ;;
 esac
-OUT="${REFERENCE_OUT:-$ROOT/build/reference/$DRIVER}"
 PROCS="${REFERENCE_PROCS:-2}"
 EXCLUDE="${REFERENCE_EXCLUDE:-}"
-# Default: the specs this environment rules out for that driver, each with its reason.
-EXCLUDE="${EXCLUDE:-$ROOT/hack/reference/exclude-$DRIVER.txt}"
+# shellcheck source=versions.env
+source "$ROOT/hack/versions.env"
+KUBE="${REFERENCE_KUBE_VERSION:-$KUBE_VERSION}"
+KUBE_MINOR="${KUBE#v}"; KUBE_MINOR="v${KUBE_MINOR%.*}"
+if [[ " $KUBE_VERSIONS " != *" $KUBE "* ]]; then
+  echo "test-reference: REFERENCE_KUBE_VERSION=$KUBE is not one of $KUBE_VERSIONS" >&2; exit 2
+fi
+OUT="${REFERENCE_OUT:-$ROOT/build/reference/$DRIVER-$KUBE}"
+# Default: the specs this environment rules out for that driver and minor, each with its reason.
+if [[ -z $EXCLUDE && -f $ROOT/hack/reference/exclude-$DRIVER-$KUBE_MINOR.txt ]]; then
+  EXCLUDE="$ROOT/hack/reference/exclude-$DRIVER-$KUBE_MINOR.txt"
+fi
 log() { echo "test-reference: $*" >&2; }
 
 if [[ $EUID -ne 0 ]]; then
@@ -44,8 +56,9 @@ PY="$ROOT/.venv/bin/python"
 [[ -x $PY ]] || make -C "$ROOT" venv >/dev/null
 
 start=$SECONDS
-BIN="$("$ROOT/hack/build-binaries.sh" kube etcd node reference)"
-REF_BIN="$BIN/reference"
+# The suite and the Go driver do not depend on the cluster's version: the default's build.
+REF_BIN="$("$ROOT/hack/build-binaries.sh" reference)/reference"
+DRAKIT_KUBE_VERSION="$KUBE" "$ROOT/hack/build-binaries.sh" kube etcd node >/dev/null
 MODULE_DIR="$(cd "$ROOT/hack/tools/dra-example-e2e" && go list -m -f '{{.Dir}}' sigs.k8s.io/dra-example-driver)"
 
 REFERENCE_GO_IMAGE=$([[ $DRIVER == go ]] && echo 1 || echo 0)
@@ -75,4 +88,5 @@ exclude_args=()
 cd "$ROOT"
 PYTHONPATH="$ROOT/hack/reference${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" "$ROOT/hack/reference/launcher.py" \
   --driver "$DRIVER" --out "$OUT" --bin "$REF_BIN" --module-dir "$MODULE_DIR" --chart "$chart" \
-  --driver-image "$driver_image" "${images[@]}" "${exclude_args[@]}" --procs "$PROCS" -- "$@"
+  --driver-image "$driver_image" "${images[@]}" "${exclude_args[@]}" --procs "$PROCS" \
+  --kube-version "$KUBE" -- "$@"

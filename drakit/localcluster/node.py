@@ -93,6 +93,10 @@ class NodeConfig:
     build_missing: bool = True
     #: Seconds to wait for another real node on this machine to stop (see ``start``).
     machine_lock_timeout: float = 1800.0
+    #: The kubelet's Kubernetes version (a supported one, or its minor); None: the default.
+    #: It must match the control plane's (a kubelet may not be newer than its apiserver).
+    #: containerd, runc, the CNI plugins and crictl do not depend on it.
+    kube_version: str | None = None
 
 
 class LocalNode(StartedByWith):
@@ -175,9 +179,12 @@ class LocalNode(StartedByWith):
 
     def _binaries(self) -> dict[str, Path]:
         names = [*NODE_BINARIES, *(f"cni/{p}" for p in CNI_PLUGINS)]
-        if self.config.build_missing and any(assets.find_binary(n) is None for n in names):
-            assets.build_binaries(("node",))
-        return {n: assets.require_binary(n) for n in names}
+        version = self.config.kube_version
+        # hack/build-binaries.sh node links the version-independent tools into an older
+        # version's folder, next to its own kubelet.
+        if self.config.build_missing and any(assets.find_binary(n, version) is None for n in names):
+            assets.build_binaries(("node",), version)
+        return {n: assets.require_binary(n, kube_version=version) for n in names}
 
     def _record_host_state(self) -> None:
         """Write down the host as it is, before anything changes it."""

@@ -33,28 +33,28 @@ import staging
 import suite_report
 
 from drakit.localcluster import ClusterConfig, LocalCluster, StartError
+from drakit.localcluster.kubeversions import minor_of, resolve_version
 from drakit.localcluster.node import LocalNode, NodeConfig
 from drakit.localcluster.process import free_port
 
-#: Upstream's demo/scripts/kind-cluster-config.yaml gates as Kubernetes 1.37.2 takes them:
-#: GangScheduling no longer exists there (the components refuse it); the GA ones
-#: (DynamicResourceAllocation, DRAAdminAccess, DRAExtendedResource) only log a warning.
-FEATURE_GATES = ",".join(
-    f"{gate}=true"
-    for gate in (
-        "DynamicResourceAllocation",
-        "DRAAdminAccess",
-        "DRAWorkloadResourceClaims",
-        "GenericWorkload",
-        "DRAExtendedResource",
-        "DRADeviceBindingConditions",
-        "DRANodeAllocatableResources",
-        "DRAConsumableCapacity",
-    )
+#: Upstream's demo/scripts/kind-cluster-config.yaml gates (the suite targets Kubernetes 1.36).
+KIND_GATES = (
+    "DynamicResourceAllocation",
+    "DRAAdminAccess",
+    "DRAWorkloadResourceClaims",
+    "GangScheduling",
+    "GenericWorkload",
+    "DRAExtendedResource",
+    "DRADeviceBindingConditions",
+    "DRANodeAllocatableResources",
+    "DRAConsumableCapacity",
 )
-#: Upstream asks for scheduling.k8s.io/v1alpha2, which 1.37.2 no longer serves (its
-#: Workload and PodGroup API is v1beta1); resource.k8s.io/v1beta1 is on by default here.
-RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
+#: Gates a minor no longer knows (its components refuse to start with them).
+GONE_GATES = {37: ("GangScheduling",)}
+#: Upstream's runtime-config is resource.k8s.io/v1beta1 (always on in drakit's control
+#: plane) and scheduling.k8s.io/v1alpha2, which 1.37 no longer serves: its Workload and
+#: PodGroup API is v1beta1.
+RUNTIME_CONFIG = {36: "scheduling.k8s.io/v1alpha2=true", 37: "scheduling.k8s.io/v1beta1=true"}
 #: The whole suite; ginkgo's default (1 h) is too short for 23 specs on two cores.
 SUITE_TIMEOUT = "3h"
 
@@ -65,6 +65,12 @@ class SignalledError(Exception):
 
 def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
     raise SignalledError(signal.Signals(signum).name)
+
+
+def feature_gates(minor: int) -> str:
+    """Upstream's gates as ``minor`` takes them (the GA ones only log a warning)."""
+    gone = GONE_GATES.get(minor, ())
+    return ",".join(f"{gate}=true" for gate in KIND_GATES if gate not in gone)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -82,6 +88,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--exclude", type=Path, default=None, help="exclusion file")
     p.add_argument("--procs", type=int, default=2, help="ginkgo parallel processes")
+    p.add_argument(
+        "--kube-version", default=None, help="Kubernetes version of control plane and kubelet"
+    )
     p.add_argument("ginkgo_args", nargs="*", help="more ginkgo CLI flags (e.g. --focus=...)")
     return p.parse_args(argv)
 
@@ -95,7 +104,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGHUP, _raise_interrupted)
     started = time.monotonic()
     try:
-        with _cluster_and_node(args.out) as (cluster, node):
+        with _cluster_and_node(args.out, resolve_version(args.kube_version)) as (cluster, node):
             print(f"reference: node {node.name} is Ready ({time.monotonic() - started:.0f}s)")
             for name, archive in images:
                 _import(node, name, archive)
@@ -117,15 +126,17 @@ def _image_arg(item: str) -> tuple[str, Path]:
 
 
 @contextmanager
-def _cluster_and_node(out: Path) -> Iterator[tuple[LocalCluster, LocalNode]]:
-    """The control plane and the node, in temporary folders; their logs are copied to
-    ``out`` before both are stopped."""
+def _cluster_and_node(out: Path, version: str) -> Iterator[tuple[LocalCluster, LocalNode]]:
+    """The control plane and the node of Kubernetes ``version``, in temporary folders;
+    their logs are copied to ``out`` before both are stopped."""
+    gates = feature_gates(minor_of(version))
     config = ClusterConfig(
         with_scheduler=True,
         with_controller_manager=True,
         real_nodes=True,
-        feature_gates=FEATURE_GATES,
-        runtime_config=RUNTIME_CONFIG,
+        kube_version=version,
+        feature_gates=gates,
+        runtime_config=RUNTIME_CONFIG.get(minor_of(version), ""),
     )
     cluster = LocalCluster(config)
     node: LocalNode | None = None
@@ -137,7 +148,10 @@ def _cluster_and_node(out: Path) -> Iterator[tuple[LocalCluster, LocalNode]]:
     try:
         cluster.start()
         node_config = NodeConfig(
-            kubeconfig=Path(cluster.kubeconfig), work_dir=node_dir, feature_gates=FEATURE_GATES
+            kubeconfig=Path(cluster.kubeconfig),
+            work_dir=node_dir,
+            feature_gates=gates,
+            kube_version=version,
         )
         node = LocalNode(node_config)
         node.start()

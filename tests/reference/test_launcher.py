@@ -56,3 +56,12 @@ def test_every_value_staged_for_drakit_exists_in_the_example_charts_values() -> 
                 break
             node = node[part]
     assert missing == [], f"values the harness stages that the example chart lacks: {missing}"
+
+
+def test_upstreams_gates_are_passed_as_each_minor_takes_them() -> None:
+    on_136 = launcher.feature_gates(36).split(",")
+    on_137 = launcher.feature_gates(37).split(",")
+    assert len(on_136) == 9 and "GangScheduling=true" in on_136
+    # 1.37.2's components refuse a gate they no longer know.
+    assert "GangScheduling=true" not in on_137
+    assert set(on_137) == set(on_136) - {"GangScheduling=true"}
