@@ -16,6 +16,7 @@ component's and pod's logs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import shutil
@@ -23,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -100,6 +102,10 @@ def main(argv: list[str]) -> int:
     exclusions = suite_report.read_exclusions(args.exclude) if args.exclude else []
     images = [_image_arg(item) for item in args.image]
     args.out.mkdir(parents=True, exist_ok=True)
+    # Nothing of an earlier run may pass for this one's (a stale junit.xml above all).
+    for stale in ("junit.xml", "results.txt", "ginkgo.log"):
+        (args.out / stale).unlink(missing_ok=True)
+    shutil.rmtree(args.out / "logs", ignore_errors=True)
     signal.signal(signal.SIGTERM, _raise_interrupted)
     signal.signal(signal.SIGHUP, _raise_interrupted)
     started = time.monotonic()
@@ -109,7 +115,8 @@ def main(argv: list[str]) -> int:
             for name, archive in images:
                 _import(node, name, archive)
             chart = _stage(args, cluster, node)
-            code = _run_suite(args, cluster.kubeconfig, chart)
+            with _pod_logs_kept(node.paths.pod_logs, args.out / "logs" / "pods"):
+                code = _run_suite(args, cluster.kubeconfig, chart)
     except (SignalledError, KeyboardInterrupt) as err:
         print(
             f"reference: interrupted ({err or 'SIGINT'}); the machine is restored", file=sys.stderr
@@ -179,6 +186,32 @@ def _short_folder() -> Path:
     raise StartError("no free /tmp/dkXXXX folder name for the node")
 
 
+@contextmanager
+def _pod_logs_kept(src: Path, dst: Path, every: float = 5.0) -> Iterator[None]:
+    """Copy the node's pod logs to ``dst`` every ``every`` seconds while the suite runs:
+    the kubelet deletes a pod's logs with the pod, and the suite uninstalls each driver
+    (the suite's own diagnostics show only the kubelet plugin's last 20 lines)."""
+    stop = threading.Event()
+
+    def copy() -> None:
+        if src.is_dir():
+            shutil.copytree(src, dst, dirs_exist_ok=True, ignore_dangling_symlinks=True)
+
+    def loop() -> None:
+        while not stop.wait(every):
+            # A file removed mid-copy: the next round gets the rest.
+            with contextlib.suppress(OSError, shutil.Error):
+                copy()
+
+    worker = threading.Thread(target=loop, name="pod-logs", daemon=True)
+    worker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        worker.join()
+
+
 def _keep_logs(out: Path, cluster: LocalCluster, node: LocalNode | None) -> None:
     """Copy the components' and pods' logs into ``out/logs`` (the work folders go)."""
     logs = out / "logs"
@@ -187,8 +220,8 @@ def _keep_logs(out: Path, cluster: LocalCluster, node: LocalNode | None) -> None
         pairs += [(node.paths.logs, logs / "node"), (node.paths.pod_logs, logs / "pods")]
     for src, dst in pairs:
         if src.is_dir():
-            shutil.rmtree(dst, ignore_errors=True)
-            shutil.copytree(src, dst, symlinks=False, ignore_dangling_symlinks=True)
+            # Pod logs copied during the run stay: their pods may be gone by now.
+            shutil.copytree(src, dst, dirs_exist_ok=True, ignore_dangling_symlinks=True)
 
 
 def _import(node: LocalNode, name: str, archive: Path) -> None:
