@@ -57,7 +57,7 @@ PY="$ROOT/.venv/bin/python"
 
 start=$SECONDS
 # The suite and the Go driver do not depend on the cluster's version: the default's build.
-REF_BIN="$("$ROOT/hack/build-binaries.sh" reference)/reference"
+REF_BIN="$(DRAKIT_KUBE_VERSION="$KUBE_VERSION" "$ROOT/hack/build-binaries.sh" reference)/reference"
 DRAKIT_KUBE_VERSION="$KUBE" "$ROOT/hack/build-binaries.sh" kube etcd node >/dev/null
 MODULE_DIR="$(cd "$ROOT/hack/tools/dra-example-e2e" && go list -m -f '{{.Dir}}' sigs.k8s.io/dra-example-driver)"
 
