@@ -12,6 +12,11 @@ step "ruff check";         "$BIN/ruff" check .
 step "ruff format --check"; "$BIN/ruff" format --check .
 step "mypy --strict";      "$BIN/mypy"
 step "import layers";      "$BIN/lint-imports"
+# The example driver is its own distribution: its own package root and import contract.
+step "mypy --strict (example driver)"
+MYPYPATH=examples/example-driver/src "$BIN/mypy" --strict -p example_driver
+step "import layers (example driver)"
+(cd examples/example-driver && PYTHONPATH=src "$BIN/lint-imports")
 if [[ -x hack/verify-codegen.sh ]]; then step "generated gRPC code"; hack/verify-codegen.sh; fi
 if [[ -x hack/verify-manifests.sh ]]; then step "rendered manifests"; hack/verify-manifests.sh; fi
 step "ok"

@@ -9,17 +9,12 @@ loaded from there rather than copied.
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-EXAMPLE = Path(__file__).resolve().parents[1]
-ROOT = EXAMPLE.parents[1]
-SRC = EXAMPLE / "src"
-CHART = EXAMPLE / "deployments" / "helm" / "example-driver"
+from example_paths import ROOT, SRC
 
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
@@ -43,13 +38,6 @@ kube_version = _root.kube_version  # type: ignore[attr-defined]
 cluster = _root.cluster  # type: ignore[attr-defined]
 namespace = _root.namespace  # type: ignore[attr-defined]
 kubelet_harness_binary = _root.kubelet_harness_binary  # type: ignore[attr-defined]
-
-
-def subprocess_env() -> dict[str, str]:
-    """The environment for a drakit subprocess that must import example_driver."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH", "")) if p)
-    return env
 
 
 @pytest.fixture(scope="session")

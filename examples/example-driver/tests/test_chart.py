@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CHART
+from example_paths import CHART
 
 # buildHelmValues in upstream's test/e2e/driver_test.go: the base values every spec sets,
 # then each spec's ExtraValues (--set syntax, so "true" and "4" are typed as helm types them).

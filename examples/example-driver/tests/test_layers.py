@@ -6,7 +6,7 @@ import subprocess
 import tomllib
 from pathlib import Path
 
-from conftest import EXAMPLE, ROOT, subprocess_env
+from example_paths import EXAMPLE, ROOT, subprocess_env
 
 PUBLIC = {"drakit.plugin"}
 

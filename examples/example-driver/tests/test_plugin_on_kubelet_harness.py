@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, subprocess_env
+from example_paths import ROOT, subprocess_env
 from harness.cdi import assert_cdi_ids_resolve
 from harness.kubelet import KubeletHarness
 from kubernetes import client
