@@ -300,7 +300,12 @@ def slice_fields(info: ClusterInfo) -> SliceFields:
     # that reads it.
     features = allocator_features(info)
     node_allocatable = ""
-    if info.gate("DRANodeAllocatableResources"):
+    # An alpha gate is off by default, but a plugin that may not read /metrics cannot know:
+    # then the mappings are sent in the minor's field, and an apiserver with the gate off
+    # drops them (the publisher reports that once per write as dropped fields). Leaving them
+    # out would make a cluster with the gate on charge nothing against the node.
+    unknown = info.gates is None and "DRANodeAllocatableResources" in info.facts.known_gates
+    if unknown or info.gate("DRANodeAllocatableResources"):
         node_allocatable = (
             NODE_ALLOCATABLE_MAPPINGS if info.minor <= 36 else NODE_ALLOCATABLE_RESOURCES
         )

@@ -95,5 +95,14 @@ def test_the_field_follows_the_clusters_minor_and_gate() -> None:
     assert slice_fields(ClusterInfo("v1.36.3", 36, gates=on)).node_allocatable == (
         NODE_ALLOCATABLE_MAPPINGS
     )
-    assert slice_fields(ClusterInfo("v1.37.2", 37)).node_allocatable == ""
+    off = {"DRANodeAllocatableResources": False}
+    assert slice_fields(ClusterInfo("v1.37.2", 37, gates=off)).node_allocatable == ""
+    assert slice_fields(ClusterInfo("v1.35.4", 35)).node_allocatable == ""
+
+
+def test_mappings_are_sent_when_the_gates_cannot_be_read() -> None:
+    """A plugin refused /metrics (gates None) still publishes them in the minor's field: the
+    apiserver keeps them when its gate is on and drops them when it is off."""
+    assert slice_fields(ClusterInfo("v1.37.2", 37)).node_allocatable == NODE_ALLOCATABLE_RESOURCES
+    assert slice_fields(ClusterInfo("v1.36.3", 36)).node_allocatable == NODE_ALLOCATABLE_MAPPINGS
     assert slice_fields(ClusterInfo("v1.35.4", 35)).node_allocatable == ""
