@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv binaries compat-binaries test-compat node-assets test-node soak tools manifests codegen verify lint format typecheck imports test unit unit-lowest integration integration-grpc-fallback e2e bench demo clean
+.PHONY: all venv test-reference binaries compat-binaries test-compat node-assets test-node soak tools manifests codegen verify lint format typecheck imports test unit unit-lowest integration integration-grpc-fallback e2e bench demo clean
 
 all: test
 
@@ -88,6 +88,15 @@ integration-grpc-fallback: venv binaries
 # The real-node tier alone (root): kubelet + containerd + runc, the chart, real containers.
 test-node: venv node-assets
 	$(VENV)/bin/pytest -m node $(PYTEST_ARGS)
+
+# dra-example-driver v0.4.0's own e2e suite, unmodified, on the real local node (root):
+# DRIVER=drakit runs it against examples/example-driver (drakit's example), DRIVER=go against
+# upstream's Go driver built here. The suite targets Kubernetes 1.36 (its PodGroup manifest and
+# node-allocatable fields are 1.36's), so that is the default; docs/reference-parity.md.
+DRIVER ?= drakit
+REFERENCE_KUBE_VERSION ?= v1.36.3
+test-reference: venv
+	DRIVER=$(DRIVER) REFERENCE_KUBE_VERSION=$(REFERENCE_KUBE_VERSION) hack/test-reference.sh
 
 # The compat tier: the `compat` tests once per supported Kubernetes version
 # (KUBE_VERSIONS in hack/versions.env), each against that version's
