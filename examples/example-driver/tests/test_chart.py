@@ -229,3 +229,17 @@ def test_bad_values_are_refused_with_the_value_named(
     proc = helm(helm_binary, tmp_path, *args)
     assert proc.returncode != 0
     assert message in proc.stderr
+
+
+def test_pods_with_a_read_only_root_have_a_writable_memory_tmp_when_they_need_one(
+    helm_binary: Path, tmp_path: Path
+) -> None:
+    """drakit webhook loads its in-memory keys through a private temporary folder: with a
+    read-only root filesystem it needs /tmp, kept in memory (it crash-looped without)."""
+    docs = render(helm_binary, tmp_path, SUITE_VALUE_SETS["webhook"])
+    pod = one(docs, "Deployment", "webhook")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts["/tmp"]]["emptyDir"]["medium"] == "Memory"
