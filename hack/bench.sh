@@ -3,6 +3,10 @@
 # project's virtual environment and prints their reports. Benchmarks compare
 # drakit with the Go reference built in the same run where one exists.
 #   hack/bench.sh [NAME...]   e.g. hack/bench.sh control_plane allocator
+# real_node and real_node_pods start a real node (kubelet, containerd, runc): as root only
+# (skipped otherwise), one real node per machine at a time. real_node_pods times pods with
+# one GPU claim each from creation to Running, drakit's example driver against upstream's
+# Go driver on the same node (issue 34); it builds what hack/test-reference.sh builds.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
