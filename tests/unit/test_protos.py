@@ -1,7 +1,7 @@
 """The generated kubelet API code speaks exactly the kubelet's wire names.
 
 The expected names and numbers below are transcribed from k8s.io/kubelet
-v0.37.2 (pkg/apis/{dra,dra-health,pluginregistration}/...); a mismatch means
+v0.37.2 (pkg/apis/{dra,dra-health,pluginregistration,podresources}/...); a mismatch means
 the kubelet would get UNIMPLEMENTED or misread a field.
 """
 
@@ -29,6 +29,7 @@ FILES = {
     ),
     "dra_health.v1": ("k8s.io/kubelet/pkg/apis/dra-health/v1/api.proto", "v1"),
     "dra_health.v1alpha1": ("k8s.io/kubelet/pkg/apis/dra-health/v1alpha1/api.proto", "v1alpha1"),
+    "podresources.v1": ("k8s.io/kubelet/pkg/apis/podresources/v1/api.proto", "v1"),
 }
 
 # Every method the kubelet calls: full path -> server streaming?
@@ -41,14 +42,19 @@ METHOD_PATHS = {
     "/pluginregistration.Registration/NotifyRegistrationStatus": False,
     "/v1.DRAResourceHealth/NodeWatchResources": True,
     "/v1alpha1.DRAResourceHealth/NodeWatchResources": True,
+    # The node plugin is the client of these (the kubelet serves them).
+    "/v1.PodResourcesLister/List": False,
+    "/v1.PodResourcesLister/GetAllocatableResources": False,
+    "/v1.PodResourcesLister/Get": False,
 }
 
-_S, _B, _I64, _MSG, _ENUM = (
+_S, _B, _I64, _MSG, _ENUM, _U64 = (
     FieldDescriptor.TYPE_STRING,
     FieldDescriptor.TYPE_BOOL,
     FieldDescriptor.TYPE_INT64,
     FieldDescriptor.TYPE_MESSAGE,
     FieldDescriptor.TYPE_ENUM,
+    FieldDescriptor.TYPE_UINT64,
 )
 
 _DRA_FIELDS = {
@@ -78,6 +84,49 @@ _HEALTH_FIELDS = {
     },
     "NodeWatchResourcesResponse": {"devices": (1, _MSG)},
 }
+_PODRESOURCES_FIELDS = {
+    "AllocatableResourcesRequest": {},
+    "AllocatableResourcesResponse": {
+        "devices": (1, _MSG),
+        "cpu_ids": (2, _I64),
+        "memory": (3, _MSG),
+    },
+    "ListPodResourcesRequest": {},
+    "ListPodResourcesResponse": {"pod_resources": (1, _MSG)},
+    "PodResources": {
+        "name": (1, _S),
+        "namespace": (2, _S),
+        "containers": (3, _MSG),
+        "cpu_ids": (4, _I64),
+        "memory": (5, _MSG),
+    },
+    "ContainerResources": {
+        "name": (1, _S),
+        "devices": (2, _MSG),
+        "cpu_ids": (3, _I64),
+        "memory": (4, _MSG),
+        "dynamic_resources": (5, _MSG),
+    },
+    "ContainerMemory": {"memory_type": (1, _S), "size": (2, _U64), "topology": (3, _MSG)},
+    "ContainerDevices": {"resource_name": (1, _S), "device_ids": (2, _S), "topology": (3, _MSG)},
+    "TopologyInfo": {"nodes": (1, _MSG)},
+    "NUMANode": {"ID": (1, _I64)},
+    "DynamicResource": {
+        "claim_name": (2, _S),
+        "claim_namespace": (3, _S),
+        "claim_resources": (4, _MSG),
+    },
+    "ClaimResource": {
+        "cdi_devices": (1, _MSG),
+        "driver_name": (2, _S),
+        "pool_name": (3, _S),
+        "device_name": (4, _S),
+        "share_id": (5, _S),
+    },
+    "CDIDevice": {"name": (1, _S)},
+    "GetPodResourcesRequest": {"pod_name": (1, _S), "pod_namespace": (2, _S)},
+    "GetPodResourcesResponse": {"pod_resources": (1, _MSG)},
+}
 FIELDS = {
     "dra.v1": {**_DRA_FIELDS, "Device": {**_DRA_FIELDS["Device"], "share_id": (5, _S)}},
     "dra.v1beta1": _DRA_FIELDS,
@@ -94,6 +143,7 @@ FIELDS = {
     },
     "dra_health.v1": _HEALTH_FIELDS,
     "dra_health.v1alpha1": _HEALTH_FIELDS,
+    "podresources.v1": _PODRESOURCES_FIELDS,
 }
 
 
@@ -102,7 +152,7 @@ def _file(module: str) -> FileDescriptor:
     return descriptor
 
 
-def test_all_five_apis_load_together_without_descriptor_pool_conflicts() -> None:
+def test_all_apis_load_together_without_descriptor_pool_conflicts() -> None:
     names = [_file(module).name for module in FILES]
     assert names == [path for path, _ in FILES.values()]
 
@@ -136,6 +186,13 @@ def test_v1_share_id_is_optional_with_explicit_presence() -> None:
     assert not device.HasField("share_id")
     device.share_id = ""
     assert device.HasField("share_id")
+
+
+def test_podresources_share_id_is_optional_with_explicit_presence() -> None:
+    from drakit.kubeletapi.gen.podresources.v1 import api_pb2 as podresources  # noqa: PLC0415
+
+    resource = podresources.ClaimResource(driver_name="d", pool_name="p", device_name="x")
+    assert not resource.HasField("share_id")
 
 
 def test_health_enum_values_match_the_kubelets() -> None:
