@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import signal
 import sys
 import threading
@@ -24,18 +25,27 @@ class _Subcommand(Protocol):
 
 
 # name -> module that defines add_parser(subparsers); the parser it adds sets
-# `func(args) -> int` as its default.
+# `func(args) -> int` as its default. These run anywhere drakit is installed, the image too.
 SUBCOMMANDS: dict[str, str] = {
     "node-plugin": "drakit.cmd_node_plugin",
     "controller": "drakit.cmd_controller",
     "driver-controller": "drakit.cmd_driver_controller",
     "allocate": "drakit.cmd_allocate",
     "devices": "drakit.cmd_devices",
-    "local-cluster": "drakit.cmd_local_cluster",
-    "local-node": "drakit.cmd_local_node",
     "webhook": "drakit.cmd_webhook",
     "version": "drakit.cmd_version",
 }
+
+# Development commands. Their modules (drakit.localcluster, with drakit.demo) change the host
+# they run on, so they are not in the drakit wheel or its image: the drakit-localcluster
+# distribution, built from this repository at drakit's own version, adds them (and a source
+# checkout's editable install has them). Without it they are neither shown nor run.
+DEV_SUBCOMMANDS: dict[str, str] = {
+    "local-cluster": "drakit.localcluster.cmd_local_cluster",
+    "local-node": "drakit.localcluster.cmd_local_node",
+}
+DEV_PACKAGE = "drakit.localcluster"
+DEV_DISTRIBUTION = "drakit-localcluster"
 
 DESCRIPTION = """\
 drakit is a Kubernetes Dynamic Resource Allocation (DRA) driver kit.
@@ -46,30 +56,60 @@ drakit is a Kubernetes Dynamic Resource Allocation (DRA) driver kit.
                  run a driver's controller: binding conditions of its devices
   allocate       allocate claims offline from YAML/JSON files and explain refusals
   devices        show devices, who holds them, and how full each pool is
-  local-cluster  start or stop a local kube-apiserver + etcd for development
-  local-node     start or stop a real kubelet + containerd node (root)
   webhook        validate a driver's opaque device config at admission
   version        print drakit's version and the Kubernetes APIs it speaks
+"""
 
+DEV_DESCRIPTION = """\
+  local-cluster  start or stop a local kube-apiserver + etcd for development
+  local-node     start or stop a real kubelet + containerd node (root)
+"""
+
+DEV_MISSING = f"""\
+Development commands (local-cluster, local-node) come with the {DEV_DISTRIBUTION}
+distribution: pip install {DEV_DISTRIBUTION}
+"""
+
+EPILOGUE = """
 Every flag has an environment-variable twin; see `drakit SUBCOMMAND --help`.
 """
+
+
+def dev_commands_installed() -> bool:
+    """Whether the development commands' modules (drakit-localcluster) can be imported."""
+    return importlib.util.find_spec(DEV_PACKAGE) is not None
+
+
+def missing_dev_command(name: str) -> str:
+    """The one line for a development command this installation lacks."""
+    return (
+        f"drakit: {name!r} is a development command that this installation lacks "
+        f"(drakit's image never has it): install the {DEV_DISTRIBUTION} distribution "
+        f"(pip install {DEV_DISTRIBUTION}) at drakit's version"
+    )
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with ``only`` (a subcommand name), just that subcommand's parser.
 
     A running program then carries neither the other subcommands' modules nor their
-    parsers (the node plugin runs on every node, where memory counts).
+    parsers (the node plugin runs on every node, where memory counts). The development
+    commands are there only when :func:`dev_commands_installed`; the help says otherwise
+    what to install.
     """
+    commands = dict(SUBCOMMANDS)
+    dev = dev_commands_installed()
+    if dev:
+        commands.update(DEV_SUBCOMMANDS)
     parser = argparse.ArgumentParser(
         prog="drakit",
-        description=DESCRIPTION,
+        description=DESCRIPTION + (DEV_DESCRIPTION if dev else "\n" + DEV_MISSING) + EPILOGUE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
-    names = [only] if only in SUBCOMMANDS else list(SUBCOMMANDS)
+    names = [only] if only in commands else list(commands)
     for name in names:
-        module: _Subcommand = importlib.import_module(SUBCOMMANDS[name])
+        module: _Subcommand = importlib.import_module(commands[name])
         module.add_parser(sub)
     return parser
 
@@ -77,6 +117,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the drakit command line; returns the process exit code."""
     words = list(sys.argv[1:] if argv is None else argv)
+    if words and words[0] in DEV_SUBCOMMANDS and not dev_commands_installed():
+        print(missing_dev_command(words[0]), file=sys.stderr)
+        return 2
     # The first word names the subcommand; anything else (--help, a typo) gets them all.
     args = build_parser(words[0] if words else None).parse_args(words)
     previous = _exit_cleanly_on_sigterm()

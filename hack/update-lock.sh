@@ -2,7 +2,7 @@
 # Regenerates the hashed locks from pyproject.toml's ranges:
 #
 #   requirements/runtime.txt  [project].dependencies + the webhook extra: what deploy/Dockerfile installs
-#   requirements/dev.txt      the same plus every extra (kubernetes, localcluster, test, dev):
+#   requirements/dev.txt      the same plus every extra (kubernetes, webhook, test, docs, dev):
 #                             what `make venv` installs
 #
 #   hack/update-lock.sh            re-resolve, keeping every locked version that still fits

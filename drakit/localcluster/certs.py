@@ -17,10 +17,10 @@ try:
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-except ImportError as exc:  # an optional extra: production installs do not carry it
+except ImportError as exc:  # a source checkout without the drakit-localcluster deps
     raise ImportError(
-        "the local control plane needs the 'localcluster' extra "
-        "(pip install 'drakit[localcluster]'): cryptography is not installed"
+        "the local control plane needs cryptography, a dependency of the "
+        "drakit-localcluster distribution (pip install drakit-localcluster): it is not installed"
     ) from exc
 
 VALIDITY = datetime.timedelta(days=7)

@@ -13,13 +13,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drakit.background import (
+from drakit.flags import Subcommands, add_command
+from drakit.localcluster.background import (
     add_launcher_actions,
     run_until_signalled,
     start_detached,
     stop_detached,
 )
-from drakit.flags import Subcommands, add_command
 from drakit.version import KUBERNETES_VERSION, SUPPORTED_KUBERNETES_VERSIONS
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def run_foreground(args: argparse.Namespace) -> int:
             MissingBinaryError,
             StartError,
         )
-    except ImportError as exc:  # the optional 'localcluster' extra is missing
+    except ImportError as exc:  # cryptography missing (certs.py names what to install)
         print(f"drakit local-cluster: {exc}", file=sys.stderr)
         return 1
 

@@ -20,13 +20,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drakit.background import (
+from drakit.flags import Subcommands, add_command
+from drakit.localcluster.background import (
     add_launcher_actions,
     run_until_signalled,
     start_detached,
     stop_detached,
 )
-from drakit.flags import Subcommands, add_command
 
 if TYPE_CHECKING:
     from drakit.localcluster.nodeconfig import NodePaths

@@ -10,12 +10,13 @@ from pathlib import Path
 ROOT = Path(__file__).parents[2]
 
 
-def test_cryptography_is_an_extra_of_the_local_cluster_launcher_only() -> None:
+def test_cryptography_is_only_an_extra_of_drakit_and_a_dependency_of_its_dev_tools() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not any(d.startswith("cryptography") for d in project["dependencies"])
-    assert any(
-        d.startswith("cryptography") for d in project["optional-dependencies"]["localcluster"]
-    )
+    assert any(d.startswith("cryptography") for d in project["optional-dependencies"]["webhook"])
+    dev_tools = ROOT / "distributions" / "drakit-localcluster" / "pyproject.toml"
+    dependencies = tomllib.loads(dev_tools.read_text())["project"]["dependencies"]
+    assert any(d.startswith("cryptography") for d in dependencies)
 
 
 def test_the_node_plugin_and_controller_load_without_cryptography() -> None:

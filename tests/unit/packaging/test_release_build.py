@@ -100,5 +100,5 @@ def test_wheel_metadata_carries_ranges_license_and_extras(release: tuple[Path, P
         for line in metadata.splitlines()
         if line.startswith("Provides-Extra")
     }
-    assert {"kubernetes", "localcluster"} <= extras
+    assert {"kubernetes", "webhook"} <= extras
     assert not any(r.startswith("kubernetes") for r in core)
