@@ -32,6 +32,11 @@ from drakit.controller.bindingcheck import (
 )
 from drakit.node_plugin.backends import base
 from drakit.node_plugin.backends.registry import validate_settings
+from drakit.node_plugin.backends.standard_attributes import (
+    SYSFS_ROOT,
+    pci_attributes,
+    pci_bus_id_of_device_node,
+)
 from drakit.node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
 
 # The backend interface, by name (node_plugin.backends.base is internal: it may move).
@@ -52,6 +57,20 @@ MountEdit = base.MountEdit
 NetworkData = base.NetworkData
 PoolDescription = base.PoolDescription
 RequestContext = base.RequestContext
+
+
+def pci_device_attributes(
+    pci_bus_id: str, *, sysfs_root: str = SYSFS_ROOT
+) -> dict[str, DeviceAttribute]:
+    """Kubernetes' standard attributes of a PCI device, from sysfs, for ``Device.attributes``.
+
+    ``resource.kubernetes.io/pciBusID`` always, ``…/pcieRoot`` and ``…/numaNode`` when
+    sysfs has them (a ``numa_node`` of -1 gives none), in upstream's formats. ValueError
+    for a bus ID not in extended BDF form (``0000:3b:00.0``). Find the bus ID of a device
+    node with :func:`pci_bus_id_of_device_node`.
+    """
+    return pci_attributes(pci_bus_id, sysfs_root)
+
 
 if TYPE_CHECKING:
     from drakit.node_plugin.backends.models import EmptyConfig
@@ -97,5 +116,7 @@ __all__ = [
     "PoolDescription",
     "Quantity",
     "RequestContext",
+    "pci_bus_id_of_device_node",
+    "pci_device_attributes",
     "validate_settings",
 ]

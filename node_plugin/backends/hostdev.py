@@ -11,10 +11,13 @@
     pool: node-a               # default: the node name
     pollSeconds: 10            # how often the device nodes are re-checked
     hostRoot: /host            # where the host's file system is seen (default: /)
+    sysfsRoot: /sys            # where the host's sysfs is seen (default: /sys)
 
 Every character or block device matching a glob becomes one device named after
 its path (``/dev/net/tun`` -> ``dev-net-tun``) with attributes ``path``,
-``major``, ``minor`` and ``type`` (``char``/``block``). Prepare hands the
+``major``, ``minor`` and ``type`` (``char``/``block``), plus Kubernetes' standard
+attributes ``resource.kubernetes.io/pciBusID``, ``pcieRoot`` and ``numaNode`` when
+sysfs places the node under a PCI device (``standard_attributes``). Prepare hands the
 container a CDI ``deviceNodes`` entry with the host path. A device node that
 disappears is reported Unhealthy (and vanishes from ``discover``); a poller
 tells subscribers about such changes.
@@ -39,8 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from drakit.allocator.model import Device
+from drakit.allocator.model import Device, DeviceAttribute
 from drakit.node_plugin.backends import plainconfig as plain
+from drakit.node_plugin.backends import standard_attributes as standard
 from drakit.node_plugin.backends.base import (
     BackendContext,
     BackendError,
@@ -82,6 +86,7 @@ class Settings:
     pool: str | None
     poll_seconds: float
     host_root: str
+    sysfs_root: str = standard.SYSFS_ROOT
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Settings:
@@ -91,6 +96,7 @@ class Settings:
             pool=data["pool"],
             poll_seconds=data["poll_seconds"],
             host_root=data["host_root"].rstrip("/"),
+            sysfs_root=data["sysfs_root"],
         )
 
 
@@ -121,6 +127,7 @@ SETTINGS = plain.obj(
     plain.Field("pool", plain.optional(plain.text), None),
     plain.Field("poll_seconds", plain.positive_number, 10.0, alias="pollSeconds"),
     plain.Field("host_root", _host_root, "/", alias="hostRoot"),
+    plain.Field("sysfs_root", _absolute_glob, standard.SYSFS_ROOT, alias="sysfsRoot"),
 )
 
 
@@ -134,6 +141,8 @@ class HostDevice:
     major: int
     minor: int
     shareable: bool
+    # (name, value) pairs of the standard attributes sysfs gave (a tuple: hashable).
+    standard: tuple[tuple[str, DeviceAttribute], ...] = ()
 
     def to_device(self) -> Device:
         data: dict[str, Any] = {
@@ -143,11 +152,22 @@ class HostDevice:
                 "major": {"int": self.major},
                 "minor": {"int": self.minor},
                 "type": {"string": self.type},
+                **{name: {value.kind: value.value} for name, value in self.standard},
             },
         }
         if self.shareable:
             data["allowMultipleAllocations"] = True
         return Device.from_dict(data)
+
+
+def standard_attributes_of(
+    kind: str, major: int, minor: int, sysfs_root: str
+) -> tuple[tuple[str, DeviceAttribute], ...]:
+    """The standard PCI attributes of device node ``major:minor``; () if it is not PCI."""
+    bus_id = standard.pci_bus_id_of_device_node(kind, major, minor, sysfs_root)
+    if bus_id is None:
+        return ()
+    return tuple(sorted(standard.pci_attributes(bus_id, sysfs_root).items()))
 
 
 def device_name(path: str) -> str:
@@ -156,11 +176,14 @@ def device_name(path: str) -> str:
     return name[:63].rstrip("-") or "device"
 
 
-def scan(globs: Sequence[DeviceGlob], host_root: str = "") -> dict[str, HostDevice]:
+def scan(
+    globs: Sequence[DeviceGlob], host_root: str = "", sysfs_root: str = standard.SYSFS_ROOT
+) -> dict[str, HostDevice]:
     """Device nodes matching ``globs`` now, by device name (first glob wins on overlaps).
 
     ``host_root`` ("" or an absolute path without trailing slash) is where the host's
     file system is mounted; the returned paths are host paths, without it.
+    ``sysfs_root`` is where the host's sysfs is read for the standard attributes.
     """
     found: dict[str, HostDevice] = {}
     for entry in globs:
@@ -177,11 +200,17 @@ def scan(globs: Sequence[DeviceGlob], host_root: str = "") -> dict[str, HostDevi
             else:
                 continue
             name = device_name(path)
-            found.setdefault(
+            if name in found:
+                continue
+            major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
+            found[name] = HostDevice(
                 name,
-                HostDevice(
-                    name, path, kind, os.major(st.st_rdev), os.minor(st.st_rdev), entry.shareable
-                ),
+                path,
+                kind,
+                major,
+                minor,
+                entry.shareable,
+                standard_attributes_of(kind, major, minor, sysfs_root),
             )
     return found
 
@@ -207,7 +236,7 @@ class HostDevBackend:
         self.pool_name = settings.pool or context.node_name
         self._lock = threading.Lock()
         self._listeners = ChangeListeners()
-        self._devices = scan(settings.devices, settings.host_root)
+        self._devices = scan(settings.devices, settings.host_root, settings.sysfs_root)
         self._seen: dict[str, HostDevice] = dict(self._devices)
         self._changed_at = int(time.time())
         self._stop = threading.Event()
@@ -229,7 +258,7 @@ class HostDevBackend:
 
     def rescan(self) -> bool:
         """Re-check the device nodes now; True (and listeners told) if anything changed."""
-        current = scan(self.settings.devices, self.settings.host_root)
+        current = scan(self.settings.devices, self.settings.host_root, self.settings.sysfs_root)
         with self._lock:
             if current == self._devices:
                 return False

@@ -33,6 +33,7 @@ class HostDevSettings(pydantic.BaseModel):
     pool: str | None = None
     poll_seconds: float = pydantic.Field(10.0, gt=0, alias="pollSeconds")
     host_root: str = pydantic.Field("/", alias="hostRoot")
+    sysfs_root: str = pydantic.Field("/sys", alias="sysfsRoot")
 
     @pydantic.field_validator("host_root")
     @classmethod
@@ -40,3 +41,10 @@ class HostDevSettings(pydantic.BaseModel):
         if not value.startswith("/"):
             raise ValueError(f"{value!r} must be an absolute path")
         return value.rstrip("/")  # "/" -> "": host paths are appended as they are
+
+    @pydantic.field_validator("sysfs_root")
+    @classmethod
+    def _absolute_sysfs(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"{value!r} must be an absolute path")
+        return value

@@ -1112,6 +1112,53 @@ add(
         covers="§5.12",
     )
 )
+# Kubernetes' standard PCI attributes (resource.kubernetes.io/..., as the hostdev backend
+# publishes them): the domain is not the driver's, so only the fully qualified name matches.
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+pcie = [
+    rslice(
+        "pcie",
+        [
+            device(
+                "gpu-0", attrs(**{PCIE_ROOT: "pci0000:00", "resource.kubernetes.io/numaNode": 0})
+            ),
+            device(
+                "gpu-1", attrs(**{PCIE_ROOT: "pci0000:3a", "resource.kubernetes.io/numaNode": 1})
+            ),
+            device(
+                "gpu-2", attrs(**{PCIE_ROOT: "pci0000:3a", "resource.kubernetes.io/numaNode": 1})
+            ),
+            device("gpu-3"),
+        ],
+    )
+]
+add(
+    scenario(
+        "matchAttribute pcieRoot keeps two devices on one PCIe root",
+        slices=pcie,
+        claims=[claim("c", req(count=2), constraints=[match(PCIE_ROOT)])],
+        devices=[["r=node-1/gpu-1", "r=node-1/gpu-2"]],
+        covers="§5.12 standard attribute pcieRoot",
+    )
+)
+add(
+    scenario(
+        "matchAttribute pcieRoot across two requests",
+        slices=pcie,
+        claims=[claim("c", req("a"), req("b"), constraints=[match(PCIE_ROOT)])],
+        devices=[["a=node-1/gpu-1", "b=node-1/gpu-2"]],
+        covers="§5.12 standard attribute pcieRoot",
+    )
+)
+add(
+    scenario(
+        "matchAttribute pcieRoot with no root holding three devices",
+        slices=pcie,
+        claims=[claim("c", req(count=3), constraints=[match(PCIE_ROOT)])],
+        expect="unschedulable",
+        covers="§5.12 standard attribute pcieRoot",
+    )
+)
 add(
     scenario(
         "matchAttribute unqualified name belongs to the driver domain",

@@ -68,10 +68,12 @@ HOSTDEV_PLAIN = [
     {"devices": [{"glob": "/dev/fuse", "shareable": True}, {"glob": "/dev/kvm"}], "pool": "p"},
     {"devices": [{"glob": "/dev/null"}], "pollSeconds": 2, "hostRoot": "/host/"},
     {"devices": [{"glob": "/dev/null"}], "poll_seconds": 0.5, "host_root": "/"},
+    {"devices": [{"glob": "/dev/null"}], "sysfsRoot": "/host/sys"},
 ]
 
 HOSTDEV_NOT_PLAIN = [
     {},
+    {"devices": [{"glob": "/dev/null"}], "sysfsRoot": "sys"},
     {"devices": []},
     {"devices": [{"glob": ""}]},
     {"devices": [{"glob": "dev/fuse"}]},
