@@ -1,7 +1,9 @@
 """A release's files: ``python -m build`` makes an sdist and a wheel that pass ``twine check``,
 and the sdist holds everything the build needs, so the wheel built from it (what
 ``python -m build`` does by default, and what a downstream packager does) is the wheel
-built from the repository, file for file and byte for byte.
+built from the repository, file for file and byte for byte. The development tools are the
+drakit-localcluster distribution's (distributions/drakit-localcluster), released with drakit:
+none of them is in drakit's sdist or wheel, and its own wheel holds them alone.
 
 Both builds run with build isolation, as a release does: the build backend pinned in
 pyproject.toml's [build-system] is installed into a fresh environment each time.
@@ -12,13 +14,18 @@ from __future__ import annotations
 import subprocess
 import sys
 import tarfile
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+from helpers.cleanbuild import clean_build_env
 
 ROOT = Path(__file__).resolve().parents[3]
 LAYERED = ("allocator", "controller", "kubeapi", "kubeletapi", "node_plugin", "telemetry")
+# The development tools: the drakit-localcluster distribution's, never drakit's.
+DEV_TOOLS = ("drakit/localcluster/", "drakit/demo/")
+DEV_TOOLS_SOURCE = ROOT / "distributions" / "drakit-localcluster"
 
 
 def _build(source: Path, out: Path, *what: str) -> None:
@@ -28,6 +35,7 @@ def _build(source: Path, out: Path, *what: str) -> None:
         cwd=out,
         capture_output=True,
         timeout=300,
+        env=clean_build_env(out / "work"),
     )
 
 
@@ -41,21 +49,86 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return sdist, wheel
 
 
+@pytest.fixture(scope="module")
+def dev_tools_release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """drakit-localcluster's (sdist, wheel built from that sdist)."""
+    out = tmp_path_factory.mktemp("dev-tools-release")
+    _build(DEV_TOOLS_SOURCE, out)
+    (sdist,) = out.glob("drakit_localcluster-*.tar.gz")
+    (wheel,) = out.glob("drakit_localcluster-*.whl")
+    return sdist, wheel
+
+
+def _sdist_names(sdist: Path) -> set[str]:
+    with tarfile.open(sdist) as archive:
+        return {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+
+
+def _metadata(wheel: Path) -> str:
+    contents = _contents(wheel)
+    (metadata_name,) = [n for n in contents if n.endswith(".dist-info/METADATA")]
+    return contents[metadata_name].decode()
+
+
 def _contents(wheel: Path) -> dict[str, bytes]:
     with zipfile.ZipFile(wheel) as archive:
         return {name: archive.read(name) for name in archive.namelist()}
 
 
-def test_sdist_and_wheel_pass_twine_check(release: tuple[Path, Path]) -> None:
+def test_sdist_and_wheel_pass_twine_check(
+    release: tuple[Path, Path], dev_tools_release: tuple[Path, Path]
+) -> None:
     checked = subprocess.run(
-        [sys.executable, "-m", "twine", "check", "--strict", *map(str, release)],
+        [
+            sys.executable,
+            "-m",
+            "twine",
+            "check",
+            "--strict",
+            *map(str, release + dev_tools_release),
+        ],
         capture_output=True,
         text=True,
         check=False,
         timeout=120,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert checked.stdout.count("PASSED") == 2, checked.stdout
+    assert checked.stdout.count("PASSED") == 4, checked.stdout
+
+
+def test_drakit_sdist_and_wheel_hold_no_development_tools(release: tuple[Path, Path]) -> None:
+    sdist, wheel = release
+    for what, names in (("sdist", _sdist_names(sdist)), ("wheel", set(_contents(wheel)))):
+        shipped = sorted(n for n in names if n.startswith(DEV_TOOLS))
+        assert shipped == [], f"drakit's {what} holds development tools: {shipped[:5]}"
+        assert "drakit/cli.py" in names  # the check looks where the package is
+
+
+def test_dev_tools_wheel_adds_only_localcluster_and_demo_to_drakits_namespace(
+    dev_tools_release: tuple[Path, Path],
+) -> None:
+    _sdist, wheel = dev_tools_release
+    names = [n for n in _contents(wheel) if ".dist-info/" not in n]
+    assert names and all(n.startswith(DEV_TOOLS) for n in names), names
+    for module in ("localcluster/__init__.py", "localcluster/cmd_local_cluster.py",
+                   "localcluster/cmd_local_node.py", "localcluster/hoststate.py",
+                   "demo/__main__.py"):  # fmt: skip
+        assert f"drakit/{module}" in names, f"drakit/{module} is not in drakit-localcluster"
+    # The sdist rebuilds it: the linked folders are in it as files.
+    assert "drakit/localcluster/cluster.py" in _sdist_names(_sdist)
+
+
+def test_dev_tools_require_drakit_at_its_own_version(
+    release: tuple[Path, Path], dev_tools_release: tuple[Path, Path]
+) -> None:
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert f"Version: {version}\n" in _metadata(release[1])
+    metadata = _metadata(dev_tools_release[1])
+    assert f"Version: {version}\n" in metadata
+    requires = [
+        line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist")
+    ]
+    assert f"drakit[kubernetes]=={version}" in requires, requires
 
 
 def test_sdist_holds_the_packages_the_links_in_drakit_name_and_the_license(
@@ -86,8 +159,7 @@ def test_wheel_from_the_sdist_equals_the_wheel_from_the_repository(
 def test_wheel_metadata_carries_ranges_license_and_extras(release: tuple[Path, Path]) -> None:
     _sdist, wheel = release
     contents = _contents(wheel)
-    (metadata_name,) = [n for n in contents if n.endswith(".dist-info/METADATA")]
-    metadata = contents[metadata_name].decode()
+    metadata = _metadata(wheel)
     requires = [
         line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist")
     ]
