@@ -27,6 +27,7 @@ from drakit.flags import (
     client_limits,
 )
 from drakit.node_plugin.driver import CoreConfigError, PluginConfig
+from drakit.node_plugin.health.policy import HealthPolicy, PolicyError, parse_effects
 from drakit.node_plugin.sockets import SocketPathError, socket_paths
 from drakit.telemetry.logs import configure as configure_logging
 
@@ -164,6 +165,7 @@ def add_parser(sub: Subcommands) -> None:
         metavar="SECONDS",
         help="longest silence on a device-health stream, at most 30 (default: %(default)s)",
     )
+    _add_health_policy_flags(p)
     p.add_argument(
         "--cpu-home",
         action=env,
@@ -177,6 +179,123 @@ def add_parser(sub: Subcommands) -> None:
     )
     add_log_flags(p)
     p.set_defaults(func=run)
+
+
+def _add_health_policy_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of the health policy (drakit.node_plugin.health; docs/health.md)."""
+    env = EnvDefault
+    g = p.add_argument_group(
+        "device health policy",
+        "what happens to devices the backend reports Unhealthy: a <driver>/unhealthy taint in "
+        "the ResourceSlice (value: the health reason), lifted when they recover; an Event on "
+        "the Node and a metric per transition (see docs/health.md)",
+    )
+    g.add_argument(
+        "--health-taint-effect",
+        action=env,
+        env="HEALTH_TAINT_EFFECT",
+        default="NoSchedule",
+        metavar="[EFFECT,]REASON=EFFECT,...",
+        help="taint effect per health reason, a bare EFFECT for every other reason; EFFECT "
+        "is None (report only), NoSchedule (new claims avoid the device) or NoExecute (also "
+        "evicts pods whose claims do not tolerate it, within the budget below); hostdev "
+        "reports DeviceNodeMissing, e.g. NoSchedule,DeviceNodeMissing=NoExecute "
+        "(default: %(default)s)",
+    )
+    g.add_argument(
+        "--health-unhealthy-after",
+        action=env,
+        env="HEALTH_UNHEALTHY_AFTER",
+        default="1",
+        metavar="N",
+        help="consecutive Unhealthy reports before a device is tainted (default: %(default)s)",
+    )
+    g.add_argument(
+        "--health-healthy-after",
+        action=env,
+        env="HEALTH_HEALTHY_AFTER",
+        default="1",
+        metavar="M",
+        help="consecutive Healthy reports before the taint is lifted (default: %(default)s)",
+    )
+    g.add_argument(
+        "--health-check-interval",
+        action=env,
+        env="HEALTH_CHECK_INTERVAL",
+        default="10",
+        metavar="SECONDS",
+        help="a health report is read every SECONDS and whenever the backend announces a "
+        "change; N and M count these reports (default: %(default)s)",
+    )
+    g.add_argument(
+        "--health-noexecute-per-node",
+        action=env,
+        env="HEALTH_NOEXECUTE_PER_NODE",
+        default="1",
+        metavar="K",
+        help="most devices of this node that hold NoExecute at once; past it: NoSchedule "
+        "and an alert (default: %(default)s)",
+    )
+    g.add_argument(
+        "--health-noexecute-cluster-percent",
+        action=env,
+        env="HEALTH_NOEXECUTE_CLUSTER_PERCENT",
+        default="10",
+        metavar="P",
+        help="most of the driver's devices, in percent of all it publishes (rounded down, at "
+        "least one when P > 0), that hold NoExecute at once cluster-wide (default: "
+        "%(default)s)",
+    )
+
+
+def _positive_int(flag: str, value: str, minimum: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = minimum - 1
+    if number < minimum:
+        raise ConfigError(f"{flag} {value!r} must be a whole number of at least {minimum}")
+    return number
+
+
+def _check_health_interval(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 3600:
+        raise ConfigError(f"--health-check-interval {value!r} must be seconds in (0, 3600]")
+    return seconds
+
+
+def _check_percent(value: str) -> float:
+    try:
+        percent = float(value)
+    except ValueError:
+        percent = -1.0
+    if not 0 <= percent <= 100:
+        raise ConfigError(
+            f"--health-noexecute-cluster-percent {value!r} must be a percentage in [0, 100]"
+        )
+    return percent
+
+
+def health_policy(args: argparse.Namespace) -> HealthPolicy:
+    """The health policy of the flags; ConfigError names the flag, value and reason."""
+    try:
+        default, effects = parse_effects(args.health_taint_effect)
+    except PolicyError as exc:
+        raise ConfigError(str(exc)) from exc
+    return HealthPolicy(
+        default_effect=default,
+        effects=effects,
+        unhealthy_after=_positive_int("--health-unhealthy-after", args.health_unhealthy_after, 1),
+        healthy_after=_positive_int("--health-healthy-after", args.health_healthy_after, 1),
+        noexecute_per_node=_positive_int(
+            "--health-noexecute-per-node", args.health_noexecute_per_node, 0
+        ),
+        noexecute_cluster_percent=_check_percent(args.health_noexecute_cluster_percent),
+    )
 
 
 def _check_driver_name(name: str) -> str:
@@ -287,6 +406,8 @@ def build_config(args: argparse.Namespace) -> PluginConfig:
         pod_uid=pod_uid,
         metrics_address=_check_metrics_address(args.metrics_address),
         health_resend_seconds=_check_resend(args.health_resend_interval),
+        health_policy=health_policy(args),
+        health_check_seconds=_check_health_interval(args.health_check_interval),
         kube_api_qps=qps,
         kube_api_burst=burst,
         cpu_home=_check_cpu_home(args.cpu_home),

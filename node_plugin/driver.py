@@ -27,9 +27,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+from drakit.node_plugin.health.policy import HealthPolicy
 
 
 class CoreConfigError(Exception):
@@ -89,7 +91,9 @@ class DeviceHealth:
 
     ``last_updated`` is Unix seconds. ``health_check_timeout_seconds`` <= 0
     means the kubelet's default (30 s); the plugin re-sends the full report
-    often enough for the shortest timeout it advertises.
+    often enough for the shortest timeout it advertises. ``reason`` classifies an
+    Unhealthy report for the health policy (``--health-taint-effect REASON=EFFECT``; hostdev
+    says ``DeviceNodeMissing``); a short CamelCase word, empty when the backend has none.
     """
 
     pool_name: str
@@ -98,6 +102,7 @@ class DeviceHealth:
     last_updated: int
     health_check_timeout_seconds: int = 0
     message: str = ""
+    reason: str = ""
 
 
 class HealthSubscription(Protocol):
@@ -186,6 +191,10 @@ class PluginConfig:
     #: Client-side API limits (``$KUBE_API_QPS``, ``$KUBE_API_BURST``); a QPS of 0: no limit.
     kube_api_qps: float = 50.0
     kube_api_burst: int = 100
+    #: What happens to unhealthy devices (taint effect per reason, hysteresis, NoExecute
+    #: budget) and how often health is re-read for it (``drakit.node_plugin.health``).
+    health_policy: HealthPolicy = field(default_factory=HealthPolicy)
+    health_check_seconds: float = 10.0
     #: Keep the plugin process's threads on one home CPU (``drakit.node_plugin.cpuhome``) while it
     #: runs as a command; in-process plugins (tests, embedders) leave affinity alone.
     cpu_home: bool = False

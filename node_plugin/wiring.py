@@ -24,6 +24,7 @@ from drakit.node_plugin.core import PrepareCore
 from drakit.node_plugin.driver import CoreConfigError, DriverCore, PluginConfig
 from drakit.node_plugin.metrics import PluginMetrics
 from drakit.node_plugin.publisher import Publisher
+from drakit.node_plugin.publisher.publisher import DEFAULT_HEALTH_INTERVAL
 from drakit.node_plugin.serialize import LOCK_FILE_NAME, SerializeLock
 
 __all__ = ["Parts", "Service", "Wiring", "build", "build_publisher", "serialize_lock"]
@@ -68,7 +69,8 @@ def build_publisher(
     events: EventRecorder | None = None,
 ) -> Publisher:
     """The ResourceSlice publisher of ``config``'s driver and node, metrics on ``metrics``;
-    devices the backend reports Unhealthy (if it reports health) get a taint."""
+    devices the backend reports Unhealthy (if it reports health) get the taint of
+    ``config``'s health policy."""
     return Publisher(
         api,
         config.driver_name,
@@ -77,6 +79,8 @@ def build_publisher(
         registry=metrics.registry,
         events=events,
         health=health_report(backend),
+        health_policy=getattr(config, "health_policy", None),
+        health_interval=getattr(config, "health_check_seconds", DEFAULT_HEALTH_INTERVAL),
         detect_cluster=True,
     )
 

@@ -248,6 +248,7 @@ class ExampleBackend:
         self._lock = threading.Lock()
         self._listeners = ChangeListeners()
         self._health = dict.fromkeys(settings.unhealthy, HealthStatus.UNHEALTHY)
+        self._health_reasons: dict[str, str] = {}
         self._updated = int(time.time())
         self._description = self._describe()
         known = {d.name for d in self._description.devices}
@@ -377,6 +378,7 @@ class ExampleBackend:
     def health(self) -> Sequence[DeviceHealth]:
         with self._lock:
             health = dict(self._health)
+            reasons = dict(self._health_reasons)
             updated = self._updated
         return [
             DeviceHealth(
@@ -384,14 +386,17 @@ class ExampleBackend:
                 device_name=d.name,
                 health=health.get(d.name, HealthStatus.HEALTHY),
                 last_updated=updated,
+                reason=reasons.get(d.name, ""),
             )
             for d in self._description.devices
         ]
 
-    def set_health(self, device_name: str, status: HealthStatus) -> None:
-        """Simulate a health change (tests, demos); listeners are told."""
+    def set_health(self, device_name: str, status: HealthStatus, reason: str = "") -> None:
+        """Simulate a health change (tests, demos), with the reason the health policy maps to
+        a taint effect; listeners are told."""
         with self._lock:
             self._health[device_name] = status
+            self._health_reasons[device_name] = reason
             self._updated = int(time.time())
         self._listeners.notify()
 

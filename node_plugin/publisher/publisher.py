@@ -10,9 +10,12 @@ How it works:
 * A work queue keyed by pool name, one worker. A sync compares the backend's pool with the
   published slices (:class:`~drakit.node_plugin.publisher.sync.PoolSyncer`) and writes only the
   difference; a pool that matches costs no API call at all.
-* The backend's ``on_change`` callback queues a re-discovery (with ``health``, devices reported
-  Unhealthy get a ``<driver>/unhealthy`` NoSchedule taint); only pools whose content changed
+* The backend's ``on_change`` callback queues a re-discovery; only pools whose content changed
   are synced, and within a pool only slices whose content changed are written.
+* With ``health``, every re-discovery (and one every ``health_interval`` seconds) is a health
+  report for the health policy (:mod:`drakit.node_plugin.health`): devices it declares
+  unhealthy get a ``<driver>/unhealthy`` taint with the policy's effect (value: the health
+  reason), lifted when they recover.
 * Informers watch the driver's slices on this node (field selector ``spec.driver`` and
   ``spec.nodeName``; pools with per-device node selection by a label). Every event queues its
   pool after ``repair_delay`` seconds (default 0.5; the Go controller waits 30 s): an outside
@@ -40,6 +43,10 @@ from drakit.kubeapi.informer import EventHandlers, Informer
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import NODES, RESOURCE_SLICES, Resource
 from drakit.kubeapi.workqueue import RateLimiter, WorkQueue
+from drakit.node_plugin.health.budget import ClusterTaints, Holder
+from drakit.node_plugin.health.engine import DeviceTaintDecision, HealthEngine
+from drakit.node_plugin.health.hysteresis import DeviceKey
+from drakit.node_plugin.health.policy import HealthPolicy
 from drakit.node_plugin.publisher.layout import InvalidPoolError
 from drakit.node_plugin.publisher.metrics import PublisherMetrics
 from drakit.node_plugin.publisher.node import NodeIdentity, read_node, wait_for_node
@@ -61,6 +68,7 @@ _log = get_logger(__name__)
 #: Queue key that means "ask the backend again" (a pool name is never empty).
 _RESCAN = ""
 DEFAULT_REPAIR_DELAY = 0.5
+DEFAULT_HEALTH_INTERVAL = 10.0
 
 
 class PoolDescriptionLike(Protocol):
@@ -119,6 +127,8 @@ class Publisher:
         repair_delay: float = DEFAULT_REPAIR_DELAY,
         node_retry_max_seconds: float = 10.0,
         health: Callable[[], Sequence[HealthReport]] | None = None,
+        health_policy: HealthPolicy | None = None,
+        health_interval: float = DEFAULT_HEALTH_INTERVAL,
         slice_fields: SliceFields | None = None,
         detect_cluster: bool = False,
         clock: Callable[[], float] = time.monotonic,
@@ -130,7 +140,11 @@ class Publisher:
 
         ``clock`` times repair delays, retry backoff and the view of the publisher's own
         writes; ``queue`` (default: one made with ``clock``) holds the pools to sync. Tests
-        pass both to step through the publisher's decisions (``WorkQueue.run_pending``)."""
+        pass both to step through the publisher's decisions (``WorkQueue.run_pending``).
+
+        ``health_policy`` (default: NoSchedule on the first Unhealthy report, lifted on the
+        first Healthy one) decides the taints of unhealthy devices; ``health`` is read at
+        every re-discovery and every ``health_interval`` seconds (0: only on changes)."""
         self.driver = driver
         self.slice_fields = slice_fields
         self._detect_cluster = detect_cluster
@@ -149,7 +163,16 @@ class Publisher:
         )
         self._repair_delay = repair_delay
         self._health = health
-        self.unhealthy_taint_key = f"{driver}/unhealthy"
+        self._health_interval = health_interval
+        self.health = HealthEngine(
+            driver,
+            node_name,
+            health_policy or HealthPolicy(),
+            registry=self.metrics.registry,
+            notify=self._note,
+        )
+        self.unhealthy_taint_key = self.health.taint_key
+        self._health_seeded = False
         self._node_retry_max = node_retry_max_seconds
         self._informers = [
             Informer(
@@ -303,11 +326,11 @@ class Publisher:
 
     def _rescan(self) -> None:
         pools = self._backend.discover()
-        unhealthy = self._unhealthy_devices()
+        taints = self._health_taints()
         fresh: dict[str, PoolState] = {}
         for p in pools:
             devices = tuple(
-                self._with_health_taint(d, (p.name, d.name) in unhealthy) for d in p.devices
+                self._with_health_taint(d, taints.get((p.name, d.name))) for d in p.devices
             )
             trimmed = trim_pool(devices, self.slice_fields)
             self._report_withheld(p.name, trimmed.withheld)
@@ -327,6 +350,9 @@ class Publisher:
         self._scanned.set()
         for name in sorted(changed):
             self._queue.add(name)
+        if self._health is not None and self._health_interval > 0:
+            # One pending tick at a time: add_after keeps the earlier of two due times.
+            self._queue.add_after(_RESCAN, self._health_interval)
 
     def _report_withheld(self, pool: str, withheld: dict[str, str]) -> None:
         """Warn once per device and reason about devices this cluster cannot hold."""
@@ -337,20 +363,58 @@ class Publisher:
             self._withheld_reported[key] = reason
             _log.warning("Device not published", pool=pool, device=device, reason=reason)
 
-    def _unhealthy_devices(self) -> set[tuple[str, str]]:
+    def _health_taints(self) -> dict[DeviceKey, DeviceTaintDecision]:
+        """The health policy's taint per device for the backend's current health report."""
         if self._health is None:
-            return set()
-        return {
-            (h.pool_name, h.device_name)
-            for h in self._health()
-            if getattr(h.health, "value", h.health) == "Unhealthy"
-        }
+            return {}
+        if not self._health_seeded:
+            self.health.seed(self._published_health_taints())
+            self._health_seeded = True
+        return self.health.evaluate(self._health(), self._cluster_taints)
 
-    def _with_health_taint(self, device: Device, unhealthy: bool) -> Device:
-        """An unhealthy device gets a NoSchedule taint: running pods stay, new claims avoid it."""
-        if not unhealthy or any(t.key == self.unhealthy_taint_key for t in device.taints):
+    def _published_health_taints(self) -> dict[DeviceKey, str]:
+        """Devices of this node's slices that carry the health taint (key -> taint value)."""
+        found: dict[DeviceKey, str] = {}
+        for pool in self.view.pool_names():
+            for obj in self.view.pool_slices(pool):
+                for device in obj.get("spec", {}).get("devices") or ():
+                    for taint in device.get("taints") or ():
+                        if taint.get("key") == self.unhealthy_taint_key:
+                            found[(pool, device.get("name", ""))] = taint.get("value", "")
+        return found
+
+    def _cluster_taints(self) -> ClusterTaints | None:
+        """The driver's devices and NoExecute health taints on every node, from one LIST
+        (None when the apiserver cannot be asked: the budget then grants nothing new)."""
+        try:
+            items = self._slices.list(field_selector=f"spec.driver={self.driver}").items
+        except ApiError as err:
+            _log.warning("Cannot count the driver's NoExecute taints", error=str(err))
+            return None
+        total = 0
+        holders: list[Holder] = []
+        for obj in items:
+            spec = obj.get("spec", {})
+            pool = (spec.get("pool") or {}).get("name", "")
+            for device in spec.get("devices") or ():
+                total += 1
+                for taint in device.get("taints") or ():
+                    if (taint.get("key"), taint.get("effect")) == (
+                        self.unhealthy_taint_key,
+                        "NoExecute",
+                    ):
+                        key = (pool, device.get("name", ""))
+                        node = spec.get("nodeName") or ""
+                        holders.append(Holder(node, key, taint.get("timeAdded") or ""))
+        return ClusterTaints(total, tuple(holders))
+
+    def _with_health_taint(self, device: Device, decision: DeviceTaintDecision | None) -> Device:
+        """Add the policy's health taint (a backend's own taint of that key wins)."""
+        if decision is None or any(t.key == self.unhealthy_taint_key for t in device.taints):
             return device
-        taint = DeviceTaint(key=self.unhealthy_taint_key, effect="NoSchedule")
+        taint = DeviceTaint(
+            key=self.unhealthy_taint_key, value=decision.value, effect=decision.effect
+        )
         return replace(device, taints=(*device.taints, taint))
 
     def _sync_pool(self, pool: str) -> None:
@@ -414,3 +478,12 @@ class Publisher:
             return
         regarding = {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.uid}
         self._events.warning(regarding, reason, "PublishResourceSlices", note)
+
+    def _note(self, warning: bool, reason: str, note: str) -> None:
+        """An Event of the health policy on the Node (where operators look for node trouble)."""
+        node = self.node
+        if node is None:
+            return
+        regarding = {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.uid}
+        record = self._events.warning if warning else self._events.normal
+        record(regarding, reason, "DeviceHealthPolicy", note)

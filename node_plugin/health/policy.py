@@ -1,0 +1,115 @@
+"""The health policy an operator configures: taint effect per health reason, hysteresis, budget.
+
+A backend reports each unhealthy device with a ``reason`` (hostdev: ``DeviceNodeMissing``; a
+backend that gives none: the empty reason). The policy maps reasons to a taint effect:
+
+* ``None``: report only (Event, metric, kubelet health), no taint;
+* ``NoSchedule``: new claims avoid the device, running pods stay;
+* ``NoExecute``: as NoSchedule, and kube-controller-manager's device-taint eviction controller
+  evicts the pods using the device (unless their claim tolerates the taint), within the
+  eviction budget.
+
+Flag syntax (``--health-taint-effect``): a comma-separated list of ``REASON=EFFECT`` items and at
+most one bare ``EFFECT`` (the default for every other reason), e.g.
+``NoSchedule,DeviceNodeMissing=NoExecute``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "EFFECTS",
+    "HealthPolicy",
+    "PolicyError",
+    "parse_effects",
+]
+
+#: Taint effects a policy may choose, mildest first.
+EFFECTS = ("None", "NoSchedule", "NoExecute")
+_REASON = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+class PolicyError(ValueError):
+    """A policy setting is invalid; the message names the flag, the value and the reason."""
+
+
+@dataclass(frozen=True)
+class HealthPolicy:
+    """Validated health policy of one driver on one node.
+
+    ``effects`` pairs a health reason with its taint effect (pairs, so that the policy is
+    hashable like the plugin's other settings); ``default_effect`` covers every reason not
+    listed. ``unhealthy_after``/``healthy_after``: consecutive bad/good reports
+    before a device changes state (both >= 1). ``noexecute_per_node``: most devices of this
+    node holding NoExecute at once; ``noexecute_cluster_percent``: most devices of the
+    driver, as a percentage of all its published devices, holding NoExecute at once.
+    """
+
+    default_effect: str = "NoSchedule"
+    effects: tuple[tuple[str, str], ...] = ()
+    unhealthy_after: int = 1
+    healthy_after: int = 1
+    noexecute_per_node: int = 1
+    noexecute_cluster_percent: float = 10.0
+
+    def __post_init__(self) -> None:
+        for effect in (self.default_effect, *(e for _, e in self.effects)):
+            if effect not in EFFECTS:
+                raise PolicyError(f"taint effect {effect!r} is not one of {', '.join(EFFECTS)}")
+        if self.unhealthy_after < 1 or self.healthy_after < 1:
+            raise PolicyError("hysteresis counts must be at least 1")
+        if self.noexecute_per_node < 0:
+            raise PolicyError("the per-node NoExecute budget must not be negative")
+        if not 0 <= self.noexecute_cluster_percent <= 100:
+            raise PolicyError("the cluster-wide NoExecute budget must be a percentage in [0, 100]")
+
+    def effect_for(self, reason: str) -> str:
+        """The taint effect for an unhealthy device reported with ``reason``."""
+        return dict(self.effects).get(reason, self.default_effect)
+
+    @property
+    def may_evict(self) -> bool:
+        """True when some reason maps to NoExecute (then the budget needs the cluster's view)."""
+        return "NoExecute" in (self.default_effect, *(e for _, e in self.effects))
+
+    def describe(self) -> str:
+        """The effects in flag syntax, default first (for logs)."""
+        items = [self.default_effect, *(f"{r}={e}" for r, e in sorted(self.effects))]
+        return ",".join(items)
+
+
+def parse_effects(
+    text: str, flag: str = "--health-taint-effect"
+) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """Parse ``[EFFECT,]REASON=EFFECT,...`` into (default effect, (reason, effect) pairs).
+
+    The default is NoSchedule when no bare effect is given. Raises :class:`PolicyError`
+    naming ``flag``, the item and the reason.
+    """
+    default: str | None = None
+    effects: dict[str, str] = {}
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        reason, sep, effect = item.rpartition("=")
+        if effect not in EFFECTS:
+            raise PolicyError(
+                f"{flag} {text!r}: {item!r} names no taint effect (one of {', '.join(EFFECTS)})"
+            )
+        if not sep:
+            if default is not None:
+                raise PolicyError(f"{flag} {text!r}: more than one default effect")
+            default = effect
+            continue
+        if not _REASON.match(reason):
+            raise PolicyError(
+                f"{flag} {text!r}: {reason!r} is not a health reason (letters, digits, "
+                "'_', '.', '-'; at most 63)"
+            )
+        if reason in effects:
+            raise PolicyError(f"{flag} {text!r}: reason {reason!r} given twice")
+        effects[reason] = effect
+    return (default or "NoSchedule"), tuple(sorted(effects.items()))
