@@ -1,0 +1,82 @@
+"""MkDocs hooks for drakit's site (mkdocs.yml ``hooks:``).
+
+``docs/benchmarks.md`` holds two markers that become tables from docs/bench/results.json at
+build time, so the page's numbers are always the results file's (the same file the plots
+are drawn from, hack/bench_plots.py):
+
+* ``<!-- bench:figures -->``: one row per figure: drakit, Go, drakit / Go, target, run;
+* ``<!-- bench:scale -->``: one row per scale point, both sides side by side.
+
+A marker whose data is missing fails the build (mkdocs raises the error) rather than leaving
+a page with an empty table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "bench" / "results.json"
+Obj = dict[str, Any]
+
+
+def _value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:,.3f}".rstrip("0").rstrip(".") if value < 10 else f"{value:,.1f}"
+    return f"{text} {unit}"
+
+
+def _ratio(f: Obj) -> str:
+    better = f["ratio"] > 1 if f["better"] == "higher" else f["ratio"] < 1
+    text = f"{f['ratio']:.2f}x"
+    return f"**{text}**" if better else text
+
+
+def figures_table(results: Obj) -> str:
+    """The figures as a markdown table."""
+    rows = [
+        "| figure | drakit | Go | drakit / Go | target | run |",
+        "|---|---|---|---|---|---|",
+    ]
+    for f in results["figures"]:
+        unit = "" if f["unit"] == "ratio" else f["unit"]
+        rows.append(
+            f"| {f['figure']} ({f['better']} is better) | {_value(f['drakit'], unit)} "
+            f"| {_value(f['go'], unit)} | {_ratio(f)} | {f.get('target') or ''} "
+            f"| {f['date']}, {f['commit']} |"
+        )
+    return "\n".join(rows)
+
+
+def scale_table(results: Obj) -> str:
+    """The scale points, drakit and Go in one row per size."""
+    sizes: dict[tuple[int, int], dict[str, Obj]] = {}
+    for p in results["scale"]:
+        sizes.setdefault((p["nodes"], p["pods"]), {})[p["side"]] = p
+    rows = [
+        "| nodes | pods | pods/s drakit / Go | ratio | peak RSS MiB drakit / Go | ratio | run |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (nodes, pods), sides in sorted(sizes.items()):
+        d, g = sides["drakit"], sides["go"]
+        rows.append(
+            f"| {nodes:,} | {pods:,} | {d['pods_per_s']:.1f} / {g['pods_per_s']:.1f} "
+            f"| {d['pods_per_s'] / g['pods_per_s']:.2f}x "
+            f"| {d['peak_rss_mib']:,.0f} / {g['peak_rss_mib']:,.0f} "
+            f"| {d['peak_rss_mib'] / g['peak_rss_mib']:.2f}x | {d['date']}, {d['commit']} |"
+        )
+    return "\n".join(rows)
+
+
+def on_page_markdown(markdown: str, **_: Any) -> str:
+    """Replaces the benchmark markers of a page with tables from the results file."""
+    if "<!-- bench:" not in markdown:
+        return markdown
+    results = json.loads(RESULTS.read_text())
+    if not results.get("figures") or not results.get("scale"):
+        raise ValueError(f"{RESULTS}: no figures or no scale points to show")
+    markdown = markdown.replace("<!-- bench:figures -->", figures_table(results))
+    return markdown.replace("<!-- bench:scale -->", scale_table(results))
