@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test-reference binaries compat-binaries test-compat node-assets test-node soak tools manifests codegen verify lint format typecheck imports test unit unit-lowest integration integration-grpc-fallback e2e bench demo clean
+.PHONY: all venv docs test-reference binaries compat-binaries test-compat node-assets test-node soak tools manifests codegen verify lint format typecheck imports test unit unit-lowest integration integration-grpc-fallback e2e bench demo clean
 
 all: test
 
@@ -62,12 +62,20 @@ typecheck: venv
 imports: venv
 	$(VENV)/bin/lint-imports
 
-# Everything: static checks, then unit, integration, e2e and (as root) real-node tests.
-test: verify binaries node-assets
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+# Everything: static checks, the documentation site, then unit, integration, e2e and (as
+# root) real-node tests.
+test: verify docs binaries node-assets
+	$(VENV)/bin/pytest --ignore=tests/site $(PYTEST_ARGS)
+
+# The documentation site (mkdocs.yml): a --strict build into build/site, every internal link
+# and anchor checked, no stub page, and every page opened in headless Chromium from a local
+# server on 127.0.0.1 (screenshots in build/docs-screenshots/; hack/install-docs-deps.sh
+# installs Debian's chromium). About a minute.
+docs: venv
+	$(VENV)/bin/pytest tests/site -q
 
 unit: venv
-	$(VENV)/bin/pytest -m "not integration and not e2e and not node and not differential and not soak" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not integration and not e2e and not node and not differential and not soak" --ignore=tests/site $(PYTEST_ARGS)
 
 # The unit tier on the lowest dependency versions pyproject.toml allows (uv's lowest-direct
 # resolution, in its own venv build/venv-lowest): proves the lower bounds are real.
