@@ -9,6 +9,12 @@ are drawn from, hack/bench_plots.py):
 
 A marker whose data is missing fails the build (mkdocs raises the error) rather than leaving
 a page with an empty table.
+
+``docs/reference/plugin.md`` groups the names of ``drakit.plugin`` by topic, one
+``::: module.Name`` line each (mkdocstrings renders it from the docstrings). Its marker
+``<!-- api:unlisted -->`` becomes a section with every name of ``drakit.plugin.__all__`` that
+the page does not list yet, so a name added to the public API is in the reference from the
+first build, before anyone files it under a topic.
 """
 
 from __future__ import annotations
@@ -71,8 +77,24 @@ def scale_table(results: Obj) -> str:
     return "\n".join(rows)
 
 
+def unlisted_api(markdown: str) -> str:
+    """``::: module.Name`` lines for the public names ``markdown`` does not document yet."""
+    import drakit.plugin  # noqa: PLC0415 (only the API reference page needs it)
+
+    lines = []
+    for name in drakit.plugin.__all__:
+        line = f"::: {getattr(drakit.plugin, name).__module__}.{name}"
+        if line not in markdown.splitlines():
+            lines.append(line)
+    if not lines:
+        return ""
+    return "## Not yet filed under a topic\n\n" + "\n\n".join(lines) + "\n"
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
-    """Replaces the benchmark markers of a page with tables from the results file."""
+    """Replaces the benchmark and API markers of a page with their generated content."""
+    if "<!-- api:unlisted -->" in markdown:
+        markdown = markdown.replace("<!-- api:unlisted -->", unlisted_api(markdown))
     if "<!-- bench:" not in markdown:
         return markdown
     results = json.loads(RESULTS.read_text())

@@ -1,6 +1,6 @@
 """grpcurl (pinned in hack/tools/grpcurl) talks to the DRA socket through reflection.
 
-These are the commands the README shows; if they break here they break for users.
+These are the commands docs/node-plugin.md shows; if they break here they break for users.
 """
 
 from __future__ import annotations
