@@ -2,11 +2,11 @@
 
 The image (hack/build-image.sh's OCI archive: built once, then reused by its content tag; this
 module needs the image alone, not the node's binaries) is unpacked layer by layer into a
-folder, whiteouts applied, as a container runtime would. Then:
-no module of the development tools (drakit.localcluster, drakit.demo: the drakit-localcluster
-distribution) is anywhere in it; the Python packages of its environment are exactly those of
-the hashed runtime lock (requirements/runtime.txt) at the lock's versions, plus drakit; and the
-image's own ``drakit --help``, run in the unpacked root (chroot), lists no command it lacks.
+folder, whiteouts applied, as a container runtime would. Then: no module of the development
+tools (drakit.localcluster, drakit.demo, drakit.testing: the drakit-localcluster distribution)
+is anywhere in it; the Python packages of its environment are exactly those of the hashed
+runtime lock (requirements/runtime.txt) at the lock's versions, plus drakit; and the image's
+own ``drakit --help``, run in the unpacked root (chroot), lists no command it lacks.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from node_rig import ROOT
 from packaging.utils import canonicalize_name
 
 VENV = Path("opt/drakit")
-DEV_TOOLS = ("drakit/localcluster", "drakit/demo")
+DEV_TOOLS = ("drakit/localcluster", "drakit/demo", "drakit/testing")
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 

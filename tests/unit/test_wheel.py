@@ -60,7 +60,11 @@ def test_wheel_holds_no_top_level_name_but_drakit(wheel: Path) -> None:
     for package in ("allocator", "controller", "kubeapi", "kubeletapi", "node_plugin", "telemetry"):
         assert f"drakit/{package}/__init__.py" in names, f"drakit.{package} is not in the wheel"
     assert "drakit/kubeletapi/gen/dra/v1/api_pb2.py" in names
-    dev_tools = [n for n in names if n.startswith(("drakit/localcluster/", "drakit/demo/"))]
+    dev_tools = [
+        n
+        for n in names
+        if n.startswith(("drakit/localcluster/", "drakit/demo/", "drakit/testing/"))
+    ]
     assert dev_tools == [], f"the drakit wheel holds development tools: {dev_tools[:5]}"
 
 

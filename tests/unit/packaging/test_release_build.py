@@ -24,7 +24,7 @@ from helpers.cleanbuild import clean_build_env
 ROOT = Path(__file__).resolve().parents[3]
 LAYERED = ("allocator", "controller", "kubeapi", "kubeletapi", "node_plugin", "telemetry")
 # The development tools: the drakit-localcluster distribution's, never drakit's.
-DEV_TOOLS = ("drakit/localcluster/", "drakit/demo/")
+DEV_TOOLS = ("drakit/localcluster/", "drakit/demo/", "drakit/testing/")
 DEV_TOOLS_SOURCE = ROOT / "distributions" / "drakit-localcluster"
 
 
