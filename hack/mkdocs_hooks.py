@@ -20,6 +20,7 @@ first build, before anyone files it under a topic.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,12 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
         raise ValueError(f"{RESULTS}: no figures or no scale points to show")
     markdown = markdown.replace("<!-- bench:figures -->", figures_table(results))
     return markdown.replace("<!-- bench:scale -->", scale_table(results))
+
+
+#: A Sphinx role left in front of a rendered code span (``:class:`X``` -> ``<code>X</code>``).
+SPHINX_ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|exc|obj|const):(?=<code>)")
+
+
+def on_page_content(html: str, **_: Any) -> str:
+    """Drops the Sphinx roles mkdocstrings leaves in rendered docstrings."""
+    return SPHINX_ROLE.sub("", html)

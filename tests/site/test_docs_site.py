@@ -132,6 +132,7 @@ def test_the_api_reference_documents_every_public_name_where_it_is_defined() -> 
     for name in drakit.plugin.__all__:
         where = f"{getattr(drakit.plugin, name).__module__}.{name}"
         assert f'id="{where}"' in html, f"{where} was not rendered"
+    assert ":class:<code>" not in html  # the hook drops the docstrings' Sphinx roles
 
 
 def test_a_public_name_missing_from_the_reference_page_is_added_by_the_build_hook() -> None:
