@@ -29,6 +29,7 @@ from drakit.flags import (
 from drakit.node_plugin.driver import CoreConfigError, PluginConfig
 from drakit.node_plugin.health.policy import HealthPolicy, PolicyError, parse_effects
 from drakit.node_plugin.sockets import SocketPathError, socket_paths
+from drakit.podresources_flags import add_podresources_flags, podresources_config
 from drakit.telemetry.logs import configure as configure_logging
 
 if TYPE_CHECKING:
@@ -177,6 +178,7 @@ def add_parser(sub: Subcommands) -> None:
         "over without cross-CPU wake-ups); off: let the kernel place them (default: "
         "%(default)s)",
     )
+    add_podresources_flags(p)
     add_log_flags(p)
     p.set_defaults(func=run)
 
@@ -411,6 +413,7 @@ def build_config(args: argparse.Namespace) -> PluginConfig:
         kube_api_qps=qps,
         kube_api_burst=burst,
         cpu_home=_check_cpu_home(args.cpu_home),
+        podresources=podresources_config(args),
     )
     try:
         socket_paths(registrar_dir, config.plugin_data_dir, driver, pod_uid)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import signal
 import threading
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,17 @@ def _kubelet_health_services(core: DriverCore) -> tuple[str, ...] | None:
     """What the node's kubelet calls, if the core can tell (test cores need not)."""
     ask = getattr(core, "kubelet_health_services", None)
     return ask() if callable(ask) else None
+
+
+def _debug_routes(services: Sequence[object]) -> dict[str, Callable[[], bytes]]:
+    """Read-only JSON paths the services offer beside /metrics (``debug_routes()``: the
+    PodResources cross-check's ``/debug/node-view``)."""
+    routes: dict[str, Callable[[], bytes]] = {}
+    for service in services:
+        offer = getattr(service, "debug_routes", None)
+        if callable(offer):
+            routes.update(offer())
+    return routes
 
 
 class NodePlugin:
@@ -88,7 +100,9 @@ class NodePlugin:
             self._parts = wiring.Parts(self._core, wiring.serialize_lock(config))
         self._core = self._parts.core
         if config.metrics_address:
-            self._metrics_endpoint = serve_metrics(self.metrics, config.metrics_address)
+            self._metrics_endpoint = serve_metrics(
+                self.metrics, config.metrics_address, _debug_routes(self._parts.services)
+            )
             if self._metrics_endpoint.serving:
                 _log.info(
                     "Serving metrics",

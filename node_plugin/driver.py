@@ -29,9 +29,12 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from drakit.node_plugin.health.policy import HealthPolicy
+
+if TYPE_CHECKING:
+    from drakit.node_plugin.crosscheck import CrossCheckConfig
 
 
 class CoreConfigError(Exception):
@@ -198,6 +201,8 @@ class PluginConfig:
     #: Keep the plugin process's threads on one home CPU (``drakit.node_plugin.cpuhome``) while it
     #: runs as a command; in-process plugins (tests, embedders) leave affinity alone.
     cpu_home: bool = False
+    #: The PodResources cross-check (``drakit.node_plugin.crosscheck``); None: off.
+    podresources: CrossCheckConfig | None = None
 
     @property
     def plugin_data_dir(self) -> Path:

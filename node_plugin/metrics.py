@@ -8,7 +8,7 @@ metrics on ``registry``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -99,9 +99,12 @@ class PluginMetrics:
         self.registration_status_total.labels("registered" if registered else "failed").inc()
 
 
-def serve_metrics(metrics: PluginMetrics, address: str) -> MetricsEndpoint:
-    """Start serving ``metrics`` at ``address`` (``HOST:PORT``) in a daemon thread."""
+def serve_metrics(
+    metrics: PluginMetrics, address: str, routes: Mapping[str, Callable[[], bytes]] | None = None
+) -> MetricsEndpoint:
+    """Start serving ``metrics`` at ``address`` (``HOST:PORT``) in a daemon thread, and
+    ``routes`` (path -> JSON body) beside ``/metrics``."""
     # prometheus_client loads here, only for a plugin that serves /metrics.
     from drakit.telemetry.endpoint import serve  # noqa: PLC0415
 
-    return serve(metrics.registry, address)
+    return serve(metrics.registry, address, routes=routes)

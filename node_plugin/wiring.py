@@ -20,6 +20,7 @@ from drakit.kubeapi.lightclient import load_light_client
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 from drakit.node_plugin.backends.base import Backend, BackendConfigError, health_report
 from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.checkpoint import FILE_NAME as CHECKPOINT_FILE
 from drakit.node_plugin.core import PrepareCore
 from drakit.node_plugin.driver import CoreConfigError, DriverCore, PluginConfig
 from drakit.node_plugin.metrics import PluginMetrics
@@ -85,6 +86,29 @@ def build_publisher(
     )
 
 
+def build_crosscheck(
+    config: PluginConfig, metrics: PluginMetrics, events: EventRecorder | None
+) -> tuple[Service, ...]:
+    """The PodResources cross-check when ``config`` enables it (else nothing); gRPC and the
+    generated PodResources code are imported only then."""
+    if config.podresources is None:
+        return ()
+    from drakit.node_plugin.crosscheck_service import CrossCheck  # noqa: PLC0415
+    from drakit.node_plugin.podresources import PodResourcesClient  # noqa: PLC0415
+
+    return (
+        CrossCheck(
+            config.podresources,
+            driver=config.driver_name,
+            node=config.node_name,
+            checkpoint_path=config.plugin_data_dir / CHECKPOINT_FILE,
+            kubelet=PodResourcesClient(config.podresources.socket, config.driver_name),
+            registry=metrics.registry,
+            events=events,
+        ),
+    )
+
+
 def build(config: PluginConfig, metrics: PluginMetrics) -> Parts:
     """The real parts; CoreConfigError names the flag or file and the reason."""
     try:
@@ -121,6 +145,6 @@ def build(config: PluginConfig, metrics: PluginMetrics) -> Parts:
     return Parts(
         core=core,
         serialize=lock,
-        services=(publisher,),
+        services=(publisher, *build_crosscheck(config, metrics, events)),
         closers=(backend.close, lambda: events.stop(timeout=5)),
     )

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import errno
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from urllib.parse import urlparse
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import MetricsHandler
@@ -58,6 +59,32 @@ class _RegistryCollector(Collector):
             yield metric
 
 
+#: Extra read-only paths of an endpoint: path -> function returning a JSON body.
+Routes = Mapping[str, Callable[[], bytes]]
+
+
+def _handler(registry: Registry, routes: Routes) -> type[MetricsHandler]:
+    """prometheus_client's handler for ``registry``, answering ``routes`` with JSON first."""
+    base: type[MetricsHandler] = MetricsHandler.factory(exposition_registry(registry))
+    if not routes:
+        return base
+
+    class _WithRoutes(base):  # type: ignore[misc,valid-type]
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            produce = routes.get(urlparse(self.path).path)
+            if produce is None:
+                super().do_GET()
+                return
+            body = produce()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return _WithRoutes
+
+
 def exposition_registry(registry: Registry) -> CollectorRegistry:
     """A prometheus_client registry that exposes ``registry`` (and nothing else)."""
     exposed = CollectorRegistry(auto_describe=False)
@@ -87,8 +114,10 @@ class MetricsEndpoint:
         port: int,
         retry_seconds: float = 2.0,
         limits: Limits | None = None,
+        *,
+        routes: Routes | None = None,
     ) -> None:
-        self._handler = MetricsHandler.factory(exposition_registry(registry))
+        self._handler = _handler(registry, routes or {})
         self._limits = limits
         self._host = host
         self._requested_port = port
@@ -147,8 +176,11 @@ class MetricsEndpoint:
             self._server.close()
 
 
-def serve(registry: Registry, address: str, limits: Limits | None = None) -> MetricsEndpoint:
+def serve(
+    registry: Registry, address: str, limits: Limits | None = None, routes: Routes | None = None
+) -> MetricsEndpoint:
     """Start serving ``registry`` at ``address`` (``HOST:PORT``; ``:PORT`` binds
-    ``drakit.telemetry.address.default_host()``) on background threads."""
+    ``drakit.telemetry.address.default_host()``) on background threads; ``routes`` adds
+    read-only JSON paths (the node plugin's ``/debug/node-view``)."""
     host, port = parse_address(address)
-    return MetricsEndpoint(registry, host, port, limits=limits)
+    return MetricsEndpoint(registry, host, port, limits=limits, routes=routes)
