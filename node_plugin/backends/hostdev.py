@@ -19,8 +19,10 @@ its path (``/dev/net/tun`` -> ``dev-net-tun``) with attributes ``path``,
 attributes ``resource.kubernetes.io/pciBusID``, ``pcieRoot`` and ``numaNode`` when
 sysfs places the node under a PCI device (``standard_attributes``). Prepare hands the
 container a CDI ``deviceNodes`` entry with the host path. A device node that
-disappears is reported Unhealthy (and vanishes from ``discover``); a poller
-tells subscribers about such changes.
+disappears is reported Unhealthy with reason ``DeviceNodeMissing`` and stays in
+``discover`` (so that the health policy's taint has a device to sit on, and the
+device-taint eviction controller can evict the pods using it); a poller tells
+subscribers about such changes.
 
 ``hostRoot`` lets the plugin run without the host's ``/dev`` over its own: the
 chart mounts the host's ``/dev`` read-only at ``/host/dev`` and sets
@@ -244,7 +246,9 @@ class HostDevBackend:
 
     def discover(self) -> tuple[PoolDescription, ...]:
         with self._lock:
-            devices = tuple(d.to_device() for _, d in sorted(self._devices.items()))
+            # Every device node seen since start, present or not: a missing one is
+            # unhealthy (tainted by the health policy), not gone; prepare refuses it.
+            devices = tuple(d.to_device() for _, d in sorted(self._seen.items()))
         return (PoolDescription(name=self.pool_name, devices=devices),)
 
     def subscribe(self, on_change: Callable[[], None]) -> None:
@@ -288,6 +292,7 @@ class HostDevBackend:
                 health=HealthStatus.HEALTHY if name in present else HealthStatus.UNHEALTHY,
                 last_updated=changed_at,
                 message="" if name in present else "device node disappeared",
+                reason="" if name in present else "DeviceNodeMissing",
             )
             for name in seen
         ]

@@ -60,7 +60,9 @@ def test_hostdev_prepare_of_absent_device_fails_naming_it() -> None:
         backend.prepare(claim, RequestContext("r1"))
 
 
-def test_hostdev_reports_vanished_device_unhealthy_and_tells_subscribers(tmp_path: Path) -> None:
+def test_hostdev_reports_vanished_device_unhealthy_keeps_it_published_and_tells_subscribers(
+    tmp_path: Path,
+) -> None:
     link = tmp_path / "mydev"
     link.symlink_to("/dev/null")
     backend = hostdev(devices=[{"glob": f"{tmp_path}/my*"}], pollSeconds=3600)
@@ -72,8 +74,13 @@ def test_hostdev_reports_vanished_device_unhealthy_and_tells_subscribers(tmp_pat
     assert backend.rescan() is True
     assert calls == [1]
     (health,) = backend.health()
-    assert (health.device_name, health.health) == (name, HealthStatus.UNHEALTHY)
-    assert backend.discover()[0].devices == ()
+    assert (health.device_name, health.health, health.reason) == (
+        name,
+        HealthStatus.UNHEALTHY,
+        "DeviceNodeMissing",
+    )
+    # Still published: the health policy taints it rather than letting it vanish.
+    assert [d.name for d in backend.discover()[0].devices] == [name]
     backend.close()
 
 
