@@ -40,6 +40,14 @@ allocated nor tainted) and tainted; shared counters used by allocated devices of
 partitionable pools vs the counter sets' totals; consumable capacity used vs total over the
 multi-allocatable devices.
 
+With --node (table and wide output) the node's own view follows: what the kubelet's
+PodResources API says each container on the node uses (claim -> pod -> container ->
+device), as the drakit node plugins there last read it, with their cross-check findings
+(leaked preparations, devices and claims their checkpoint does not know). It is read from
+plugin pods annotated drakit.dev/node-view-port (PodResources cross-check on) through the
+API server's pod proxy: it needs list on pods and get on pods/proxy (the API server does
+not proxy to loopback addresses; then use --node-view-url).
+
 Reading the cluster: ResourceSlices (and DeviceClasses for --class) are cluster-scoped and
 must be readable. ResourceClaims are read in all namespaces when you may; otherwise in
 --namespace (or your kubeconfig context's namespace) only, and the output says what is
@@ -88,6 +96,13 @@ def add_parser(sub: Subcommands) -> None:
         "when you may not list claims in all namespaces (default: the context's namespace)",
     )
     p.add_argument(
+        "--node-view-url",
+        metavar="URL",
+        help="with --node: read the node view from URL (a node plugin's metrics address, e.g. "
+        "http://127.0.0.1:9400 on the node or through kubectl port-forward) instead of "
+        "through the API server's pod proxy",
+    )
+    p.add_argument(
         "--output",
         "-o",
         metavar="FORMAT",
@@ -119,6 +134,9 @@ def run(args: argparse.Namespace) -> int:
             name = "--class" if flag == "device_class" else f"--{flag}"
             print(f"drakit devices: {name}: must be 1 to 253 characters", file=sys.stderr)
             return EXIT_INVALID
+    if args.node_view_url and not args.node:
+        print("drakit devices: --node-view-url: needs --node", file=sys.stderr)
+        return EXIT_INVALID
     if args.namespace is not None and not NAMESPACE_NAME.fullmatch(args.namespace):
         print(
             f"drakit devices: --namespace: {args.namespace!r} is not a namespace name "
@@ -151,6 +169,18 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             return _watch(reader, scope, filters, args, out)
         snapshot = reader.snapshot(scope, with_classes=bool(args.device_class))
         out.write(_text(snapshot, filters, args))
+        if args.node and not args.summary and args.output in ("table", "wide"):
+            from drakit.devices.nodeview import (  # noqa: PLC0415
+                read_node_view_url,
+                read_node_views,
+                render_node_views,
+            )
+
+            if args.node_view_url:
+                views = read_node_view_url(args.node_view_url)
+            else:
+                views = read_node_views(api, args.node)
+            out.write(render_node_views(views))
     except ConfigError as err:
         print(f"drakit devices: {err}", file=sys.stderr)
         return EXIT_FAILED

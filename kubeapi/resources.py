@@ -487,6 +487,13 @@ class Resource:
         answer = self._request("DELETE", self._path(namespace, name), body=body)
         return None if answer.get("kind") == "Status" else self._object(answer)
 
+    def proxy_get(self, name: str, namespace: str, port: int, path: str) -> KubeObject:
+        """GET ``path`` (a fixed, absolute path) from port ``port`` of the pod ``name``
+        through the apiserver's pod proxy (``pods/proxy``), decoded as a JSON object."""
+        if not 0 < port < 65536 or not path.startswith("/") or ".." in path:
+            raise ValueError(f"pod proxy: bad port {port} or path {path!r}")
+        return self._request("GET", f"{self._path(namespace, name)}:{port}/proxy{path}")
+
     # -- plumbing ------------------------------------------------------------------------------
 
     def _path(self, namespace: str | None, name: str, subresource: str | None = None) -> str:
