@@ -130,6 +130,9 @@ def running(cluster: LocalCluster, tmp_path: Path) -> Iterator[Running]:
             "--kubelet-plugins-dir", str(tmp_path / "plugins"),
             "--cdi-root", str(tmp_path / "cdi"),
             "--metrics-address", f"127.0.0.1:{plugin_port}",
+            # On (no kubelet here: rounds fail, counted): its metrics exist only then.
+            "--podresources-check", "on",
+            "--podresources-socket", str(tmp_path / "no-kubelet.sock"),
         ],
         tmp_path / "plugin.log",
     )  # fmt: skip
