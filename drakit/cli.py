@@ -43,6 +43,7 @@ SUBCOMMANDS: dict[str, str] = {
 DEV_SUBCOMMANDS: dict[str, str] = {
     "local-cluster": "drakit.localcluster.cmd_local_cluster",
     "local-node": "drakit.localcluster.cmd_local_node",
+    "dev": "drakit.localcluster.cmd_dev",
 }
 DEV_PACKAGE = "drakit.localcluster"
 DEV_DISTRIBUTION = "drakit-localcluster"
@@ -63,10 +64,11 @@ drakit is a Kubernetes Dynamic Resource Allocation (DRA) driver kit.
 DEV_DESCRIPTION = """\
   local-cluster  start or stop a local kube-apiserver + etcd for development
   local-node     start or stop a real kubelet + containerd node (root)
+  dev            run a driver's backend on a local cluster with a simulated node
 """
 
 DEV_MISSING = f"""\
-Development commands (local-cluster, local-node) come with the {DEV_DISTRIBUTION}
+Development commands (local-cluster, local-node, dev) come with the {DEV_DISTRIBUTION}
 distribution: pip install {DEV_DISTRIBUTION}
 """
 

@@ -48,6 +48,11 @@ class HarnessEvents:
         self._read()
         return len(self._events)
 
+    def since(self, index: int) -> list[HarnessEvent]:
+        """The events from ``index`` on (read now), oldest first."""
+        self._read()
+        return self._events[index:]
+
     def wait(
         self,
         event: str,

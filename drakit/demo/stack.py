@@ -227,8 +227,10 @@ def node_plugin_command(
     driver: str = DRIVER,
     pod_uid: str | None = None,
     backend_config: Path | None = None,
+    backend: str = "example",
 ) -> list[str]:
-    """``drakit node-plugin`` for ``node`` with the example backend and text logs."""
+    """``drakit node-plugin`` for ``node`` with ``backend`` (a built-in name or
+    ``module:Class``; default the example backend) and text logs."""
     argv = drakit_command(
         "node-plugin",
         f"--driver-name={driver}",
@@ -237,7 +239,7 @@ def node_plugin_command(
         f"--kubelet-registrar-dir={folders.registrar}",
         f"--kubelet-plugins-dir={folders.plugins}",
         f"--cdi-root={folders.cdi}",
-        "--backend=example",
+        f"--backend={backend}",
         f"--metrics-address=127.0.0.1:{metrics_port}",
         "--log-format=text",
     )

@@ -22,6 +22,9 @@ from drakit.node_plugin.backends.registry import load_backend
 from drakit.node_plugin.driver import ClaimRef
 
 DOC = Path(__file__).parents[3] / "docs" / "writing-a-driver.md"
+#: The guide's example as a file, which the integration test runs through drakit.testing
+#: (tests/integration/test_guide_fpga_driver.py).
+EXAMPLE = Path(__file__).parents[3] / "docs" / "examples" / "fpga_driver.py"
 README = Path(__file__).parents[3] / "README.md"
 
 
@@ -46,10 +49,18 @@ def test_the_documented_driver_publishes_two_fpgas_and_prepares_with_its_config(
     claim = ClaimToPrepare("u1", "ns", "c", (DeviceToPrepare("fpga", "n1", "fpga-1", config),))
     context = RequestContext("r1", deadline=time.monotonic() + 45)
     prepared = backend.prepare(claim, context)
-    assert prepared.device_edits[0].env == ("FPGA_BITSTREAM=crypto",)
+    assert prepared.device_edits[0].env == ("FPGA_1_BITSTREAM=crypto",)
     assert prepared.device_edits[0].device_nodes[0].path == "/dev/fpga1"
     backend.unprepare(claim.ref, prepared.state, context)
     backend.unprepare(ClaimRef("ns", "never-prepared", "c2"), {}, context)
+
+
+def test_the_guide_example_file_is_the_guides_snippet_verbatim() -> None:
+    code = re.search(r"```python\n(.*?)```", DOC.read_text(), re.S)
+    assert code is not None, "the doc has no python example"
+    assert code.group(1) == EXAMPLE.read_text(), (
+        f"{EXAMPLE} and the first python block of {DOC} differ: change both together"
+    )
 
 
 def test_the_documented_driver_refuses_a_prepare_it_cannot_finish_before_the_deadline(
