@@ -160,6 +160,7 @@ class CrossCheck:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._view_lock = threading.Lock()
+        self._round_lock = threading.Lock()
         self._view: dict[str, Any] = self._document([], [], Round(), error="no round yet")
 
     def start(self) -> None:
@@ -177,7 +178,11 @@ class CrossCheck:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.run_once()
+            try:
+                self.run_once()
+            except Exception:  # a bug in one round must not end the check for good
+                self._metrics.errors.inc()
+                _log.exception("PodResources cross-check round failed unexpectedly")
             self._stop.wait(self.config.period)
 
     def debug_routes(self) -> dict[str, Callable[[], bytes]]:
@@ -191,7 +196,12 @@ class CrossCheck:
 
     def run_once(self) -> Round | None:
         """One round; None when the kubelet or the checkpoint could not be read (logged,
-        counted, and the findings so far are kept: one failed read is no evidence)."""
+        counted, and the findings so far are kept: one failed read is no evidence).
+        Rounds never overlap (the tracker is not thread-safe)."""
+        with self._round_lock:
+            return self._round()
+
+    def _round(self) -> Round | None:
         try:
             uses = self._kubelet.list_uses()
             claims = checkpoint_claims(self._checkpoint_path, self._boot_id())
