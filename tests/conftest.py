@@ -32,6 +32,8 @@ from drakit.localcluster.assets import selected_version
 from drakit.localcluster.kubeversions import minor_of, resolve_version
 
 TESTS = Path(__file__).parent
+# drakit's public test kit (drakit_node, drakit_plugin, ...), as a driver's own tests load it.
+pytest_plugins = ["drakit.testing"]
 # Each top-level folder is one tier, and its marker says so: `make unit` deselects the others.
 _FOLDER_MARKERS = {
     "integration": "integration",
@@ -91,6 +93,12 @@ def cluster(kube_version: str) -> Iterator[LocalCluster]:
 def cluster_with_scheduler(kube_version: str) -> Iterator[LocalCluster]:
     with LocalCluster(ClusterConfig(with_scheduler=True, kube_version=kube_version)) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def drakit_cluster(cluster: LocalCluster) -> LocalCluster:
+    """drakit.testing's control plane is the session's ``cluster`` (one control plane)."""
+    return cluster
 
 
 def _fresh_namespace(cluster: LocalCluster) -> Iterator[str]:

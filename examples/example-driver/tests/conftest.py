@@ -2,8 +2,10 @@
 
 The package is used from its source folder (``src``), so the tests run from the
 repository root without installing it: ``.venv/bin/pytest examples/example-driver/tests``.
-The control-plane and kubelet-harness fixtures are drakit's own (tests/conftest.py),
-loaded from there rather than copied.
+The control plane, the node under the kubelet harness and the plugin under test are
+drakit's public test kit (``drakit.testing``), as a vendor's driver tests use it; drakit's
+own session fixtures (tests/conftest.py) are loaded from there rather than copied, so both
+test folders share one control plane.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from example_paths import ROOT, SRC
@@ -33,11 +36,18 @@ def _drakit_fixtures() -> object:
     return module
 
 
+pytest_plugins = ["drakit.testing"]
 _root = _drakit_fixtures()
 kube_version = _root.kube_version  # type: ignore[attr-defined]
 cluster = _root.cluster  # type: ignore[attr-defined]
 namespace = _root.namespace  # type: ignore[attr-defined]
 kubelet_harness_binary = _root.kubelet_harness_binary  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def drakit_cluster(cluster: Any) -> Any:
+    """drakit.testing's control plane is the session's ``cluster``."""
+    return cluster
 
 
 @pytest.fixture(scope="session")
