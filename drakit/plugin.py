@@ -48,6 +48,7 @@ BackendError = base.BackendError
 BackendPrepared = base.BackendPrepared
 ClaimToPrepare = base.ClaimToPrepare
 ContainerEdits = base.ContainerEdits
+DeviceMetadata = base.DeviceMetadata
 DeviceNodeEdit = base.DeviceNodeEdit
 DeviceStatus = base.DeviceStatus
 DeviceToPrepare = base.DeviceToPrepare
@@ -103,6 +104,7 @@ __all__ = [
     "DeviceAttribute",
     "DeviceCapacity",
     "DeviceHealth",
+    "DeviceMetadata",
     "DeviceNodeEdit",
     "DeviceStatus",
     "DeviceToPrepare",

@@ -69,6 +69,12 @@ from drakit.node_plugin.claims import (
 )
 from drakit.node_plugin.config import base_request
 from drakit.node_plugin.device_health import HealthMonitor
+from drakit.node_plugin.device_metadata import (
+    ClaimIdentity,
+    DeviceMetadataError,
+    MetadataFiles,
+    MetadataMount,
+)
 from drakit.node_plugin.device_status import (
     CHECKPOINT_KEY,
     DeviceStatusError,
@@ -143,6 +149,7 @@ class PrepareCore:
         self.backend = backend
         self.events = events
         self.cdi = CDISpecs(config.cdi_root, config.driver_name)
+        self.metadata = MetadataFiles(config.plugin_data_dir, config.driver_name)
         # The model is read when a claim carries opaque config, not now: a built-in
         # backend's model (pydantic) is imported only then.
         self.reader = ClaimReader(claims_api, config.driver_name, lambda: backend.config_model)
@@ -481,17 +488,23 @@ class PrepareCore:
             )
             error.backend_state = prepared.state
             raise error from exc
-        cdi_devices: list[CDIDevice] = []
+        metadata = {m.request: m for m in self._write_metadata(claim, prepared, name)}
+        cdi_devices = [CDIDevice(m.cdi_name, m.edits) for m in metadata.values()]
         answer: list[PreparedDevice] = []
         for device, edits in zip(claim.to_prepare.devices, prepared.device_edits, strict=True):
             cdi_name = self.cdi.device_name(claim.ref.uid, device.device, device.share_id)
             cdi_devices.append(CDIDevice(cdi_name, edits))
+            ids = [self.cdi.device_id(cdi_name)]
+            # The request's metadata mount rides on its first device, as upstream's helper.
+            mount = metadata.pop(base_request(device.request), None)
+            if mount is not None:
+                ids.append(self.cdi.device_id(mount.cdi_name))
             answer.append(
                 PreparedDevice(
                     request_names=(base_request(device.request),),
                     pool_name=device.pool,
                     device_name=device.device,
-                    cdi_device_ids=(self.cdi.device_id(cdi_name),),
+                    cdi_device_ids=tuple(ids),
                     share_id=device.share_id,
                 )
             )
@@ -511,6 +524,28 @@ class PrepareCore:
             self._pending_status[claim.ref.uid] = status
         return entry
 
+    def _write_metadata(
+        self, claim: FetchedClaim, prepared: BackendPrepared, name: str
+    ) -> list[MetadataMount]:
+        """The backend's device metadata written to files; their mounts (none if it gave none)."""
+        if not prepared.device_metadata:
+            return []
+        devices = claim.to_prepare.devices
+        try:
+            if len(prepared.device_metadata) != len(devices):
+                raise DeviceMetadataError(
+                    f"{len(prepared.device_metadata)} entries for {len(devices)} devices"
+                )
+            return self.metadata.write(
+                ClaimIdentity.of(claim.obj), devices, prepared.device_metadata
+            )
+        except (DeviceMetadataError, OSError) as exc:
+            error = ClaimError(
+                "PrepareFailed", f"{name}: backend {self.backend.name}: device_metadata: {exc}"
+            )
+            error.backend_state = prepared.state
+            raise error from exc
+
     def _roll_back(
         self,
         ref: ClaimRef,
@@ -529,6 +564,7 @@ class PrepareCore:
             self.cdi.remove(uid)
         except OSError as exc:
             return f"cannot remove CDI spec: {exc}"
+        self.metadata.remove(uid)  # after the spec: no mount may name a missing file
         self.checkpoint.remove(uid)
         return ""
 
@@ -599,6 +635,7 @@ class PrepareCore:
             entry = self.checkpoint.get(ref.uid)
             if entry is None:
                 self.cdi.remove(ref.uid)  # a stray spec of a lost checkpoint entry
+                self.metadata.remove(ref.uid)
                 return ""
             if entry.state == STARTED:
                 log.info("Rolling back a prepare interrupted earlier", claim_uid=ref.uid)
@@ -654,6 +691,7 @@ class PrepareCore:
             stale.update(uid for uid, _ in self.cdi.read_all())
         for uid in sorted(stale):
             self.cdi.remove(uid)
+            self.metadata.remove(uid)
         self.checkpoint.dropped_after_reboot.clear()
         self.checkpoint.rebooted = False
 

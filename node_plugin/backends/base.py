@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
-from drakit.allocator.model import CounterSet, Device
+from drakit.allocator.model import CounterSet, Device, DeviceAttribute
 from drakit.allocator.quantity import Quantity
 from drakit.node_plugin.driver import ClaimRef, DeviceHealth
 from drakit.telemetry.logs import StructuredLogger, get_logger
@@ -243,6 +243,22 @@ class DeviceStatus:
 
 
 @dataclass(frozen=True)
+class DeviceMetadata:
+    """What a backend tells the containers about one prepared device (KEP-5304).
+
+    The plugin writes it into the request's metadata file, which every container using
+    the claim reads at
+    ``/var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json``
+    (``resourceclaimtemplates/<pod's claim name>/...`` for claims made from a template).
+    ``attributes`` (at most 32; names and values as in a ResourceSlice, e.g.
+    ``{"model": DeviceAttribute.of("a100")}``) and ``network_data`` are the device's entry.
+    """
+
+    attributes: Mapping[str, DeviceAttribute] = field(default_factory=dict)
+    network_data: NetworkData | None = None
+
+
+@dataclass(frozen=True)
 class BackendPrepared:
     """What ``prepare`` returns.
 
@@ -252,11 +268,15 @@ class BackendPrepared:
     ``device_status`` is empty (report nothing) or, like ``device_edits``, one entry per
     device (None: nothing for that device); the plugin writes the entries into the claim's
     ``status.devices`` after a successful prepare and removes them on unprepare.
+    ``device_metadata`` is empty (no metadata files: the default) or one entry per device
+    (None: the device is listed with driver, pool and name only); the plugin then mounts
+    one metadata file per request into the claim's containers (:class:`DeviceMetadata`).
     """
 
     device_edits: tuple[ContainerEdits, ...]
     state: Mapping[str, Any] = field(default_factory=dict)
     device_status: tuple[DeviceStatus | None, ...] = ()
+    device_metadata: tuple[DeviceMetadata | None, ...] = ()
 
 
 @runtime_checkable

@@ -22,11 +22,14 @@ optional)::
       - {device: gpu-2, conditions: [Attached], failureConditions: [AttachFailed]}
     perDeviceNodeSelection: false   # each device carries nodeName itself
     unhealthy: [gpu-3]       # devices reported Unhealthy
+    deviceMetadata: true     # containers read each device's attributes (KEP-5304)
 
 UUIDs derive from the node and device names, so they survive restarts.
 Prepare hands each device's identity and sharing settings to the container
 as environment variables (``GPU_0=<uuid>``, ``GPU_0_RESOURCE_CLAIM``,
-``GPU_0_SHARING_STRATEGY`` ...); opaque config is :class:`GpuConfig`.
+``GPU_0_SHARING_STRATEGY`` ...); opaque config is :class:`GpuConfig`. With
+``deviceMetadata`` it also fills the device metadata (the device's published
+attributes), which the plugin mounts into the containers as a file per request.
 
 Neither model loads pydantic at start: plainly valid settings are checked without it
 (:data:`SETTINGS`), and :class:`GpuConfig` is imported when a claim carries opaque config.
@@ -52,6 +55,7 @@ from drakit.node_plugin.backends.base import (
     ChangeListeners,
     ClaimToPrepare,
     ContainerEdits,
+    DeviceMetadata,
     DeviceToPrepare,
     LazyConfigModel,
     PoolDescription,
@@ -134,6 +138,7 @@ class Settings:
     binding_conditions: tuple[BindingSettings, ...]
     per_device_node_selection: bool
     unhealthy: tuple[str, ...]
+    device_metadata: bool = False
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Settings:
@@ -153,6 +158,7 @@ class Settings:
             ),
             per_device_node_selection=data["per_device_node_selection"],
             unhealthy=tuple(data["unhealthy"]),
+            device_metadata=data["device_metadata"],
         )
 
 
@@ -216,6 +222,7 @@ SETTINGS = plain.obj(
     ),
     plain.Field("per_device_node_selection", plain.boolean, False, alias="perDeviceNodeSelection"),
     plain.Field("unhealthy", plain.list_of(plain.text), []),
+    plain.Field("device_metadata", plain.boolean, False, alias="deviceMetadata"),
 )
 
 
@@ -441,7 +448,21 @@ class ExampleBackend:
         edits = tuple(ContainerEdits(env=self._env(claim.uid, d)) for d in claim.devices)
         devices = [d.device for d in claim.devices]
         context.log.debug("Simulated GPUs ready", devices=devices)
-        return BackendPrepared(device_edits=edits, state={"devices": devices})
+        return BackendPrepared(
+            device_edits=edits, state={"devices": devices}, device_metadata=self._metadata(claim)
+        )
+
+    def _metadata(self, claim: ClaimToPrepare) -> tuple[DeviceMetadata | None, ...]:
+        """Each device's published attributes, for the containers (with ``deviceMetadata``)."""
+        if not self.settings.device_metadata:
+            return ()
+        published = {d.name: d for d in self._description.devices}
+        return tuple(
+            DeviceMetadata(attributes=dict(published[d.device].attributes))
+            if d.device in published
+            else None
+            for d in claim.devices
+        )
 
     def unprepare(self, claim: ClaimRef, state: Mapping[str, Any], context: RequestContext) -> None:
         context.log.debug("Simulated GPUs released", devices=state.get("devices", []))

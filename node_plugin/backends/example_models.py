@@ -72,6 +72,7 @@ class ExampleSettings(_Strict):
     )
     per_device_node_selection: bool = pydantic.Field(False, alias="perDeviceNodeSelection")
     unhealthy: list[str] = pydantic.Field(default_factory=list)
+    device_metadata: bool = pydantic.Field(False, alias="deviceMetadata")
 
 
 class TimeSlicingConfig(_Strict):

@@ -52,6 +52,7 @@ def create_claim(
     config: Sequence[Mapping[str, Any]] = (),
     name: str | None = None,
     subrequests: Mapping[str, Sequence[str]] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> ClaimRef:
     """Create a claim and, unless ``results`` is None, allocate it via the status subresource."""
     spec_requests = []
@@ -67,12 +68,13 @@ def create_claim(
             )
         else:
             spec_requests.append({"name": r, "exactly": {"deviceClassName": DRIVER}})
-    obj = claims.create(
-        {
-            "metadata": {"name": name or f"claim-{uuid.uuid4().hex[:8]}", "namespace": namespace},
-            "spec": {"devices": {"requests": spec_requests}},
-        }
-    )
+    metadata: dict[str, Any] = {
+        "name": name or f"claim-{uuid.uuid4().hex[:8]}",
+        "namespace": namespace,
+    }
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    obj = claims.create({"metadata": metadata, "spec": {"devices": {"requests": spec_requests}}})
     if results is not None:
         obj["status"] = {
             "allocation": {
