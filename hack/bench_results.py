@@ -212,12 +212,27 @@ def parse_search(lines: list[str]) -> list[Obj]:
     return []
 
 
+def parse_real_node_pods(lines: list[str]) -> list[Obj]:
+    """Creation to Running on the real node: the medians over the rounds of p50 and p99."""
+    rows = {r[0]: r for r in table_rows(lines) if len(r) == 9 and r[0] in ("drakit", "go")}
+    if set(rows) != {"drakit", "go"}:
+        return []
+    found = []
+    for column, pct in ((3, "p50"), (4, "p99")):
+        d, g = float(rows["drakit"][column]), float(rows["go"][column])
+        name = f"Pod creation to Running on the real node, one GPU claim, {pct}"
+        found.append(figure(f"real_node_pod_running_{pct}", "real_node_pods", name,
+                            (d, g, d / g), unit="s", better="lower"))  # fmt: skip
+    return found
+
+
 PARSERS: dict[str, Callable[[list[str]], list[Obj]]] = {
     "node_prepare": parse_node_prepare,
     "allocator": parse_allocator,
     "scheduling": parse_scheduling,
     "scale": parse_scale,
     "search": parse_search,
+    "real_node_pods": parse_real_node_pods,
 }
 
 

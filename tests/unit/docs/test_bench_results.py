@@ -60,6 +60,15 @@ scale: 8 devices per node, pods created at 100/s, creation to bound, default cli
 | 1000 | 2000 | drakit | 14.0 | 50.00 | 70.00 | 200 | 20.0 | 6.3 | ok |
 | 1000 | 2000 | kube-scheduler + KCM | 7.0 | 80.00 | 120.00 | 400 | 80.0 | 8.0 | ok |
 --- done (load average 0.50 0.40 0.30, 10:05:00 UTC)
+=== tests/bench/bench_real_node_pods.py (load average 0.50 0.40 0.30, 10:05:00 UTC)
+creation -> Running, 20 pods per driver and round (seconds):
+| driver | round p50 | round p99 | median p50 | median p99 | pooled p50 | pooled p99 | \
+created -> scheduled p50 | apiserver s p50 |
+|---|---|---|---|---|---|---|---|---|
+| drakit | 0.67, 0.64, 0.64 | 0.74, 0.99, 1.89 | **0.64** | **0.99** | 0.64 | 0.99 | 0.04 | 1 |
+| go | 0.66, 0.63, 0.63 | 0.96, 0.78, 0.84 | **0.80** | **0.90** | 0.65 | 0.84 | 0.04 | 1 |
+ratio drakit/Go: p50 0.80x, p99 1.10x (medians of the rounds)
+--- done (load average 0.50 0.40 0.30, 10:11:00 UTC)
 """
 
 
@@ -112,6 +121,9 @@ def test_every_benchmark_report_becomes_figures_with_the_runs_metadata(
     assert _subset(figures["search_median_ratio"], **search) == search
     assert figures["scale_throughput"]["figure"].startswith("Scale 1,000 nodes x 2,000 pods")
     assert figures["scale_peak_rss"]["ratio"] == 0.5
+    running = {"drakit": 0.64, "go": 0.8, "ratio": 0.8, "unit": "s"}
+    assert _subset(figures["real_node_pod_running_p50"], **running) == running
+    assert figures["real_node_pod_running_p99"]["ratio"] == 1.1
     assert all(f["machine"] == "2 cores, AMD EPYC 7B13, 23 GiB" for f in figures.values())
     assert [(p["nodes"], p["side"]) for p in written["scale"]] == [
         (500, "drakit"), (500, "go"), (1000, "drakit"), (1000, "go")]  # fmt: skip
