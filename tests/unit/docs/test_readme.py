@@ -32,7 +32,7 @@ def test_every_path_the_readme_names_exists() -> None:
 
 
 def test_every_make_target_the_readme_names_exists() -> None:
-    targets = set(re.findall(r"\bmake ([a-z][\w-]*)", README))
+    targets = set(re.findall(r"(?:^|`|\$ )make ([a-z][\w-]*)", README, re.M))
     makefile = (ROOT / "Makefile").read_text()
     defined = set(re.findall(r"^([a-z][\w-]*):", makefile, re.M))
     assert {"demo", "test", "docs", "bench"} <= targets
@@ -70,3 +70,34 @@ def test_the_reference_parity_summary_matches_the_parity_page() -> None:
     assert version is not None and specs is not None
     assert f"`sigs.k8s.io/dra-example-driver` {version.group(1)}" in parity
     assert f"{specs.group(1)} Ginkgo specs" in parity
+
+
+def _table_rows(text: str, columns: int) -> list[list[str]]:
+    """The cells of every markdown table row with ``columns`` cells, headers and rules too."""
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) == columns:
+            rows.append(cells)
+    return rows
+
+
+def _outcomes(rows: list[list[str]], columns: tuple[int, int]) -> dict[str, tuple[str, ...]]:
+    """Spec -> the outcome words (passed, failed, skipped) of ``columns``, footnotes dropped."""
+    words = ("passed", "failed", "skipped")
+    found = {}
+    for row in rows:
+        outcome = tuple(row[c].split(" ")[0] for c in columns)
+        if all(word in words for word in outcome):
+            found[row[0]] = outcome
+    return found
+
+
+def test_the_readme_spec_table_is_the_parity_pages_1_36_columns() -> None:
+    section = README.split("## Compatibility")[1].split("\n## ")[0]
+    readme = _outcomes(_table_rows(section, 3), (1, 2))
+    parity = (ROOT / "docs/reference-parity.md").read_text()
+    # The parity page's results: spec, Go 1.36.3, Go 1.37.2, drakit 1.36.3, drakit 1.37.2.
+    page = _outcomes(_table_rows(parity, 5), (3, 1))
+    assert len(readme) == 23
+    assert readme == page
