@@ -301,6 +301,77 @@ def test_hostdev_backend_hands_a_real_device_node_to_a_container(
         stack.releases.remove("hostdev")
 
 
+def test_container_reads_its_device_metadata_file_on_the_real_node(
+    stack: RealNodeStack, namespace: str
+) -> None:
+    """KEP-5304: the example backend with ``deviceMetadata``; the container finds the file
+    at upstream's path for a claim from a template and reads the claim, the request and
+    the device's attributes from it."""
+    driver = "metadata.drakit.dev"
+    values = stack.chart_values(
+        driverName=driver,
+        controller={"enabled": False},
+        nodePlugin={"backend": "example", "backendConfig": {"gpus": 2, "deviceMetadata": True}},
+    )
+    stack.install("metadata", values)
+    try:
+        stack.running_plugin_pod("metadata")
+        stack.eventually_or_logs(
+            lambda: stack.node_slices(driver), "the metadata plugin's slices", "metadata"
+        )
+        template = {
+            "metadata": {"name": "meta"},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]
+                    }
+                }
+            },
+        }
+        stack.resource(RESOURCE_CLAIM_TEMPLATES).create(template, namespace)
+        path = (
+            "/var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/gpu/gpu/"
+            f"{driver}-metadata.json"
+        )
+        pod = template_pod("meta-user", "meta")
+        pod["spec"]["containers"][0]["command"] = [
+            "sh",
+            "-c",
+            f"echo BEGIN; cat {path}; echo; echo END; echo ready; exec sleep 86400",
+        ]
+        stack.pods.create(pod, namespace)
+        stack.running_pod("meta-user", namespace)
+        output = stack.container_output(namespace, "meta-user", "main")
+        text = output.split("BEGIN", 1)[1].split("END", 1)[0]
+        metadata = json.JSONDecoder().raw_decode(text.strip())[0]
+        claim = generated_claim(stack, namespace, "meta-user")
+        assert (metadata["kind"], metadata["apiVersion"]) == (
+            "DeviceMetadata",
+            "metadata.resource.k8s.io/v1beta1",
+        )
+        assert metadata["metadata"]["name"] == claim["metadata"]["name"]
+        assert metadata["metadata"]["uid"] == claim["metadata"]["uid"]
+        assert metadata["podClaimName"] == "gpu"
+        (request,) = metadata["requests"]
+        (device,) = request["devices"]
+        (allocated,) = claim["status"]["allocation"]["devices"]["results"]
+        assert request["name"] == "gpu"
+        assert (device["driver"], device["pool"], device["name"]) == (
+            driver,
+            allocated["pool"],
+            allocated["device"],
+        )
+        assert device["attributes"]["model"] == {"string": "LATEST-GPU-MODEL"}
+        stack.delete_pod("meta-user", namespace)
+        stack.pod_gone("meta-user", namespace)
+    finally:
+        stack.helm.run(
+            "uninstall", "metadata", "--namespace", "drakit-system", "--wait", "--timeout", "60s"
+        )
+        stack.releases.remove("metadata")
+
+
 # -- failures and upgrades -----------------------------------------------------------------------
 
 
