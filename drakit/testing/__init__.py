@@ -7,7 +7,7 @@ harness; see docs/writing-a-driver.md, "Testing your driver"). Fixtures:
 ``drakit_cluster`` (session)
     A local control plane (etcd + kube-apiserver) of ``$DRAKIT_KUBE_VERSION`` (default:
     drakit's pinned version), stopped at the end of the session.
-``drakit_api`` (session)
+``drakit_api``
     drakit's client for it (``drakit.kubeapi``; use :mod:`drakit.kubeapi.resources`).
 ``drakit_namespace``
     A fresh namespace, deleted after the test.
@@ -70,12 +70,20 @@ def drakit_cluster() -> Iterator[LocalCluster]:
         yield cluster
 
 
-@pytest.fixture(scope="session")
-def drakit_api(drakit_cluster: LocalCluster) -> Any:
-    """drakit's API client for ``drakit_cluster``, without a client-side rate limit."""
+@pytest.fixture
+def drakit_api(drakit_cluster: LocalCluster) -> Iterator[Any]:
+    """drakit's API client for ``drakit_cluster``, without a client-side rate limit.
+
+    One per test, not per session: a conftest may give some folders another
+    ``drakit_cluster``, and the client must reach the same cluster as ``drakit_node``.
+    """
     from drakit.kubeapi.client import load_client  # noqa: PLC0415
 
-    return load_client(drakit_cluster.kubeconfig, qps=0)
+    api = load_client(drakit_cluster.kubeconfig, qps=0)
+    yield api
+    close = getattr(api, "close", None)
+    if close is not None:
+        close()
 
 
 @pytest.fixture
