@@ -41,7 +41,9 @@ def stack(
 
 
 @pytest.fixture
-def namespace(stack: RealNodeStack) -> Iterator[str]:
+def namespace(stack: RealNodeStack, install: Any) -> Iterator[str]:
+    """A fresh namespace, deleted before the plugin is uninstalled (``install`` is set up
+    first, so torn down last): its pods' claims are unprepared by the running plugin."""
     name = stack.create_namespace()
     yield name
     stack.delete_namespace(name)
