@@ -37,7 +37,9 @@ from drakit.localcluster import LocalCluster
 from drakit.node_plugin.publisher import Publisher
 from drakit.plugin import pci_device_attributes
 
-pytestmark = pytest.mark.integration
+# Also in the differential tier (`pytest -m differential`): it compares drakit's allocator with
+# kube-scheduler itself, where tests/differential compares it with the Go allocator library.
+pytestmark = [pytest.mark.integration, pytest.mark.differential]
 
 CLASS_NAME = "pcie-test.drakit.dev"
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
