@@ -228,8 +228,7 @@ def test_reservation_computed_for_an_old_allocation_is_refused_after_reallocatio
     a = {"resource": "pods", "name": "a", "uid": str(uuid.uuid4())}
     seen_by_b = writer.allocate_and_reserve(claim, {"devices": {"results": [first]}}, a)
     # a finishes: deallocated; then c allocates the claim again, on another node
-    status = {**seen_by_b["status"], "reservedFor": None, "allocation": None}
-    writer.update_status({**seen_by_b, "status": status})
+    writer.change_status(seen_by_b, {"reservedFor": None, "allocation": None})
     second = {**first, "pool": "node-2"}
     c = {"resource": "pods", "name": "c", "uid": str(uuid.uuid4())}
     writer.allocate_and_reserve(
