@@ -119,10 +119,13 @@ compat-binaries:
 	  DRAKIT_KUBE_VERSION=$$v hack/build-binaries.sh compat helm grpcurl >/dev/null || exit 1; \
 	done
 
+# --kube-version=V as one word: pytest reads its arguments before tests/conftest.py defines
+# the option, and a separate V would be taken for a test path; the example driver's
+# conftest would then not be an initial conftest, and its pytest_plugins refused.
 test-compat: venv compat-binaries
 	@for v in $(COMPAT_VERSIONS); do \
 	  echo "compat: Kubernetes $$v" >&2; \
-	  $(VENV)/bin/pytest -m compat --kube-version $$v $(PYTEST_ARGS) || exit 1; \
+	  $(VENV)/bin/pytest -m compat --kube-version=$$v $(PYTEST_ARGS) || exit 1; \
 	done
 
 bench: venv binaries
