@@ -25,6 +25,7 @@ namespace, name or subresource that cannot be one URL path segment.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,7 @@ __all__ = [
     "TooManyRequests",
     "Unauthorized",
     "error_from_status",
+    "transport_errors",
 ]
 
 
@@ -220,3 +222,20 @@ def _fallback_message(code: int, body: bytes | str | dict[str, Any] | None) -> s
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
     text = text.strip()[:500]
     return f"HTTP {code}: {text}" if text else f"HTTP {code}"
+
+
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """The exception types of a request that got no HTTP answer: ``OSError``, and
+    ``urllib3.exceptions.HTTPError`` when urllib3 is loaded.
+
+    For ``except transport_errors():`` clauses that must catch what either client raises
+    (:class:`drakit.kubeapi.lightclient.LightApiClient` raises only ``OSError``; the
+    kubernetes client, over urllib3, raises urllib3's too). It never imports urllib3: an
+    exception of a module that was never imported cannot have been raised, and the node
+    plugin, which talks through the light client only, keeps urllib3 (about 1.4 MiB of
+    resident memory) out of its process.
+    """
+    module = sys.modules.get("urllib3.exceptions")
+    if module is None:
+        return (OSError,)
+    return (OSError, module.HTTPError)

@@ -24,10 +24,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
-import urllib3
-
 from drakit.kubeapi.deepjson import depth_safe
-from drakit.kubeapi.errors import ApiError, ApiUnavailable, InvalidPathSegment, error_from_status
+from drakit.kubeapi.errors import (
+    ApiError,
+    ApiUnavailable,
+    InvalidPathSegment,
+    error_from_status,
+    transport_errors,
+)
 from drakit.kubeapi.objects import KubeObject
 
 __all__ = [
@@ -186,7 +190,7 @@ class WatchStream:
         try:
             for line in self._lines():
                 yield self._decode(line)
-        except (urllib3.exceptions.HTTPError, OSError) as err:
+        except transport_errors() as err:
             if not self._closed:
                 raise ApiUnavailable(f"watch {self._rtype.plural}: {err}") from err
         finally:
@@ -520,7 +524,7 @@ class Resource:
         response = self._send(method, path, **options)
         try:
             data = response.data
-        except (urllib3.exceptions.HTTPError, OSError) as err:
+        except transport_errors() as err:
             raise ApiUnavailable(f"{method} {path}: {err}") from err
         finally:
             response.release_conn()
@@ -542,7 +546,8 @@ class Resource:
         content_type: str = "application/json",
         timeout: tuple[float, float] | None = None,
     ) -> Any:
-        """Send a request; returns the open urllib3 response of a 2xx answer, raises otherwise."""
+        """Send a request; returns the open response (urllib3's or http11's) of a 2xx answer,
+        raises otherwise."""
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -571,7 +576,7 @@ class Resource:
             )
         except _kubernetes_api_exceptions() as err:  # the REST layer's wrapper for TLS failures
             raise ApiUnavailable(f"{method} {path}: {getattr(err, 'reason', err)}") from err
-        except (urllib3.exceptions.HTTPError, OSError) as err:
+        except transport_errors() as err:
             raise ApiUnavailable(f"{method} {path}: {err}") from err
         except TypeError as err:  # a DeepJSON value: only the light client writes those
             raise ApiError(f"{method} {path}: the body cannot be written as JSON: {err}") from err
@@ -580,7 +585,7 @@ class Resource:
             return response
         try:
             data = response.data
-        except (urllib3.exceptions.HTTPError, OSError):
+        except transport_errors():
             data = b""
         finally:
             response.release_conn()
@@ -607,7 +612,8 @@ def bind_pod(pods: Resource, namespace: str, name: str, node_name: str, *, uid: 
 
 def _kubernetes_api_exceptions() -> tuple[type[BaseException], ...]:
     """The kubernetes client's ApiException when that client is loaded (never imports it:
-    ``api`` may be a :class:`drakit.kubeapi.lightclient.LightApiClient`, which raises urllib3's)."""
+    ``api`` may be a :class:`drakit.kubeapi.lightclient.LightApiClient`, which raises only
+    ``OSError``)."""
     module = sys.modules.get("kubernetes.client.exceptions")
     return (module.ApiException,) if module is not None else ()
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
 
-import urllib3
+from drakit.kubeapi.errors import transport_errors
 
 __all__ = ["MAX_RETRIES", "MAX_WAIT_SECONDS", "retry_after_seconds", "send_with_retry_after"]
 
@@ -97,7 +97,7 @@ def _discard(answer: RefusedAnswer) -> None:
             answer.data  # noqa: B018  (reads the body to its end, so the connection is reusable)
             answer.release_conn()
             return
-    except (OSError, urllib3.exceptions.HTTPError):
+    except transport_errors():
         pass  # the connection is closed below
     answer.close()
     answer.release_conn()  # urllib3 frees the pool's slot; for http11 a no-op after close
