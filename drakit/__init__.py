@@ -10,6 +10,17 @@ holds the ``drakit`` command line and the local control-plane launcher used by t
 (``allocator/``, ``controller/``, ...), linked into ``drakit/``.
 """
 
-from drakit.version import __version__
+from __future__ import annotations
 
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    """``drakit.__version__``, resolved on first access (PEP 562, see :mod:`drakit.version`):
+    importing drakit does not load :mod:`importlib.metadata`."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from drakit.version import __version__  # noqa: PLC0415  (the lookup is the point)
+
+    globals()["__version__"] = __version__
+    return __version__

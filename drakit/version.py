@@ -1,11 +1,11 @@
-"""Version facts of this build of drakit and of what it targets."""
+"""Version facts of this build of drakit and of what it targets.
 
-from importlib import metadata
+``__version__`` is resolved on first access (PEP 562) and cached: reading the installed
+distribution's version imports :mod:`importlib.metadata` (with zipfile, email and csv, about
+1-2 MiB of resident memory), which a long-running program such as the node plugin never needs.
+"""
 
-try:
-    __version__ = metadata.version("drakit")
-except metadata.PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0.0.0+unknown"
+from __future__ import annotations
 
 #: The Kubernetes release drakit is built and tested against.
 KUBERNETES_VERSION = "v1.37.2"
@@ -21,3 +21,18 @@ KUBELET_SERVICES = (
     "v1.DRAResourceHealth",
     "v1alpha1.DRAResourceHealth",
 )
+
+
+def __getattr__(name: str) -> str:
+    """``__version__``: the installed distribution's version, or ``0.0.0+unknown`` when
+    running from a source tree without an install. Looked up once, then a plain attribute."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import metadata  # noqa: PLC0415  (only when the version is read, see above)
+
+    try:
+        version = metadata.version("drakit")
+    except metadata.PackageNotFoundError:
+        version = "0.0.0+unknown"
+    globals()["__version__"] = version  # later reads find it without calling this again
+    return version
