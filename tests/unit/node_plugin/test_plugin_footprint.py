@@ -37,6 +37,31 @@ def test_node_plugin_modules_load_neither_prometheus_client_nor_pyyaml() -> None
     assert python_output(probe).strip() == "[]"
 
 
+def test_node_plugin_start_up_modules_load_neither_urllib3_nor_importlib_metadata() -> None:
+    # The plugin talks through the light client (OSError only), so urllib3's exception
+    # types are caught only once something loaded urllib3; drakit.__version__ (metadata,
+    # zipfile, email) is looked up on first read. Together about 3 MiB of idle RSS.
+    probe = (
+        "import sys\n"
+        "import drakit.cli, drakit.cmd_node_plugin\n"
+        "import drakit.node_plugin.wiring, drakit.node_plugin.app\n"
+        "print(sorted(m for m in ('urllib3', 'importlib.metadata') if m in sys.modules))\n"
+    )
+    assert python_output(probe).strip() == "[]"
+
+
+def test_drakit_version_is_the_installed_one_when_first_read() -> None:
+    probe = (
+        "import sys\n"
+        "from importlib import metadata\n"
+        "import drakit\n"
+        "print(drakit.__version__ == metadata.version('drakit'))\n"
+        "from drakit.version import __version__\n"
+        "print(__version__ == drakit.__version__, 'drakit.version' in sys.modules)\n"
+    )
+    assert python_output(probe).split() == ["True", "True", "True"]
+
+
 _LAZY_PYDANTIC_PROBE = """
 import sys
 import drakit.cli, drakit.cmd_node_plugin
