@@ -26,6 +26,7 @@ from drakit.node_plugin.service.registration import RegistrationStatus
 from drakit.node_plugin.service.server import DEFAULT_GRACE_SECONDS, DraServer, RegistrationServer
 from drakit.node_plugin.sockets import SocketPaths, socket_paths
 from drakit.telemetry.logs import get_logger
+from drakit.telemetry.memory import release_freed_memory
 
 if TYPE_CHECKING:
     from drakit.telemetry.endpoint import MetricsEndpoint
@@ -76,6 +77,19 @@ class NodePlugin:
         self._calls: DriverCalls | None = None
         self.registration_server: RegistrationServer | None = None
         self._stopped = threading.Event()
+
+    def started_up(self) -> bool:
+        """True once start-up work is done: :meth:`start` returned and every background
+        service that reports readiness (the publisher: Node found, informers synced, first
+        sync queued) is ready. Does not wait."""
+        if self._core is None or self._parts is None:
+            return False
+        for service in self._parts.services:
+            # Readiness is optional for a Service (the cross-check has none).
+            wait_ready: Callable[[float], bool] | None = getattr(service, "wait_ready", None)
+            if wait_ready is not None and not wait_ready(0):
+                return False
+        return True
 
     @property
     def core(self) -> DriverCore:
@@ -212,8 +226,14 @@ def run_until_signal(plugin: NodePlugin) -> int:
             home.start()
         else:
             _log.info("CPU home off: the plugin's threads stay on the CPUs the kernel gives them")
+        released = False
         while not stop.wait(timeout=1.0):
-            pass
+            if not released and plugin.started_up():
+                # Start-up freed far more than the plugin keeps (import-time buffers, TLS and
+                # gRPC set-up, the first lists and slice writes), and glibc keeps freed chunks
+                # resident below ones in use: give them back once, for the plugin's idle life.
+                release_freed_memory()
+                released = True
         _log.info("Shutting down", signal=signal.Signals(received[0]).name)
     finally:
         if home is not None:
