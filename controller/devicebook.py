@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from drakit.allocator.allocated import AllocatedState
 from drakit.allocator.features import Features
@@ -31,29 +32,88 @@ from drakit.allocator.model import DeviceClass, ModelError, ResourceClaim, Resou
 from drakit.controller.naming import meta, without_managed_fields
 from drakit.kubeapi.objects import KubeObject
 
-__all__ = ["DeviceBook", "claim_model", "held_model"]
+__all__ = ["SNAPSHOT_MAX_LAG", "DeviceBook", "claim_model", "decode_claim_model", "held_model"]
 
 logger = logging.getLogger(__name__)
+
+#: Changes a copy of the allocated state may lag behind before a decision gets a new one
+#: (:meth:`DeviceBook.snapshot`). A lagging copy only costs a re-check of the chosen node,
+#: which a decision makes anyway when anything changed during its search.
+SNAPSHOT_MAX_LAG = 32
+
+
+_T = TypeVar("_T")
+
+
+class _DecodedClaims:
+    """Models of claim dicts, remembered by the dict's identity (bounded, thread-safe).
+
+    A scheduled pod's claim is decoded several times from the same object (the selector
+    pre-pass, the search, its confirmation, the device book's bookkeeping of the assumed
+    write). Claim dicts from the informer, the assume cache and API answers are never
+    changed in place, so the same object always decodes to the same model; the entry keeps
+    the object alive, so its identity cannot be reused by another while remembered.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._entries: dict[int, tuple[KubeObject, object]] = {}
+
+    def get(self, claim: KubeObject, decode: Callable[[KubeObject], _T]) -> _T:
+        key = id(claim)
+        with self._lock:
+            hit = self._entries.get(key)
+        if hit is not None and hit[0] is claim:
+            return hit[1]  # type: ignore[return-value]
+        value = decode(claim)
+        with self._lock:
+            if len(self._entries) >= self._size:
+                del self._entries[next(iter(self._entries))]  # the oldest: dicts keep order
+            self._entries[key] = (claim, value)
+        return value
+
+
+_MODELS = _DecodedClaims()
+_HELD = _DecodedClaims()
 
 
 def claim_model(claim: KubeObject) -> ResourceClaim | None:
     """The allocator's model of a claim dict, or None (logged) when it cannot be decoded.
 
     The model leaves out ``metadata.managedFields``: the allocator never reads it, and
-    copying it into the model's frozen ``extra`` was most of the cost of decoding a claim
-    (decoded several times per scheduled pod).
+    copying it into the model's frozen ``extra`` was most of the cost of decoding a claim.
+    ``claim`` must not be changed in place afterwards (its model is remembered).
     """
+    decoded = decode_claim_model(claim)
+    if isinstance(decoded, ModelError):
+        _log_undecodable(claim, decoded, "Ignoring undecodable ResourceClaim")
+        return None
+    return decoded
+
+
+def decode_claim_model(claim: KubeObject) -> ResourceClaim | ModelError:
+    """The model of a claim dict or why it cannot be decoded (remembered as
+    :func:`claim_model` remembers it)."""
+    return _MODELS.get(claim, _decode_model)
+
+
+def _decode_model(claim: KubeObject) -> ResourceClaim | ModelError:
     try:
         return ResourceClaim.from_dict(without_managed_fields(claim))
     except ModelError as err:
-        _log_undecodable(claim, err, "Ignoring undecodable ResourceClaim")
-        return None
+        return err
 
 
 def held_model(claim: KubeObject) -> ResourceClaim | None:
     """The model that allocated state is built from: the full claim, or, when it cannot be
     decoded, what its ``status.allocation`` holds (logged). Fails closed: an allocated
-    claim's devices stay taken whatever else it carries."""
+    claim's devices stay taken whatever else it carries. ``claim`` must not be changed in
+    place afterwards (its model is remembered)."""
+    return _HELD.get(claim, _decode_held)
+
+
+def _decode_held(claim: KubeObject) -> ResourceClaim | None:
     decoded = decode_claim(without_managed_fields(claim))
     if decoded.error is not None:
         _log_undecodable(
@@ -100,12 +160,22 @@ class DeviceBook:
         self.generation = 0
         self._snapshot: tuple[int, AllocatedState] | None = None
 
-    def snapshot(self) -> tuple[int, AllocatedState]:
-        """The generation and a copy of the allocated state (shared until the next change)."""
+    def snapshot(self, *, current: bool = False) -> tuple[int, AllocatedState]:
+        """A copy of the allocated state and the generation it was copied at.
+
+        The copy may lag the live state by up to :data:`SNAPSHOT_MAX_LAG` changes unless
+        ``current`` is true; callers compare the returned generation with
+        :attr:`generation` and must confirm any choice made on a lagging copy against the
+        live state under :attr:`lock` (the scheduler re-checks its node). Copying is linear
+        in the allocated devices, and a busy scheduler changes the state between almost any
+        two decisions: one copy per decision made the cost per pod grow with the cluster.
+        """
         with self.lock:
-            if self._snapshot is None or self._snapshot[0] != self.generation:
-                self._snapshot = (self.generation, self.state.copy())
-            return self._snapshot
+            kept = self._snapshot
+            lag = SNAPSHOT_MAX_LAG if not current else 0
+            if kept is None or self.generation - kept[0] > lag:
+                kept = self._snapshot = (self.generation, self.state.copy())
+            return kept
 
     def _changed(self) -> None:
         self.generation += 1

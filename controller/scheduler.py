@@ -32,7 +32,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from drakit.allocator.allocate import (
@@ -49,7 +49,7 @@ from drakit.controller.backoff import PodBackoff
 from drakit.controller.caches import Caches
 from drakit.controller.claimwrites import ClaimWriteError, ClaimWriter
 from drakit.controller.config import ControllerConfig
-from drakit.controller.devicebook import DeviceBook, claim_model
+from drakit.controller.devicebook import DeviceBook, claim_model, decode_claim_model
 from drakit.controller.explanation import summarise
 from drakit.controller.metrics import ControllerMetrics
 from drakit.controller.naming import (
@@ -61,7 +61,6 @@ from drakit.controller.naming import (
     meta,
     pod_is_terminal,
     resolve_claim_name,
-    without_managed_fields,
 )
 from drakit.controller.nodefilter import ClusterView, NodeFilter
 from drakit.controller.podfit.affinity import (
@@ -314,10 +313,7 @@ class PodScheduler:
         under the book's lock, so two decisions never both take a node's last room.
         """
         for _ in range(OPTIMISTIC_ATTEMPTS):
-            with self._book.lock:
-                view = self._claim_view(pod, claims)
-                generation, state = self._book.snapshot()
-            node, results = self._pick_node(pod, info, view.models, view.selectors, state)
+            view, generation, node, results = self._search(pod, info, claims)
             with self._book.lock:
                 now = self._claim_view(pod, claims)
                 if now.pending_uids != view.pending_uids or now.selectors != view.selectors:
@@ -338,6 +334,31 @@ class PodScheduler:
             if not self._place(pod, info, node):
                 raise _WaitError({CAPACITY}, f"node {node} filled up meanwhile", IN_FLIGHT_RETRY)
             return self._register_placed(node, info, view, results)
+
+    def _search(
+        self, pod: KubeObject, info: PodInfo, claims: list[KubeObject]
+    ) -> tuple[_ClaimView, int, str, list[Any]]:
+        """Search for a node on a copy of the allocated state, outside the book's lock.
+
+        The copy may lag the live state (``DeviceBook.snapshot``): a node found on it is
+        confirmed by the caller, and "no node fits" is only concluded on a copy that was
+        current when taken. Otherwise a pod could wait for an event that freed devices
+        before its attempt began, and that will not come again.
+        """
+        with self._book.lock:
+            view = self._claim_view(pod, claims)
+            generation, state = self._book.snapshot()
+            lagging = generation != self._book.generation
+        try:
+            node, results = self._pick_node(pod, info, view.models, view.selectors, state)
+        except _UnschedulableError:
+            if not lagging:
+                raise
+            with self._book.lock:
+                view = self._claim_view(pod, claims)
+                generation, state = self._book.snapshot(current=True)
+            node, results = self._pick_node(pod, info, view.models, view.selectors, state)
+        return view, generation, node, results
 
     def _cluster_view(self) -> ClusterView:
         return ClusterView(
@@ -426,15 +447,15 @@ class PodScheduler:
     ) -> _Decision:
         """Record the decision's allocations as in flight. Call under the book's lock."""
         decision = _Decision(node=node, pod=info, reserve=view.reserve)
-        for claim, result in zip(view.pending, results, strict=True):
+        for claim, pending, result in zip(view.pending, view.models, results, strict=True):
             allocation = result.to_dict()
             written = {
                 **claim,
                 "status": {**(claim.get("status") or {}), "allocation": allocation},
             }
-            model = claim_model(written)
-            if model is None:
-                raise _UnschedulableError(set(), f"claim {_key(claim)} cannot be decoded")
+            # The pending claim's model with the new allocation: the same as decoding
+            # ``written``, without decoding it.
+            model = replace(pending, status=replace(pending.status, allocation=result))
             self._book.begin(written, model)
             decision.allocate.append((claim, allocation))
         return decision
@@ -443,12 +464,11 @@ class PodScheduler:
         classes = self._book.classes()
         models: list[ResourceClaim] = []
         for claim in claims:
-            try:
-                model = ResourceClaim.from_dict(without_managed_fields(claim))
-            except ModelError as err:
+            model = decode_claim_model(claim)
+            if isinstance(model, ModelError):
                 raise _UnschedulableError(
-                    set(), f"ResourceClaim {_key(claim)} cannot be decoded: {err}"
-                ) from None
+                    set(), f"ResourceClaim {_key(claim)} cannot be decoded: {model}"
+                )
             missing = sorted(_class_names(model) - set(classes))
             if missing:
                 raise _UnschedulableError(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from drakit.allocator.model import DeviceID
-from drakit.controller.devicebook import DeviceBook, claim_model
+from drakit.allocator.model import DeviceID, ModelError
+from drakit.controller.devicebook import DeviceBook, claim_model, decode_claim_model, held_model
 
 
 def claim(uid: str, device: str | None, rv: str = "1") -> dict[str, Any]:
@@ -101,3 +101,24 @@ def test_allocated_claim_with_undecodable_spec_still_holds_its_device():
     assert b.state.is_allocated(DeviceID("d", "p", "d0"))
     b.claim_deleted(undecodable)
     assert not b.state.is_allocated(DeviceID("d", "p", "d0"))
+
+
+def test_a_claim_object_is_decoded_once_and_a_new_object_again():
+    first = claim("a", "d0")
+    model = claim_model(first)
+    assert model is not None
+    assert claim_model(first) is model  # remembered by identity
+    assert held_model(first) is held_model(first)
+    second = claim("a", "d1", rv="2")  # a newer copy from the informer
+    newer = claim_model(second)
+    assert newer is not None and newer is not model
+    assert newer.status.allocation is not None
+    assert newer.status.allocation.devices.results[0].device == "d1"
+
+
+def test_an_undecodable_claim_stays_undecodable_when_asked_again():
+    bad = claim("a", None)
+    bad["spec"]["devices"]["config"] = [{"opaque": {"driver": "d", "parameters": deep(600)}}]
+    first, again = decode_claim_model(bad), decode_claim_model(bad)
+    assert isinstance(first, ModelError) and again is first
+    assert claim_model(bad) is None
