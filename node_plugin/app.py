@@ -227,7 +227,9 @@ def run_until_signal(plugin: NodePlugin) -> int:
         else:
             _log.info("CPU home off: the plugin's threads stay on the CPUs the kernel gives them")
         released = False
-        while not stop.wait(timeout=1.0):
+        # Polled often until started up (the publisher is ready within a second or two), so
+        # that the release follows start-up closely; then once a second for the signal.
+        while not stop.wait(timeout=1.0 if released else 0.1):
             if not released and plugin.started_up():
                 # Start-up freed far more than the plugin keeps (import-time buffers, TLS and
                 # gRPC set-up, the first lists and slice writes), and glibc keeps freed chunks
