@@ -154,6 +154,10 @@ class DeviceBook:
         self._get_claim = get_claim
         self.state = AllocatedState()
         self._in_flight: dict[str, KubeObject] = {}  # claim UID -> claim with the allocation
+        # Claim UID -> the resourceVersion its entry in ``state`` was taken from. The
+        # scheduler's assumed write and the informer's event of that write carry the same
+        # version: the second is not decoded and changes nothing.
+        self._recorded: dict[str, str] = {}
         self._inventory: Inventory | None = None
         self._classes: dict[str, DeviceClass] | None = None
         #: Bumped by every change of the allocated state, the inventory or the classes.
@@ -188,24 +192,31 @@ class DeviceBook:
         with self.lock:
             if uid in self._in_flight:
                 return  # the in-flight allocation wins until the write is assumed
-            self._record(uid, claim)
-            self._changed()
+            if self._record(uid, claim):
+                self._changed()
 
     def claim_deleted(self, claim: KubeObject) -> None:
         with self.lock:
             uid = str(meta(claim).get("uid"))
             if uid not in self._in_flight:
                 self.state.remove(uid)
+                self._recorded.pop(uid, None)
                 self._changed()
 
-    def _record(self, uid: str, claim: KubeObject) -> None:
+    def _record(self, uid: str, claim: KubeObject) -> bool:
+        """Take ``claim``'s allocation into the state; False when the state already holds
+        this version of it (nothing changed)."""
+        version = str(meta(claim).get("resourceVersion") or "")
+        if version and self._recorded.get(uid) == version:
+            return False
+        self._recorded[uid] = version
         if not (claim.get("status") or {}).get("allocation"):
             self.state.remove(uid)
-            return
+            return True
         model = held_model(claim)
-        if model is None:
-            return
-        self.state.add(model)
+        if model is not None:
+            self.state.add(model)
+        return True
 
     # -- in flight -----------------------------------------------------------------------------
 
@@ -215,6 +226,7 @@ class DeviceBook:
         with self.lock:
             uid = str(meta(claim_with_allocation).get("uid"))
             self._in_flight[uid] = claim_with_allocation
+            self._recorded.pop(uid, None)  # the state holds the decision, not a version
             self.state.add(model)
             self._changed()
 
@@ -231,6 +243,7 @@ class DeviceBook:
             current = self._get_claim(claim_key)
             if current is None or meta(current).get("uid") != claim_uid:
                 self.state.remove(claim_uid)
+                self._recorded.pop(claim_uid, None)
             else:
                 self._record(claim_uid, current)
             self._changed()

@@ -122,3 +122,22 @@ def test_an_undecodable_claim_stays_undecodable_when_asked_again():
     first, again = decode_claim_model(bad), decode_claim_model(bad)
     assert isinstance(first, ModelError) and again is first
     assert claim_model(bad) is None
+
+
+def test_the_informer_event_of_an_assumed_write_changes_nothing():
+    b = book({})
+    b.claim_changed(claim("a", "d0", rv="2"))  # the scheduler's assumed write
+    generation = b.generation
+    b.claim_changed(claim("a", "d0", rv="2"))  # the informer's event of the same write
+    assert b.generation == generation  # no recheck forced on deciders
+    b.claim_changed(claim("a", None, rv="3"))
+    assert b.generation > generation
+    assert not b.state.is_allocated(DeviceID("d", "p", "d0"))
+
+
+def test_a_claim_deleted_and_seen_again_at_the_same_version_is_recorded_again():
+    b = book({})
+    b.claim_changed(claim("a", "d0", rv="2"))
+    b.claim_deleted(claim("a", "d0", rv="2"))
+    b.claim_changed(claim("a", "d0", rv="2"))  # e.g. a relist after a missed delete
+    assert b.state.is_allocated(DeviceID("d", "p", "d0"))
