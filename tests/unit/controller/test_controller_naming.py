@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from drakit.controller.naming import (
@@ -9,6 +11,7 @@ from drakit.controller.naming import (
     claim_keys_of_pod,
     generate_name,
     is_for_pod,
+    parse_timestamp,
     pod_is_done,
     resolve_claim_name,
 )
@@ -113,3 +116,13 @@ def test_generate_name_trims_a_dot_or_dash_where_the_pod_name_was_cut():
 
 def test_generate_name_leaves_out_a_pod_part_cut_to_nothing():
     assert generate_name("p", "c" * 63) == "c" * 54 + "-"
+
+
+def test_timestamps_are_read_as_the_api_writes_them_and_anything_else_is_none() -> None:
+    utc = dt.UTC
+    assert parse_timestamp("2026-12-06T04:00:00Z") == dt.datetime(2026, 12, 6, 4, tzinfo=utc)
+    assert parse_timestamp("2026-12-06T04:00:00.250000Z") == dt.datetime(
+        2026, 12, 6, 4, 0, 0, 250000, tzinfo=utc
+    )
+    for bad in ("2026-12-06", "2026-12-06T04:00:00", "2026-13-06T04:00:00Z", "x", None, 5):
+        assert parse_timestamp(bad) is None, bad
