@@ -213,6 +213,12 @@ def configure(fmt: str = "json", level: str = "info", stream: TextIO | None = No
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # No line shows the thread or the process, so records need not look them up (the
+    # logging HOWTO's "Optimization" flags): a third of a record's cost, measured, in the
+    # controller, which logs a few lines for every pod it schedules.
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     # The Kubernetes client logs every HTTP request at DEBUG; keep it to warnings.
     logging.getLogger("urllib3").setLevel(logging.WARNING)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)

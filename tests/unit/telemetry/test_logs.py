@@ -19,11 +19,13 @@ def log_stream() -> Iterator[io.StringIO]:
     """The node plugin's log configuration (``drakit node-plugin`` calls ``configure``)."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    flags = logging.logThreads, logging.logProcesses, logging.logMultiprocessing
     stream = io.StringIO()
     configure("json", "debug", stream)
     yield stream
     root.handlers[:] = handlers
     root.setLevel(level)
+    logging.logThreads, logging.logProcesses, logging.logMultiprocessing = flags
 
 
 def lines(stream: io.StringIO) -> list[dict[str, object]]:
@@ -134,3 +136,19 @@ def test_small_lines_are_written_whole(log_stream: io.StringIO) -> None:
     assert line["msg"] == "Prepared claim"
     assert line["claim"] == {"name": "c"}
     assert line["devices"] == 3
+
+
+def test_configured_records_skip_the_thread_and_process_lookups_no_line_shows(
+    log_stream: io.StringIO,
+) -> None:
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep()
+    logging.getLogger().addHandler(keep)
+    logging.getLogger("drakit.controller.scheduler").info("Bound pod", extra={"node": "n1"})
+    assert records and records[0].threadName is None and records[0].process is None
+    assert lines(log_stream)[-1]["node"] == "n1"
