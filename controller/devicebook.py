@@ -126,6 +126,10 @@ def _decode_held(claim: KubeObject) -> ResourceClaim | None:
     return decoded.model
 
 
+def _allocation(claim: KubeObject) -> object:
+    return (claim.get("status") or {}).get("allocation")
+
+
 def _log_undecodable(claim: KubeObject, err: ModelError, message: str) -> None:
     logger.warning(
         message,
@@ -238,12 +242,18 @@ class DeviceBook:
         """End the in-flight period of a claim: its state is taken from the cache again (which
         holds the assumed write on success, the informer's version on failure)."""
         with self.lock:
-            if self._in_flight.pop(claim_uid, None) is None:
+            decided = self._in_flight.pop(claim_uid, None)
+            if decided is None:
                 return
             current = self._get_claim(claim_key)
             if current is None or meta(current).get("uid") != claim_uid:
                 self.state.remove(claim_uid)
                 self._recorded.pop(claim_uid, None)
+            elif _allocation(current) is not None and _allocation(current) == _allocation(decided):
+                # The write landed as decided: the state already holds this allocation (the
+                # decision's model), so the stored claim need not be decoded again.
+                self._recorded[claim_uid] = str(meta(current).get("resourceVersion") or "")
+                return
             else:
                 self._record(claim_uid, current)
             self._changed()

@@ -141,3 +141,28 @@ def test_a_claim_deleted_and_seen_again_at_the_same_version_is_recorded_again():
     b.claim_deleted(claim("a", "d0", rv="2"))
     b.claim_changed(claim("a", "d0", rv="2"))  # e.g. a relist after a missed delete
     assert b.state.is_allocated(DeviceID("d", "p", "d0"))
+
+
+def test_a_write_that_landed_as_decided_ends_in_flight_without_a_change():
+    cache: dict[str, Any] = {"ns/a": claim("a", None)}
+    b = book(cache)
+    written = claim("a", "d0")
+    b.begin(written, claim_model(written))  # type: ignore[arg-type]
+    generation = b.generation
+    cache["ns/a"] = claim("a", "d0", rv="5")  # the assumed answer of the write
+    b.finish("a", "ns/a")
+    b.claim_changed(claim("a", "d0", rv="5"))  # the informer's event of it
+    assert b.generation == generation
+    assert b.in_flight("a") is None
+    assert b.state.is_allocated(DeviceID("d", "p", "d0"))
+
+
+def test_a_stored_allocation_other_than_decided_replaces_the_decision():
+    cache: dict[str, Any] = {"ns/a": claim("a", None)}
+    b = book(cache)
+    written = claim("a", "d0")
+    b.begin(written, claim_model(written))  # type: ignore[arg-type]
+    cache["ns/a"] = claim("a", "d1", rv="5")
+    b.finish("a", "ns/a")
+    assert not b.state.is_allocated(DeviceID("d", "p", "d0"))
+    assert b.state.is_allocated(DeviceID("d", "p", "d1"))
