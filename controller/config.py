@@ -43,8 +43,10 @@ class ControllerConfig:
     workers: int = 10
     #: Workers of their own for claim generation and the claim lifecycle (reservations,
     #: deallocation, deletion of generated claims): slow scheduling attempts never hold
-    #: them up.
-    lifecycle_workers: int = 4
+    #: them up. Each sync mostly waits on one or two API writes, so the count bounds claim
+    #: generation throughput: 16 took a burst of 1,000 pods 20 % faster than 4 on two cores
+    #: (kube-controller-manager's resourceclaim controller runs 50 concurrent syncs).
+    lifecycle_workers: int = 16
     #: Seconds between full resyncs of the informers (level-triggered repair).
     resync_period: float = 300.0
     #: Seconds the allocator may search for one pod on one node.

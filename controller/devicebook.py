@@ -130,6 +130,12 @@ def _allocation(claim: KubeObject) -> object:
     return (claim.get("status") or {}).get("allocation")
 
 
+def _landed_as_decided(stored: KubeObject, decided: KubeObject) -> bool:
+    """True when the stored claim carries the decided allocation (the claim write landed)."""
+    allocation = _allocation(stored)
+    return allocation is not None and allocation == _allocation(decided)
+
+
 def _log_undecodable(claim: KubeObject, err: ModelError, message: str) -> None:
     logger.warning(
         message,
@@ -249,9 +255,9 @@ class DeviceBook:
             if current is None or meta(current).get("uid") != claim_uid:
                 self.state.remove(claim_uid)
                 self._recorded.pop(claim_uid, None)
-            elif _allocation(current) is not None and _allocation(current) == _allocation(decided):
-                # The write landed as decided: the state already holds this allocation (the
-                # decision's model), so the stored claim need not be decoded again.
+            elif _landed_as_decided(current, decided):
+                # The state already holds this allocation (the decision's model), so the
+                # stored claim need not be decoded again.
                 self._recorded[claim_uid] = str(meta(current).get("resourceVersion") or "")
                 return
             else:

@@ -145,7 +145,7 @@ def add_parser(sub: Subcommands) -> None:
         metavar="N",
         action=env,
         env="LIFECYCLE_WORKERS",
-        default="4",
+        default="16",
         help="workers of their own for claim generation and the claim lifecycle, so slow "
         "scheduling never holds them up (default: %(default)s)",
     )
