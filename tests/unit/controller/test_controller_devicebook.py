@@ -24,6 +24,20 @@ def book(cache: dict[str, Any]) -> DeviceBook:
     return DeviceBook(list_slices=list, list_classes=list, get_claim=cache.get)
 
 
+def book_deciding(uid: str, device: str) -> tuple[DeviceBook, dict[str, Any]]:
+    """A book whose cache holds claim `uid` unallocated, with `device` decided for it in flight."""
+    cache: dict[str, Any] = {f"ns/{uid}": claim(uid, None)}
+    b = book(cache)
+    decide(b, claim(uid, device))
+    return b, cache
+
+
+def decide(b: DeviceBook, written: dict[str, Any]) -> None:
+    model = claim_model(written)
+    assert model is not None
+    b.begin(written, model)
+
+
 def test_cache_events_add_and_remove_allocated_devices():
     b = book({})
     b.claim_changed(claim("a", "d0"))
@@ -33,22 +47,16 @@ def test_cache_events_add_and_remove_allocated_devices():
 
 
 def test_in_flight_allocation_survives_a_stale_unallocated_event():
-    cache: dict[str, Any] = {"ns/a": claim("a", None)}
-    b = book(cache)
+    b = book({"ns/a": claim("a", None)})
     written = claim("a", "d0")
-    model = claim_model(written)
-    assert model is not None
-    b.begin(written, model)
+    decide(b, written)
     b.claim_changed(claim("a", None))  # e.g. the finalizer write, before the allocation
     assert b.state.is_allocated(DeviceID("d", "p", "d0"))
     assert b.in_flight("a") is written
 
 
 def test_finish_after_success_keeps_the_devices_from_the_assumed_claim():
-    cache: dict[str, Any] = {"ns/a": claim("a", None)}
-    b = book(cache)
-    written = claim("a", "d0")
-    b.begin(written, claim_model(written))  # type: ignore[arg-type]
+    b, cache = book_deciding("a", "d0")
     cache["ns/a"] = claim("a", "d0", rv="5")  # assumed after the write
     b.finish("a", "ns/a")
     assert b.in_flight("a") is None
@@ -56,10 +64,7 @@ def test_finish_after_success_keeps_the_devices_from_the_assumed_claim():
 
 
 def test_finish_after_failure_frees_the_devices():
-    cache: dict[str, Any] = {"ns/a": claim("a", None)}
-    b = book(cache)
-    written = claim("a", "d0")
-    b.begin(written, claim_model(written))  # type: ignore[arg-type]
+    b, _ = book_deciding("a", "d0")
     b.finish("a", "ns/a")
     assert not b.state.is_allocated(DeviceID("d", "p", "d0"))
 
@@ -70,8 +75,7 @@ def test_snapshot_is_unaffected_by_later_changes_and_every_change_moves_the_gene
     b.claim_changed(claim("a", "d0"))
     generation, state = b.snapshot()
     assert b.snapshot() == (generation, state)  # shared until something changes
-    written = claim("b", "d1")
-    b.begin(written, claim_model(written))  # type: ignore[arg-type]
+    decide(b, claim("b", "d1"))
     assert b.generation > generation
     assert b.state.is_allocated(DeviceID("d", "p", "d1"))
     assert not state.is_allocated(DeviceID("d", "p", "d1"))
@@ -144,10 +148,7 @@ def test_a_claim_deleted_and_seen_again_at_the_same_version_is_recorded_again():
 
 
 def test_a_write_that_landed_as_decided_ends_in_flight_without_a_change():
-    cache: dict[str, Any] = {"ns/a": claim("a", None)}
-    b = book(cache)
-    written = claim("a", "d0")
-    b.begin(written, claim_model(written))  # type: ignore[arg-type]
+    b, cache = book_deciding("a", "d0")
     generation = b.generation
     cache["ns/a"] = claim("a", "d0", rv="5")  # the assumed answer of the write
     b.finish("a", "ns/a")
@@ -158,10 +159,7 @@ def test_a_write_that_landed_as_decided_ends_in_flight_without_a_change():
 
 
 def test_a_stored_allocation_other_than_decided_replaces_the_decision():
-    cache: dict[str, Any] = {"ns/a": claim("a", None)}
-    b = book(cache)
-    written = claim("a", "d0")
-    b.begin(written, claim_model(written))  # type: ignore[arg-type]
+    b, cache = book_deciding("a", "d0")
     cache["ns/a"] = claim("a", "d1", rv="5")
     b.finish("a", "ns/a")
     assert not b.state.is_allocated(DeviceID("d", "p", "d0"))

@@ -21,33 +21,40 @@ def test_node_plugin_does_not_load_the_cel_engine_the_allocator_or_the_kubernete
     assert out.strip() == "[]"
 
 
+# What the node plugin imports until it serves: its command, app, core, wiring and publisher,
+# and the metrics registries it builds at start.
+START_UP = (
+    "import drakit.cli, drakit.cmd_node_plugin\n"
+    "import drakit.node_plugin.app, drakit.node_plugin.core\n"
+    "import drakit.node_plugin.wiring, drakit.node_plugin.publisher\n"
+    "from drakit.node_plugin.metrics import PluginMetrics\n"
+    "from drakit.node_plugin.publisher.metrics import PublisherMetrics\n"
+    "PublisherMetrics(PluginMetrics().registry)\n"
+)
+
+
+def loaded_at_start_up(*modules: str) -> list[str]:
+    """Those of `modules` that the node plugin's start-up imports have loaded."""
+    probe = f"import sys\n{START_UP}print(' '.join(m for m in {modules!r} if m in sys.modules))\n"
+    return python_output(probe).split()
+
+
 def test_node_plugin_modules_load_neither_prometheus_client_nor_pyyaml() -> None:
     # Both load on demand: prometheus_client with a /metrics endpoint (telemetry.endpoint),
     # PyYAML for a kubeconfig or --backend-config that is not JSON (kubeapi.documents).
-    probe = (
-        "import sys\n"
-        "import drakit.cli, drakit.cmd_node_plugin\n"
-        "import drakit.node_plugin.app, drakit.node_plugin.core\n"
-        "import drakit.node_plugin.wiring, drakit.node_plugin.publisher\n"
-        "from drakit.node_plugin.metrics import PluginMetrics\n"
-        "from drakit.node_plugin.publisher.metrics import PublisherMetrics\n"
-        "PublisherMetrics(PluginMetrics().registry)\n"
-        "print(sorted(m for m in ('prometheus_client', 'yaml') if m in sys.modules))\n"
-    )
-    assert python_output(probe).strip() == "[]"
+    assert loaded_at_start_up("prometheus_client", "yaml") == []
 
 
 def test_node_plugin_start_up_modules_load_neither_urllib3_nor_importlib_metadata() -> None:
     # The plugin talks through the light client (OSError only), so urllib3's exception
     # types are caught only once something loaded urllib3; drakit.__version__ (metadata,
     # zipfile, email) is looked up on first read. Together about 3 MiB of idle RSS.
-    probe = (
-        "import sys\n"
-        "import drakit.cli, drakit.cmd_node_plugin\n"
-        "import drakit.node_plugin.wiring, drakit.node_plugin.app\n"
-        "print(sorted(m for m in ('urllib3', 'importlib.metadata') if m in sys.modules))\n"
-    )
-    assert python_output(probe).strip() == "[]"
+    assert loaded_at_start_up("urllib3", "importlib.metadata") == []
+
+
+def test_start_up_probe_sees_a_module_start_up_loads() -> None:
+    # Guards the two tests above against a probe that could never see anything.
+    assert loaded_at_start_up("drakit.node_plugin.wiring", "yaml") == ["drakit.node_plugin.wiring"]
 
 
 def test_drakit_version_is_the_installed_one_when_first_read() -> None:
