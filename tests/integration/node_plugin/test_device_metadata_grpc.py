@@ -39,14 +39,14 @@ def plugin_with(api: RateLimitedApiClient) -> Iterator[Any]:
     """Starts a plugin with the example backend and ``device_metadata`` on or off."""
     started: list[tuple[NodePlugin, tempfile.TemporaryDirectory[str]]] = []
 
-    def start(device_metadata: bool) -> NodePlugin:
+    def start(device_metadata: bool, **backend_config: Any) -> NodePlugin:
         root = tempfile.TemporaryDirectory(prefix="drk-", dir="/tmp")  # short socket paths
         config = make_config(Path(root.name))
         backend = load_backend(
             "example",
             driver_name=DRIVER,
             node_name=NODE,
-            config={**EXAMPLE_CONFIG, "deviceMetadata": device_metadata},
+            config={**EXAMPLE_CONFIG, "deviceMetadata": device_metadata, **backend_config},
         )
         metrics = PluginMetrics()
         core = PrepareCore(
@@ -208,7 +208,7 @@ def test_a_hostile_pod_claim_name_is_refused_per_claim_and_nothing_is_written_ou
     hostile claim gets its own error naming it, the annotation and the reason; the good claim
     is prepared; the refused claims leave no CDI spec and no metadata folder, and every
     container path in the specs stays inside the metadata directory."""
-    plugin = plugin_with(device_metadata=True)
+    plugin = plugin_with(device_metadata=True, gpus=len(HOSTILE_POD_CLAIM_NAMES) + 1)
     hostile = {
         create_claim(
             claims,
@@ -221,7 +221,7 @@ def test_a_hostile_pod_claim_name_is_refused_per_claim_and_nothing_is_written_ou
     good = create_claim(
         claims,
         namespace,
-        [result("gpu", "gpu-7")],
+        [result("gpu", f"gpu-{len(hostile)}")],
         annotations={"resource.kubernetes.io/pod-claim-name": "my-gpu"},
     )
     refs = [*hostile, good]

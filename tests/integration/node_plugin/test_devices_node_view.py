@@ -96,7 +96,7 @@ def test_devices_node_says_when_no_plugin_on_the_node_serves_a_view(
     node = f"nv-{uuid.uuid4().hex[:8]}"
     assert main(["devices", "--kubeconfig", cluster.kubeconfig, "--node", node]) == 0
     out = capsys.readouterr().out
-    assert f"note: node view: no node plugin on {node} serves one" in out
+    assert f"note: node view: no node plugin pod in namespace drakit-system on {node} serves" in out
 
 
 def test_devices_node_reports_a_plugin_pod_the_pod_proxy_refuses(
