@@ -40,7 +40,9 @@ class ClusterTaintCache:
         self.informer.start()
 
     def stop(self) -> None:
-        self.informer.stop()
+        """Stop watching. Waits at most a second: a list that the apiserver asked to retry
+        later holds its thread in the client's wait, and the cache holds nothing to flush."""
+        self.informer.stop(timeout=1.0)
 
     def view(self) -> Census | None:
         """The census of the cached slices, or None before the first list arrived."""
