@@ -163,6 +163,9 @@ class HealthEngine:
         unhealthy with that effect and ``timeAdded``: a restart lifts no taint before a full
         dwell, changes no effect by itself, and restarts no toleration clock."""
         self._hysteresis.seed({k: t.value for k, t in published.items()})
+        # A NoExecute taint already held stays held while the budget's view is not in yet
+        # (the watch cache fills in the background after a restart).
+        self._granted = {k for k, t in published.items() if t.effect == "NoExecute"}
         for key, taint in published.items():
             self._effects[key] = taint.effect
             if taint.time_added:

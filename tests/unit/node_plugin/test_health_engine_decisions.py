@@ -291,6 +291,19 @@ def test_a_restarted_engine_keeps_the_published_effect_and_time() -> None:
     assert rig.events == []  # nothing changed
 
 
+def test_a_restarted_engine_keeps_noexecute_before_the_budgets_view_is_in() -> None:
+    rig = _Rig(HealthPolicy(default_effect="NoExecute", noexecute_cluster_percent=100))
+    published = {("p", "a"): PublishedTaint("Xid79", "NoExecute", "2026-01-01T00:00:00Z")}
+    rig.engine.seed(published)
+    rig.published = dict(published)
+    rig.cluster = None  # type: ignore[assignment]
+    assert rig.report(a="Unhealthy", b="Unhealthy") == {
+        ("p", "a"): DeviceTaintDecision("NoExecute", "DeviceNodeMissing", "2026-01-01T00:00:00Z"),
+        ("p", "b"): DeviceTaintDecision("NoSchedule", "DeviceNodeMissing"),
+    }
+    assert "the eviction budget cannot be checked" in rig.events[-1][2]
+
+
 def test_next_due_asks_for_a_report_when_the_recovery_dwell_ends() -> None:
     rig = _Rig(HealthPolicy(healthy_for=30))
     rig.report(a="Unhealthy")
