@@ -273,14 +273,20 @@ def fake_nodes(api: RateLimitedApiClient) -> Iterator[Callable[[], str]]:
 def health_publishers(
     api: RateLimitedApiClient, health_driver: str
 ) -> Iterator[Callable[..., Publisher]]:
-    """``health_publishers(devices, policy, api=None)``: a started Publisher of
-    ``health_driver`` reading ``devices``' health every HEALTH_TICK, stopped after the test."""
+    """``health_publishers(devices, policy, client=None, interval=HEALTH_TICK)``: a started
+    Publisher of ``health_driver`` reading ``devices``' health every ``interval`` seconds,
+    stopped after the test."""
     started: list[Publisher] = []
 
-    def run(devices: HealthDevices, policy: HealthPolicy, client: Any = None) -> Publisher:
+    def run(
+        devices: HealthDevices,
+        policy: HealthPolicy,
+        client: Any = None,
+        interval: float = HEALTH_TICK,
+    ) -> Publisher:
         publisher = Publisher(
             client or api, health_driver, devices.node, devices.backend,
-            health=devices.health, health_policy=policy, health_interval=HEALTH_TICK,
+            health=devices.health, health_policy=policy, health_interval=interval,
         )  # fmt: skip
         publisher.start()
         started.append(publisher)

@@ -183,3 +183,17 @@ def test_a_reason_change_while_unhealthy_changes_the_effect_with_an_event(
     )
     assert changed["type"] == "Warning"
     assert "taint effect NoSchedule -> NoExecute (health reason Xid79" in changed["note"]
+
+
+def test_a_report_is_read_when_a_dwell_ends_not_only_at_the_interval(
+    *, fake_nodes: Any, health_publishers: Any, slices: Resource, eventually: Any
+) -> None:
+    # Reports come only with change notices and when a dwell ends (the interval is an hour):
+    # the taint is lifted once the device has been healthy for 2 s, with no notice then.
+    devices = HealthDevices(fake_nodes(), 1)
+    health_publishers(devices, HealthPolicy(healthy_for=2), interval=3600)
+    eventually(lambda: len(node_slices(slices, devices.node)) == 1, what="published")
+    devices.set("gpu-0", "EccErrors")
+    eventually(lambda: _effect(slices, devices.node, "gpu-0") == "NoSchedule", what="tainted")
+    devices.set("gpu-0", None)  # the last notice: its report starts the 2 s dwell
+    eventually(lambda: _taint(slices, devices.node, "gpu-0") is None, what="lifted", timeout=60)
