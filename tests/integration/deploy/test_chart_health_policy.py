@@ -30,7 +30,7 @@ def test_the_charts_health_values_become_the_plugins_policy(
     values = {
         "nodePlugin.health.taintEffect": r"NoSchedule\,DeviceNodeMissing=NoExecute",
         "nodePlugin.health.unhealthyFor": "20",
-        "nodePlugin.health.healthyFor": "45.5",
+        "nodePlugin.health.healthyFor": "45",
         "nodePlugin.health.flapWindow": "900",
         "nodePlugin.health.noExecuteBudget.perNode": "2",
         "nodePlugin.health.noExecuteBudget.clusterPercent": "25",
@@ -41,7 +41,7 @@ def test_the_charts_health_values_become_the_plugins_policy(
         default_effect="NoSchedule",
         effects=(("DeviceNodeMissing", "NoExecute"),),
         unhealthy_for=20,
-        healthy_for=45.5,
+        healthy_for=45,
         flap_window=900,
         noexecute_per_node=2,
         noexecute_cluster_percent=25,
