@@ -27,7 +27,12 @@ from drakit.flags import (
     client_limits,
 )
 from drakit.node_plugin.driver import CoreConfigError, PluginConfig
-from drakit.node_plugin.health.policy import HealthPolicy, PolicyError, parse_effects
+from drakit.node_plugin.health.policy import (
+    MAX_DWELL_SECONDS,
+    HealthPolicy,
+    PolicyError,
+    parse_effects,
+)
 from drakit.node_plugin.sockets import SocketPathError, socket_paths
 from drakit.podresources_flags import add_podresources_flags, podresources_config
 from drakit.telemetry.logs import configure as configure_logging
@@ -205,20 +210,32 @@ def _add_health_policy_flags(p: argparse.ArgumentParser) -> None:
         "(default: %(default)s)",
     )
     g.add_argument(
-        "--health-unhealthy-after",
+        "--health-unhealthy-for",
         action=env,
-        env="HEALTH_UNHEALTHY_AFTER",
-        default="1",
-        metavar="N",
-        help="consecutive Unhealthy reports before a device is tainted (default: %(default)s)",
+        env="HEALTH_UNHEALTHY_FOR",
+        default="0",
+        metavar="SECONDS",
+        help="a device is tainted once it has been reported Unhealthy for SECONDS with no "
+        "Healthy report in between; 0: at the first Unhealthy report (default: %(default)s)",
     )
     g.add_argument(
-        "--health-healthy-after",
+        "--health-healthy-for",
         action=env,
-        env="HEALTH_HEALTHY_AFTER",
-        default="1",
-        metavar="M",
-        help="consecutive Healthy reports before the taint is lifted (default: %(default)s)",
+        env="HEALTH_HEALTHY_FOR",
+        default="30",
+        metavar="SECONDS",
+        help="its taint is lifted once it has been reported Healthy for SECONDS with no "
+        "Unhealthy report in between, doubled for every flap (default: %(default)s)",
+    )
+    g.add_argument(
+        "--health-flap-window",
+        action=env,
+        env="HEALTH_FLAP_WINDOW",
+        default="600",
+        metavar="SECONDS",
+        help="a device that fails again within SECONDS of its recovery flaps: its next "
+        "recovery waits twice as long (at most SECONDS), and its taint keeps its timeAdded, "
+        "so tolerationSeconds do not start over; 0: no flap damping (default: %(default)s)",
     )
     g.add_argument(
         "--health-check-interval",
@@ -226,8 +243,9 @@ def _add_health_policy_flags(p: argparse.ArgumentParser) -> None:
         env="HEALTH_CHECK_INTERVAL",
         default="10",
         metavar="SECONDS",
-        help="a health report is read every SECONDS and whenever the backend announces a "
-        "change; N and M count these reports (default: %(default)s)",
+        help="a health report is read every SECONDS, whenever the backend announces a "
+        "change and when a dwell above ends; the dwells count seconds, not reports "
+        "(default: %(default)s)",
     )
     g.add_argument(
         "--health-noexecute-per-node",
@@ -270,6 +288,16 @@ def _check_health_interval(value: str) -> float:
     return seconds
 
 
+def _seconds(flag: str, value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= MAX_DWELL_SECONDS:  # also refuses nan
+        raise ConfigError(f"{flag} {value!r} must be seconds in [0, {MAX_DWELL_SECONDS}]")
+    return seconds
+
+
 def _check_percent(value: str) -> float:
     try:
         percent = float(value)
@@ -291,8 +319,9 @@ def health_policy(args: argparse.Namespace) -> HealthPolicy:
     return HealthPolicy(
         default_effect=default,
         effects=effects,
-        unhealthy_after=_positive_int("--health-unhealthy-after", args.health_unhealthy_after, 1),
-        healthy_after=_positive_int("--health-healthy-after", args.health_healthy_after, 1),
+        unhealthy_for=_seconds("--health-unhealthy-for", args.health_unhealthy_for),
+        healthy_for=_seconds("--health-healthy-for", args.health_healthy_for),
+        flap_window=_seconds("--health-flap-window", args.health_flap_window),
         noexecute_per_node=_positive_int(
             "--health-noexecute-per-node", args.health_noexecute_per_node, 0
         ),

@@ -20,14 +20,16 @@ def _policy(*flags: str) -> HealthPolicy:
 def test_the_flags_build_the_policy() -> None:
     policy = _policy(
         "--health-taint-effect", "None,DeviceNodeMissing=NoExecute",
-        "--health-unhealthy-after", "3", "--health-healthy-after", "4",
+        "--health-unhealthy-for", "20", "--health-healthy-for", "45.5",
+        "--health-flap-window", "900",
         "--health-noexecute-per-node", "0", "--health-noexecute-cluster-percent", "2.5",
     )  # fmt: skip
     assert policy == HealthPolicy(
         default_effect="None",
         effects=(("DeviceNodeMissing", "NoExecute"),),
-        unhealthy_after=3,
-        healthy_after=4,
+        unhealthy_for=20,
+        healthy_for=45.5,
+        flap_window=900,
         noexecute_per_node=0,
         noexecute_cluster_percent=2.5,
     )
@@ -40,8 +42,10 @@ def test_without_flags_the_policy_is_the_earlier_behaviour() -> None:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (("--health-unhealthy-after", "0"), "--health-unhealthy-after '0' must be a whole number"),
-        (("--health-healthy-after", "x"), "--health-healthy-after 'x' must be a whole number"),
+        (("--health-unhealthy-for", "-1"), "--health-unhealthy-for '-1' must be seconds in [0,"),
+        (("--health-healthy-for", "x"), "--health-healthy-for 'x' must be seconds in [0, 86400]"),
+        (("--health-flap-window", "nan"), "--health-flap-window 'nan' must be seconds in"),
+        (("--health-flap-window", "1e9"), "--health-flap-window '1e9' must be seconds in"),
         (("--health-noexecute-cluster-percent", "150"), "must be a percentage in"),
         (("--health-taint-effect", "Evict"), "--health-taint-effect 'Evict': 'Evict' names no"),
     ],
