@@ -66,3 +66,20 @@ def test_the_schema_refuses_a_negative_dwell(helm: Helm) -> None:
     proc = helm.template(values={"nodePlugin.health.healthyFor": "-1"}, check=False)
     assert proc.returncode != 0
     assert "healthyFor" in proc.stderr
+
+
+def test_the_deprecated_report_counts_of_0_1_still_reach_the_plugin(
+    helm: Helm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release's values from 0.1 (report counts) upgrade without a schema error: the plugin
+    takes them as check intervals (and warns) until 0.3 removes them."""
+    values = {
+        "nodePlugin.health.unhealthyAfter": "3",
+        "nodePlugin.health.healthyAfter": "2",
+        "nodePlugin.health.healthyFor": "30",
+        "nodePlugin.health.checkInterval": "10",
+    }
+    daemonset = one(helm.render(values=values), "DaemonSet")
+    env = daemonset["spec"]["template"]["spec"]["containers"][0]["env"]
+    policy = _policy_of(env, monkeypatch)
+    assert (policy.unhealthy_for, policy.healthy_for) == (20, 10)

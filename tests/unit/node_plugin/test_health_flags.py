@@ -54,3 +54,21 @@ def test_bad_values_are_refused_naming_the_flag(flags: tuple[str, str], message:
     with pytest.raises(ConfigError) as err:
         _policy(*flags)
     assert message in str(err.value)
+
+
+def test_the_deprecated_report_counts_become_check_intervals_with_a_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    policy = _policy(
+        "--health-unhealthy-after", "3", "--health-healthy-after", "2",
+        "--health-check-interval", "5",
+    )  # fmt: skip
+    assert (policy.unhealthy_for, policy.healthy_for) == (10, 5)
+    err = capsys.readouterr().err
+    assert "--health-unhealthy-after is deprecated" in err and "--health-unhealthy-for" in err
+    assert "--health-healthy-after is deprecated" in err
+
+
+def test_a_deprecated_count_and_its_replacement_together_are_refused() -> None:
+    with pytest.raises(ConfigError, match=r"--health-healthy-after .*--health-healthy-for"):
+        _policy("--health-healthy-after", "2", "--health-healthy-for", "60")
