@@ -134,9 +134,10 @@ def test_readyz_follows_the_published_bundle_and_livez_the_process(served: Serve
         (b"{}", {"Content-Type": "text/plain"}, 415),
         (b"not json", {"Content-Type": "application/json"}, 400),
         (b'{"kind": "Pod"}', {"Content-Type": "application/json"}, 400),
-        (b"[" * 300_000 + b"]" * 300_000, {"Content-Type": "application/json"}, 400),
+        (b"[" * 300_000 + b"]" * 300_000, {"Content-Type": "application/json"}, 413),
+        (b"[" * 300 + b"]" * 300, {"Content-Type": "application/json"}, 400),
     ],
-    ids=["content-type", "not-json", "not-a-review", "deeply-nested"],
+    ids=["content-type", "not-json", "not-a-review", "deeply-nested-and-costly", "too-deep"],
 )
 def test_hostile_bodies_get_a_clear_status_and_the_server_lives_on(
     served: Served, body: bytes, headers: dict[str, str], status: int
