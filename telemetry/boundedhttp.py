@@ -69,7 +69,7 @@ HandlerClass = Callable[[Any, Any, Any], BaseRequestHandler]
 
 logger = logging.getLogger(__name__)
 
-_TICK = 0.5  # longest wait of the listener between checks of its time limits
+_TICK = 0.1  # time limits are checked this often: each is kept within this much
 _HEAD_READ = 16 * 1024  # bytes asked of the socket at a time while reading a head
 _BODY_READ = 256 * 1024  # ... while reading a body
 _WRITE = 256 * 1024
@@ -193,6 +193,7 @@ class BoundedHTTPServer:
         self._large: queue.PriorityQueue[tuple[int, int, Any]] = queue.PriorityQueue()
         self._answers: queue.SimpleQueue[tuple[_Conn, bytes, bool]] = queue.SimpleQueue()
         self._closed = threading.Event()
+        self._next_check = 0.0
         #: Connections closed at accept because of the bounds (for tests and logs).
         self.refused = 0
         self._threads = [threading.Thread(target=self._listen, name=name, daemon=True)]
@@ -262,7 +263,8 @@ class BoundedHTTPServer:
             else:
                 self._step(key.data)
         self._take_answers()
-        self._enforce_time_limits()
+        if time.monotonic() >= self._next_check:
+            self._enforce_time_limits()
 
     def _step(self, conn: _Conn) -> None:
         """Move ``conn`` on as far as its socket allows; a failure closes it, only it."""
@@ -594,6 +596,9 @@ class BoundedHTTPServer:
 
     def _enforce_time_limits(self) -> None:
         now = time.monotonic()
+        # Once a tick at most: every connection is looked at, and a busy listener goes round
+        # its loop thousands of times a second.
+        self._next_check = now + _TICK
         for conn in list(self._conns.values()):
             due = self._due(conn)
             if due is None or due[0] > now or conn.phase == _CLOSED:
@@ -606,8 +611,7 @@ class BoundedHTTPServer:
                 self._close(conn)
 
     def _next_wait(self) -> float:
-        """Seconds until the next time limit falls due (at most ``_TICK``)."""
-        dues = [d[0] for d in map(self._due, self._conns.values()) if d is not None]
-        if not dues:
-            return _TICK
-        return max(0.0, min(_TICK, min(dues) - time.monotonic()))
+        """Seconds until the next check of the time limits (none without connections)."""
+        if not self._conns:
+            return 1.0  # a new connection wakes the selector
+        return max(0.0, self._next_check - time.monotonic())

@@ -54,14 +54,17 @@ from drakit.localcluster import ClusterConfig, LocalCluster
 from drakit.webhook.cabundle import VALIDATING_WEBHOOK_CONFIGURATIONS
 from drakit.webhook.jsonbudget import DECODE_BUDGET, decode_cost
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procstats import cpu_seconds
+
 ROOT = Path(__file__).resolve().parents[2]
 BACKEND_DIR = ROOT / "tests" / "integration" / "webhook"
 DRIVER = "gpu.webhook-test.example.com"
 PATH = "/validate-resource-claim-parameters"
 SECONDS = float(os.environ.get("BENCH_WEBHOOK_SECONDS", "30"))
-LARGE = 4
+LARGE = int(os.environ.get("BENCH_WEBHOOK_LARGE", "4"))
 SLOW_ADDRESSES = ("127.0.1.1", "127.0.1.2", "127.0.1.3")
-SLOW_PER_ADDRESS = 80
+SLOW_PER_ADDRESS = int(os.environ.get("BENCH_WEBHOOK_SLOW", "80"))
 TRICKLE = 0.5
 CLAIMS = ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
 MiB = 2**20
@@ -120,6 +123,31 @@ def attack_bodies() -> list[tuple[str, bytes, bool]]:
 
 
 @dataclass
+class Target:
+    """Where the webhook listens, and the TLS context that trusts it."""
+
+    port: int
+    context: ssl.SSLContext
+
+    def connection(self, source: str = "127.0.0.1") -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self.port), 15, (source, 0))
+
+    def tls(self, source: str) -> ssl.SSLSocket:
+        return self.context.wrap_socket(self.connection(source), server_hostname="127.0.0.1")
+
+    def post(self, body: bytes, source: str = "127.0.0.1") -> tuple[int, bytes]:
+        conn = http.client.HTTPSConnection(
+            "127.0.0.1", self.port, context=self.context, timeout=15, source_address=(source, 0)
+        )
+        try:
+            conn.request("POST", PATH, body=body, headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+
+@dataclass
 class Webhook:
     api: Any
     namespace: str
@@ -168,23 +196,13 @@ class Webhook:
             time.sleep(0.2)
         raise RuntimeError("the webhook did not become ready")
 
-    def connection(self, source: str = "127.0.0.1") -> socket.socket:
-        return socket.create_connection(("127.0.0.1", self.port), 15, (source, 0))
-
-    def tls(self, source: str) -> ssl.SSLSocket:
+    @property
+    def target(self) -> Target:
         assert self.context is not None
-        return self.context.wrap_socket(self.connection(source), server_hostname="127.0.0.1")
+        return Target(self.port, self.context)
 
-    def post(self, body: bytes, source: str = "127.0.0.1") -> tuple[int, bytes]:
-        conn = http.client.HTTPSConnection(
-            "127.0.0.1", self.port, context=self.context, timeout=15, source_address=(source, 0)
-        )
-        try:
-            conn.request("POST", PATH, body=body, headers={"Content-Type": "application/json"})
-            response = conn.getresponse()
-            return response.status, response.read()
-        finally:
-            conn.close()
+    def post(self, body: bytes) -> tuple[int, bytes]:
+        return self.target.post(body)
 
     def dry_run(self) -> bool:
         claim = {"metadata": {"name": "probe"}, "spec": {"devices": {
@@ -261,8 +279,7 @@ def legitimate(hook: Webhook, seconds: float) -> tuple[Timings, Timings]:
 
 @dataclass
 class Attack:
-    hook: Webhook
-    bodies: list[tuple[str, bytes, bool]]
+    target: Target
     stop: threading.Event = field(default_factory=threading.Event)
     answers: dict[str, dict[int, int]] = field(default_factory=dict)
     cut: int = 0
@@ -274,14 +291,14 @@ class Attack:
             by_status = self.answers.setdefault(what, {})
             by_status[status] = by_status.get(status, 0) + 1
 
-    def large(self, source: str) -> None:
+    def large(self, source: str, bodies: list[tuple[str, bytes, bool]]) -> None:
         while not self.stop.is_set():
-            for name, body, whole in self.bodies:
+            for name, body, whole in bodies:
                 if self.stop.is_set():
                     return
                 try:
                     if whole:
-                        self.count(name, self.hook.post(body, source)[0])
+                        self.count(name, self.target.post(body, source)[0])
                     else:
                         self.held_body(source, body)
                         self.count(name, 0)
@@ -289,7 +306,7 @@ class Attack:
                     self.count(name, -1)
 
     def held_body(self, source: str, body: bytes) -> None:
-        with self.hook.tls(source) as sock:
+        with self.target.tls(source) as sock:
             sock.sendall(
                 f"POST {PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n".encode()
@@ -313,10 +330,10 @@ class Attack:
 
     def trickle(self, source: str, mode: str) -> None:
         if mode == "handshake":
-            sock: socket.socket = self.hook.connection(source)
+            sock: socket.socket = self.target.connection(source)
             data = client_hello()
         else:
-            sock = self.hook.tls(source)
+            sock = self.target.tls(source)
             head = (f"POST {PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                     f"Content-Length: 100000\r\n").encode()  # fmt: skip
             if mode == "body":
@@ -360,7 +377,9 @@ def sampling_rss(pid: int) -> Iterator[list[float]]:
         thread.join(5)
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--attack"]:
+        return attack_process(*argv[1:])
     with LocalCluster(ClusterConfig(build_missing=False)) as cluster:
         api = load_client(cluster.kubeconfig)
         namespace = f"bench-{uuid.uuid4().hex[:6]}"
@@ -370,45 +389,92 @@ def main() -> int:
         log.parent.mkdir(parents=True, exist_ok=True)
         hook.start(cluster.kubeconfig, log)
         try:
-            return run(hook)
+            return run(hook, cluster.work_dir)
         finally:
             hook.stop()
 
 
-def run(hook: Webhook) -> int:
+def attack_process(role: str, port: str, ca_file: str, seconds: str) -> int:
+    """One kind of attack for ``seconds``, from a process of its own (its threads must not
+    slow the legitimate client down); prints its counts as JSON."""
+    target = Target(int(port), ssl.create_default_context(cafile=ca_file))
+    attack = Attack(target)
+    if role == "large":
+        bodies = attack_bodies()
+        threads = [
+            threading.Thread(target=attack.large, args=(f"127.0.0.{2 + i}", bodies), daemon=True)
+            for i in range(LARGE)
+        ]
+    else:
+        threads = [
+            threading.Thread(target=attack.slow, args=(source, i), daemon=True)
+            for source in SLOW_ADDRESSES
+            for i in range(SLOW_PER_ADDRESS)
+        ]
+    print("ready", flush=True)
+    sys.stdin.readline()  # "go": every attacker starts at once
+    for thread in threads:
+        thread.start()
+    attack.stop.wait(float(seconds))
+    attack.stop.set()
+    for thread in threads:
+        thread.join(40)
+    print(json.dumps({"answers": attack.answers, "cut": attack.cut, "refused": attack.refused}))
+    return 0
+
+
+def run(hook: Webhook, work_dir: Path) -> int:
     hook.wait_ready()
-    assert hook.process is not None
+    assert hook.process is not None and hook.context is not None
     pid = hook.process.pid
-    bodies = attack_bodies()
+    ca_file = work_dir / "webhook-ca.pem"
+    bundle = Resource(hook.api, VALIDATING_WEBHOOK_CONFIGURATIONS).get(hook.name)
+    ca_file.write_bytes(base64.b64decode(bundle["webhooks"][0]["clientConfig"]["caBundle"]))
     quiet = legitimate(hook, 5)
     before = rss_mib(pid)
-    attack = Attack(hook, bodies)
-    threads = [
-        threading.Thread(target=attack.large, args=(f"127.0.0.{2 + i}",), daemon=True)
-        for i in range(LARGE)
-    ] + [
-        threading.Thread(target=attack.slow, args=(source, i), daemon=True)
-        for source in SLOW_ADDRESSES
-        for i in range(SLOW_PER_ADDRESS)
+    attackers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--attack",
+                role,
+                str(hook.port),
+                str(ca_file),
+                str(SECONDS),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for role in ("large", "slow")
     ]
+    for attacker in attackers:
+        assert attacker.stdout is not None
+        attacker.stdout.readline()  # "ready" (the large bodies are made first)
     with sampling_rss(pid) as samples:
-        for thread in threads:
-            thread.start()
+        cpu = cpu_seconds(pid)
+        for attacker in attackers:
+            assert attacker.stdin is not None
+            attacker.stdin.write("go\n")
+            attacker.stdin.close()
         under_attack = legitimate(hook, SECONDS)
-        attack.stop.set()
-        for thread in threads:
-            thread.join(40)
+        cpu = (cpu_seconds(pid) - cpu) / SECONDS
+        counts = [json.loads(a.stdout.read()) for a in attackers if a.stdout is not None]
+        for attacker in attackers:
+            attacker.wait(60)
     time.sleep(5)
     rss = (before, max(samples, default=0.0), rss_mib(pid), rss_mib(pid, "VmHWM"))
-    report(rss, quiet, under_attack, attack)
+    report(rss, cpu, quiet, under_attack, counts)
     return 0 if hook.process.poll() is None else 1
 
 
 def report(
     rss: tuple[float, float, float, float],
+    cpu: float,
     quiet: tuple[Timings, Timings],
     attacked: tuple[Timings, Timings],
-    attack: Attack,
+    counts: list[dict[str, Any]],
 ) -> None:
     before, during, after, peak = rss
     code = os.environ.get("BENCH_WEBHOOK_CODE", "this checkout")
@@ -416,16 +482,18 @@ def report(
           f"{len(SLOW_ADDRESSES) * SLOW_PER_ADDRESS} slow clients "
           f"(a byte every {TRICKLE} s), {SECONDS:.0f} s")  # fmt: skip
     print(f"RSS MiB: before {before:.0f}, during (highest) {during:.0f}, after {after:.0f}, "
-          f"peak (VmHWM) {peak:.0f}")  # fmt: skip
+          f"peak (VmHWM) {peak:.0f}; CPU during the attack {cpu:.2f} cores")  # fmt: skip
     print(f"{'legitimate requests':<40} {'p50':>7} {'p99':>7} {'max':>7} {'failed':>6}")
     for label, (reviews, creates) in (("quiet", quiet), ("under attack", attacked)):
         print(f"{'review, new TLS connection, ' + label:<40} {reviews.cells()}")
         print(f"{'apiserver dry-run create, ' + label:<40} {creates.cells()}")
-    print(f"attack: {attack.cut} slow connections cut by the server, {attack.refused} "
-          "refused or reset; large bodies (status: count; 0 held, -1 failed):")  # fmt: skip
-    for name, statuses in attack.answers.items():
-        print(f"  {name}: {dict(sorted(statuses.items()))}")
+    slow = sum(c["refused"] + c["cut"] for c in counts)
+    print(f"attack: slow connections ended by the server (cut or refused): {slow}; large bodies "
+          "(HTTP status: count; 0 held until cut, -1 connection failed):")  # fmt: skip
+    for count in counts:
+        for name, statuses in count["answers"].items():
+            print(f"  {name}: {dict(sorted(statuses.items()))}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
