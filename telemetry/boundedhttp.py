@@ -23,8 +23,10 @@ server) lets anyone who reaches the port hold every thread by sending slowly. He
   count against ``body_budget`` bytes from their head until their answer: a request that
   does not fit waits, unread, for its turn (first come, first served) within its deadline;
 - ``workers`` threads run the handler for requests with small bodies, ``large_workers`` for
-  the rest, smallest first: a small request never queues behind a large one, and at most
-  ``large_workers`` large bodies are being handled (decoded) at once. A handler gets the
+  the rest, smallest first: a small request never queues behind a large one, at most
+  ``large_workers`` large bodies are being handled (decoded) at once, and each large worker
+  rests after a request as long as needed to keep large ones to ``large_share`` of its
+  time (decoding one holds the interpreter, so the listener too). A handler gets the
   request read in full (:class:`~drakit.telemetry.httpwire.Exchange`) and writes its answer
   into a buffer: it never touches the connection;
 - connections are kept alive (HTTP/1.1) for ``keepalive`` seconds between requests, when
@@ -64,7 +66,9 @@ from drakit.telemetry.httpwire import (
 __all__ = ["BoundedHTTPServer", "Limits", "address_key"]
 
 #: A socketserver-style handler class: ``handler(request, client_address, server)`` serves
-#: one request (an :class:`Exchange`) when constructed.
+#: one request (an :class:`Exchange`) when constructed. It must serve that one only: an
+#: ``http.server`` handler of HTTP/1.1 overrides ``handle`` to call ``handle_one_request``
+#: once, or its loop reads a body it left unread as a next request.
 HandlerClass = Callable[[Any, Any, Any], BaseRequestHandler]
 
 logger = logging.getLogger(__name__)
@@ -91,6 +95,7 @@ class Limits:
     max_body: int = 0
     small_body: int = 64 * 1024
     body_budget: int = 16 * 1024 * 1024
+    large_share: float = 0.5
 
     def __post_init__(self) -> None:
         counts = (self.workers, self.large_workers, self.max_connections, self.max_per_address)
@@ -100,6 +105,8 @@ class Limits:
             raise ValueError("read_timeout and deadline must be positive, keepalive not negative")
         if min(self.max_body, self.small_body, self.body_budget) < 0:
             raise ValueError("body sizes must not be negative")
+        if not 0 < self.large_share <= 1:
+            raise ValueError("large_share must be in (0, 1]")
 
 
 def address_key(host: str) -> str:
@@ -498,12 +505,19 @@ class BoundedHTTPServer:
     # -- workers --------------------------------------------------------------------------
 
     def _work(self, jobs: queue.PriorityQueue[tuple[int, int, Any]]) -> None:
+        # Decoding a large body holds the interpreter (one C call) for up to a few tenths of
+        # a second, and the listener waits meanwhile: a large worker rests after each request,
+        # so that large requests take at most large_share of the time.
+        rest = 1 / self.limits.large_share - 1 if jobs is self._large else 0.0
         while (job := jobs.get()[2]) is not None:
+            started = time.monotonic()
             conn, head, body, request = job
             answer = self._serve(head, body, conn.peer)
             keep = bool(self.limits.keepalive) and request.keep_alive and keeps_alive(answer)
             self._answers.put((conn, answer, not keep))
             self._wake()
+            if rest and self._closed.wait((time.monotonic() - started) * rest):
+                return
 
     def _serve(self, head: bytes, body: bytes, peer: Any) -> bytes:
         exchange = Exchange(head, body, peer)

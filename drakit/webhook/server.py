@@ -37,6 +37,7 @@ from typing import Any
 
 from drakit.telemetry.boundedhttp import BoundedHTTPServer, Limits
 from drakit.telemetry.httpwire import Exchange
+from drakit.telemetry.memory import release_freed_memory
 from drakit.webhook.jsonbudget import BodyRefusedError, check
 from drakit.webhook.review import BadReviewError, Validator, answer
 
@@ -48,6 +49,7 @@ REVIEW_PATH = "/validate-resource-claim-parameters"
 #: An AdmissionReview of an UPDATE carries the object twice, each at most the apiserver's
 #: 3 MiB request limit.
 MAX_BODY = 8 * 1024 * 1024
+SMALL_BODY = 64 * 1024
 LIMITS = Limits(
     workers=2,
     large_workers=1,
@@ -61,7 +63,7 @@ LIMITS = Limits(
     keepalive=60.0,
     max_head=16 * 1024,
     max_body=MAX_BODY,
-    small_body=64 * 1024,
+    small_body=SMALL_BODY,
     body_budget=24 * 1024 * 1024,
 )
 
@@ -146,6 +148,15 @@ class _ReviewHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "drakit-webhook"
     sys_version = ""
+
+    def handle(self) -> None:
+        # One request: the Exchange holds exactly one, and http.server's loop would read its
+        # body (which do_POST takes from the Exchange) as a next request and answer that too.
+        self.handle_one_request()
+        if len(self.request.body) > SMALL_BODY:
+            # What decoding it took is free again: hand it back to the kernel, or the process
+            # keeps the peak of any burst of large reviews resident for its whole life.
+            release_freed_memory()
 
     def do_GET(self) -> None:
         if self.path in ("/readyz", "/livez"):

@@ -68,6 +68,7 @@ SLOW_PER_ADDRESS = int(os.environ.get("BENCH_WEBHOOK_SLOW", "80"))
 TRICKLE = 0.5
 CLAIMS = ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
 MiB = 2**20
+LOAD_BEFORE: list[str] = []
 
 
 def free_port() -> int:
@@ -316,37 +317,48 @@ class Attack:
             while sock.recv(65536):
                 pass
 
-    def slow(self, source: str, index: int) -> None:
-        """Connect, send a byte every TRICKLE seconds; again when cut."""
-        rng = random.Random(index)
-        while not self.stop.is_set():
-            mode = rng.choice(("handshake", "head", "body"))
-            try:
-                self.trickle(source, mode)
-            except OSError:
-                with self.lock:
-                    self.refused += 1
-                self.stop.wait(1.0)
+    def slow(self, source: str, count: int) -> None:
+        """Keep ``count`` connections from ``source``, each sent a byte every TRICKLE
+        seconds; one that the server cuts or refuses is opened again (one thread for all:
+        the attacker must not take the CPU the server would need)."""
+        rng = random.Random(source)
+        open_: list[tuple[socket.socket, bytes]] = []
+        while not self.stop.wait(TRICKLE):
+            while len(open_) < count and not self.stop.is_set():
+                try:
+                    open_.append(self.slow_connection(source, rng.choice(MODES)))
+                except OSError:
+                    with self.lock:
+                        self.refused += 1
+                    break  # refused: try again next round
+            kept = []
+            for sock, data in open_:
+                try:
+                    sock.sendall(data[:1])
+                    kept.append((sock, data[1:]))
+                except OSError:
+                    sock.close()
+                    with self.lock:
+                        self.cut += 1
+            open_ = kept
+        for sock, _ in open_:
+            sock.close()
 
-    def trickle(self, source: str, mode: str) -> None:
+    def slow_connection(self, source: str, mode: str) -> tuple[socket.socket, bytes]:
+        """A connection and the bytes it will trickle: a TLS client hello on a raw
+        connection, or a request head, or a body after its head."""
         if mode == "handshake":
-            sock: socket.socket = self.target.connection(source)
-            data = client_hello()
-        else:
-            sock = self.target.tls(source)
-            head = (f"POST {PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    f"Content-Length: 100000\r\n").encode()  # fmt: skip
-            if mode == "body":
-                sock.sendall(head + b"\r\n")
-                head = b"[" + b"0," * 50_000
-            data = head
-        with sock:
-            for byte in data:
-                if self.stop.wait(TRICKLE):
-                    return
-                sock.sendall(bytes([byte]))
-        with self.lock:
-            self.cut += 1
+            return self.target.connection(source), client_hello()
+        sock = self.target.tls(source)
+        head = (f"POST {PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: 100000\r\n").encode()  # fmt: skip
+        if mode == "body":
+            sock.sendall(head + b"\r\n")
+            return sock, b"[" + b"0," * 50_000
+        return sock, head
+
+
+MODES = ("handshake", "head", "body")
 
 
 def client_hello() -> bytes:
@@ -407,9 +419,8 @@ def attack_process(role: str, port: str, ca_file: str, seconds: str) -> int:
         ]
     else:
         threads = [
-            threading.Thread(target=attack.slow, args=(source, i), daemon=True)
+            threading.Thread(target=attack.slow, args=(source, SLOW_PER_ADDRESS), daemon=True)
             for source in SLOW_ADDRESSES
-            for i in range(SLOW_PER_ADDRESS)
         ]
     print("ready", flush=True)
     sys.stdin.readline()  # "go": every attacker starts at once
@@ -419,7 +430,8 @@ def attack_process(role: str, port: str, ca_file: str, seconds: str) -> int:
     attack.stop.set()
     for thread in threads:
         thread.join(40)
-    print(json.dumps({"answers": attack.answers, "cut": attack.cut, "refused": attack.refused}))
+    print(json.dumps({"answers": attack.answers, "cut": attack.cut, "refused": attack.refused,
+                      "cpu": cpu_seconds(os.getpid())}))  # fmt: skip
     return 0
 
 
@@ -430,6 +442,7 @@ def run(hook: Webhook, work_dir: Path) -> int:
     ca_file = work_dir / "webhook-ca.pem"
     bundle = Resource(hook.api, VALIDATING_WEBHOOK_CONFIGURATIONS).get(hook.name)
     ca_file.write_bytes(base64.b64decode(bundle["webhooks"][0]["clientConfig"]["caBundle"]))
+    LOAD_BEFORE.append(Path("/proc/loadavg").read_text().split()[0])
     quiet = legitimate(hook, 5)
     before = rss_mib(pid)
     attackers = [
@@ -488,6 +501,9 @@ def report(
         print(f"{'review, new TLS connection, ' + label:<40} {reviews.cells()}")
         print(f"{'apiserver dry-run create, ' + label:<40} {creates.cells()}")
     slow = sum(c["refused"] + c["cut"] for c in counts)
+    attackers_cpu = sum(c["cpu"] for c in counts) / SECONDS
+    print(f"the attackers' CPU: {attackers_cpu:.2f} cores; machine load average before the "
+          f"attack {LOAD_BEFORE[0]}")  # fmt: skip
     print(f"attack: slow connections ended by the server (cut or refused): {slow}; large bodies "
           "(HTTP status: count; 0 held until cut, -1 connection failed):")  # fmt: skip
     for count in counts:
