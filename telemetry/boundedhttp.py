@@ -227,6 +227,11 @@ class BoundedHTTPServer:
         """Connections open now that are not idle (a request or handshake has begun)."""
         return sum(not _idle(c) for c in list(self._conns.values()))
 
+    @property
+    def held_body_bytes(self) -> int:
+        """Bytes of ``body_budget`` held now by large bodies."""
+        return self._budget_used
+
     def close(self) -> None:
         """Stop accepting, close every connection and join the threads. Idempotent."""
         if self._closed.is_set():
@@ -490,8 +495,8 @@ class BoundedHTTPServer:
                 return
             self._waiting.popleft()
             self._start_body(waiter, bytes(waiter.buf))
-            if waiter.phase == _BODY:
-                self._want(waiter, selectors.EVENT_READ)
+            # Read at once: TLS may hold bytes of the body already, which no event announces.
+            self._step(waiter)
 
     def _dispatch(self, conn: _Conn) -> None:
         """The request is complete: hand it to a worker, smallest body first."""

@@ -85,7 +85,8 @@ class WebhookServer:
         limits: Limits = LIMITS,
     ) -> None:
         self._context: ssl.SSLContext | None = None
-        self._server = BoundedHTTPServer(
+        #: The HTTP server (its connection counts are for tests and diagnosis).
+        self.http = BoundedHTTPServer(
             address[0],
             address[1],
             _handler_class(driver, validate, ready),
@@ -93,18 +94,8 @@ class WebhookServer:
             tls=lambda: self._context,
             name="webhook-http",
         )
-        self.server_address = (self._server.server_name, self._server.server_port)
+        self.server_address = (self.http.server_name, self.http.server_port)
         self._stopped = threading.Event()
-
-    @property
-    def connections(self) -> int:
-        """Connections open now."""
-        return self._server.connections
-
-    @property
-    def busy(self) -> int:
-        """Connections open now on which a request (or TLS handshake) has begun."""
-        return self._server.busy
 
     def use(self, context: ssl.SSLContext) -> None:
         """Serve new connections with ``context`` (a certificate rotation)."""
@@ -116,7 +107,7 @@ class WebhookServer:
 
     def shutdown(self) -> None:
         """Stop serving: close the listening socket and every connection."""
-        self._server.close()
+        self.http.close()
         self._stopped.set()
 
     def server_close(self) -> None:

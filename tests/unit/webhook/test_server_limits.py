@@ -213,7 +213,9 @@ def test_connections_past_the_per_address_bound_are_refused_at_accept() -> None:
     with webhook(PATIENT) as hook, contextlib.ExitStack() as held:
         for _ in range(PATIENT.max_per_address):
             held.enter_context(hook.tls("127.0.0.2")).sendall(head(10)[:20])
-        wait_until(lambda: hook.server.busy == PATIENT.max_per_address, "held connections read")
+        wait_until(
+            lambda: hook.server.http.busy == PATIENT.max_per_address, "held connections read"
+        )
         with pytest.raises(OSError):  # closed before the handshake: SSLEOFError or a reset
             hook.tls("127.0.0.2").close()
         assert hook.post(review())[0] == 200  # another address still gets in
@@ -223,7 +225,7 @@ def test_idle_connections_of_an_address_make_room_for_its_new_ones() -> None:
     # The apiserver keeps idle connections open: at its bound, new ones replace the oldest.
     with webhook(PATIENT) as hook, contextlib.ExitStack() as held:
         idle = [held.enter_context(hook.tls("127.0.0.2")) for _ in range(PATIENT.max_per_address)]
-        wait_until(lambda: hook.server.busy == 0, "handshakes done")
+        wait_until(lambda: hook.server.http.busy == 0, "handshakes done")
         assert hook.post(review(), source="127.0.0.2")[0] == 200
         assert read_to_end(idle[0]) == b""  # the oldest was closed to make room
 
@@ -247,10 +249,40 @@ def test_a_review_is_answered_while_attackers_hold_connections_and_large_bodies(
         hello = client_hello()
         for _ in range(PATIENT.max_per_address):
             held.enter_context(hook.raw("127.0.0.6")).sendall(hello[:100])  # and no more
-        assert hook.server.connections <= PATIENT.max_connections
+        assert hook.server.http.connections <= PATIENT.max_connections
         status, body = hook.post(review("Bogus"))
         assert status == 200, body
         assert json.loads(body)["response"]["allowed"] is False
+
+
+def test_large_bodies_past_the_budget_wait_their_turn_and_are_then_answered() -> None:
+    limits = dataclasses.replace(PATIENT, body_budget=2**20)
+    body = review().ljust(700 * 1024)
+    with webhook(limits) as hook, hook.tls("127.0.0.2") as holder:
+        holder.sendall(head(len(body)) + body[:-10])  # holds 700 KiB of the 1 MiB budget
+        wait_until(lambda: hook.server.http.held_body_bytes == len(body), "the budget held")
+        second: list[tuple[int, bytes]] = []
+        waiting = threading.Thread(target=lambda: second.append(hook.post(body)), daemon=True)
+        waiting.start()
+        wait_until(lambda: hook.server.http.busy == 2, "the second head read")
+        assert not second  # its body is not read while the budget is held
+        holder.sendall(body[-10:])
+        assert holder.makefile("rb").readline() == b"HTTP/1.1 200 OK\r\n"
+        waiting.join(30)
+        assert second and second[0][0] == 200, second
+
+
+def test_a_large_body_that_waits_past_its_deadline_gets_503() -> None:
+    limits = dataclasses.replace(QUICK, body_budget=2**20)
+    body = review().ljust(700 * 1024)
+    with webhook(limits) as hook, hook.tls() as waiting, hook.tls("127.0.0.2") as holder:
+        # The waiting one was accepted first, so its deadline falls before the holder's.
+        holder.sendall(head(len(body)) + body[:1000])
+        wait_until(lambda: hook.server.http.held_body_bytes == len(body), "the budget held")
+        waiting.sendall(head(len(body)))
+        answer = read_to_end(waiting)
+        assert answer.startswith(b"HTTP/1.1 503 "), answer
+        assert b"too many large requests at once" in answer
 
 
 def test_a_body_of_many_small_values_is_refused_without_being_decoded(
