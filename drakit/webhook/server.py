@@ -17,9 +17,10 @@ wrote, and anyone who reaches the port may send anything), so cost is bounded be
 - :func:`drakit.webhook.jsonbudget.check` before decoding: a body whose decoding could take
   more than 48 MiB, or that nests more than 216 levels, gets 413 or 400 and is never decoded.
 
-Worst-case memory under attack, beyond the idle process: 256 connections' buffers and TLS
-state (about 30 MiB), 24 MiB of large bodies, one large body decoding (8 MiB and at most
-48 MiB more) and the small ones (64 KiB each, on two workers): about 115 MiB
+Worst-case memory under attack, beyond the idle process (about 50 MiB): 256 connections'
+buffers and TLS state (a 16 KiB head, a 64 KiB body and ~50 KiB of TLS each: about 33 MiB),
+24 MiB of large bodies and the 8 MiB copy of the one handed to a worker, one large body
+decoding (at most 48 MiB), two small ones (at most about 6 MiB each): about 130 MiB
 (docs/benchmarks.md has the figure measured under attack). A failure of one request is
 logged as one line and never ends the server.
 """
