@@ -243,12 +243,12 @@ class Timings:
 
     def cells(self) -> str:
         if not self.seconds:
-            return f"{'-':>7} {'-':>7} {'-':>7} {self.failed:>6}"
+            return f"{'-':>7} {'-':>7} {'-':>7} {0:>5} {self.failed:>6}"
         s = sorted(self.seconds)
         p99 = s[min(len(s) - 1, round(0.99 * (len(s) - 1)))]
         return (
             f"{statistics.median(s) * 1000:>5.0f}ms {p99 * 1000:>5.0f}ms "
-            f"{s[-1] * 1000:>5.0f}ms {self.failed:>6}"
+            f"{s[-1] * 1000:>5.0f}ms {len(s):>5} {self.failed:>6}"
         )
 
 
@@ -496,7 +496,7 @@ def report(
           f"(a byte every {TRICKLE} s), {SECONDS:.0f} s")  # fmt: skip
     print(f"RSS MiB: before {before:.0f}, during (highest) {during:.0f}, after {after:.0f}, "
           f"peak (VmHWM) {peak:.0f}; CPU during the attack {cpu:.2f} cores")  # fmt: skip
-    print(f"{'legitimate requests':<40} {'p50':>7} {'p99':>7} {'max':>7} {'failed':>6}")
+    print(f"{'legitimate requests':<40} {'p50':>7} {'p99':>7} {'max':>7} {'ok':>5} {'failed':>6}")
     for label, (reviews, creates) in (("quiet", quiet), ("under attack", attacked)):
         print(f"{'review, new TLS connection, ' + label:<40} {reviews.cells()}")
         print(f"{'apiserver dry-run create, ' + label:<40} {creates.cells()}")
