@@ -21,7 +21,8 @@ server) lets anyone who reaches the port hold every thread by sending slowly. He
 - heads of at most ``max_head`` bytes (else 431) and bodies with a Content-Length of at most
   ``max_body`` bytes (else 413; no chunked bodies: 411). Bodies over ``small_body`` bytes
   count against ``body_budget`` bytes from their head until their answer: a request that
-  does not fit waits, unread, for its turn (first come, first served) within its deadline;
+  does not fit waits, unread, for its turn (first come, first served) within its deadline
+  (then 503);
 - ``workers`` threads run the handler for requests with small bodies, ``large_workers`` for
   the rest, smallest first: a small request never queues behind a large one, at most
   ``large_workers`` large bodies are being handled (decoded) at once, and each large worker

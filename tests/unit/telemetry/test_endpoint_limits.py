@@ -18,6 +18,7 @@ from helpers.waiting import eventually
 
 from drakit.telemetry import metrics
 from drakit.telemetry.address import parse_address
+from drakit.telemetry.boundedhttp import address_key
 from drakit.telemetry.endpoint import Limits, MetricsEndpoint, serve
 
 #: Long enough that no idle socket of a test is closed by the timeout while the test runs.
@@ -157,6 +158,14 @@ def test_connections_past_the_per_address_bound_are_refused_or_replace_that_addr
             other[0].recv(1)
         for conn in other + idle + newest + [refused]:
             conn.close()
+
+
+def test_connections_are_counted_per_ipv4_address_and_per_ipv6_64_network() -> None:
+    assert address_key("10.0.0.1") != address_key("10.0.0.2")
+    assert address_key("::ffff:10.0.0.1") == address_key("10.0.0.1")
+    assert address_key("2001:db8:1:2::1") == address_key("2001:db8:1:2:ffff::9")  # one host's /64
+    assert address_key("2001:db8:1:2::1") != address_key("2001:db8:1:3::1")
+    assert address_key("fe80::1%eth0") == address_key("fe80::2")
 
 
 def test_address_without_host_binds_the_pod_ip_and_else_loopback_never_every_interface() -> None:
