@@ -160,6 +160,15 @@ def test_connections_past_the_per_address_bound_are_refused_or_replace_that_addr
             conn.close()
 
 
+def test_a_head_longer_than_allowed_is_refused_before_it_ends(registry: metrics.Registry) -> None:
+    with endpoint(registry, PATIENT) as served:
+        conn = open_idle(served.port, 1)[0]
+        conn.sendall(b"GET /metrics HTTP/1.0\r\nX: " + b"a" * PATIENT.max_head)
+        assert wait_closed_by_peer(conn).startswith(b"HTTP/1.1 431 ")
+        conn.close()
+        assert "served_total" in scrape(served.port)
+
+
 def test_connections_are_counted_per_ipv4_address_and_per_ipv6_64_network() -> None:
     assert address_key("10.0.0.1") != address_key("10.0.0.2")
     assert address_key("::ffff:10.0.0.1") == address_key("10.0.0.1")
