@@ -11,5 +11,6 @@ the claim is written instead of when a pod using it starts.
 - :mod:`.certs`: the webhook's own CA and serving certificate, in memory.
 - :mod:`.cabundle`: writing the CA bundle into the ValidatingWebhookConfiguration.
 - :mod:`.server`: the HTTPS endpoint (bounded bodies, timeouts, hot-swapped certificate).
+- :mod:`.jsonbudget`: what decoding a body would cost, read from its bytes before decoding.
 - :mod:`.main`: the program: serve, publish the bundle, rotate before expiry.
 """
