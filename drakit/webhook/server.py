@@ -26,8 +26,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from drakit.kubeapi.deepjson import depth_safe
-from drakit.webhook.review import BadReviewError, Validator, answer
+from drakit.webhook.review import BadReviewError, Validator, answer, decode_review
 
 __all__ = ["MAX_BODY", "REVIEW_PATH", "WebhookServer"]
 
@@ -44,7 +43,7 @@ IO_TIMEOUT = 30.0
 BODY_DEADLINE = 10.0
 _CHUNK = 64 * 1024
 
-_loads = depth_safe(json.loads)
+_loads = decode_review
 
 
 class WebhookServer(ThreadingHTTPServer):

@@ -113,3 +113,46 @@ def test_prepared_gpu_is_reported_in_the_claim_status(
         "model": {"string": "LATEST-GPU-MODEL"},
         "driverVersion": {"version": "1.0.0"},
     }
+
+
+def samples(text: str, name: str) -> dict[str, float]:
+    """``{labels: value}`` of every sample named ``name`` in an exposition ("" for none)."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        match = re.match(rf"^{name}(\{{[^}}]*\}})? (\S+)$", line)
+        if match:
+            found[match.group(1) or ""] = float(match.group(2))
+    return found
+
+
+def test_upstreams_driver_metrics_are_served_after_a_real_prepare(
+    plugin: PluginUnderTest, drakit_api: Any, drakit_namespace: str, drakit_node: HarnessNode
+) -> None:
+    before = plugin.scrape()
+    # Upstream creates both counter series at zero, before any claim.
+    assert samples(before, "dra_example_driver_prepare_claims_total") == {
+        '{result="success"}': 0.0, '{result="error"}': 0.0,
+    }  # fmt: skip
+    assert samples(before, "dra_example_driver_unprepare_claims_total") == {
+        '{result="success"}': 0.0, '{result="error"}': 0.0,
+    }  # fmt: skip
+    assert samples(before, "dra_example_driver_fatal_background_errors_total") == {"": 0.0}
+    assert (
+        "# HELP dra_example_driver_prepare_claim_duration_seconds [BETA] Latency in seconds of "
+        "resource claim prepare operations handled by the driver." in before
+    )
+
+    allocate_gpu_1(drakit_api, drakit_namespace, drakit_node.name)
+    drakit_node.wait_prepared(drakit_namespace, "pod0")
+    after = plugin.scrape()
+    assert samples(after, "dra_example_driver_prepare_claims_total")['{result="success"}'] == 1
+    buckets = samples(after, "dra_example_driver_prepare_claim_duration_seconds_bucket")
+    bounds = [b.split('le="')[1].rstrip('"}') for b in buckets]
+    assert bounds == [
+        "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf"
+    ]  # fmt: skip
+    assert all(label.startswith('{result="success",') for label in buckets)
+    assert buckets['{result="success",le="+Inf"}'] == 1
+    assert samples(after, "dra_example_driver_prepare_claim_duration_seconds_count") == {
+        '{result="success"}': 1.0
+    }
