@@ -102,7 +102,7 @@ class Generator:
             0, 1, 2, 3, 4, 7, 8, 16, 100, -1, -2, 2**31 - 1, 2**31, 2**32, 2**63 - 1, 2**63,
             -(2**63), -(2**63) - 1, 2**64, 10**30, -(10**30),
             Raw("2.0"), Raw("1e2"), Raw("1E1"), Raw("2.5"), Raw("-0"), Raw("-0.0"),
-            Raw("1e400"), "2", None, True, [2], {"value": 2},
+            Raw("1e400"), "2", None, None, None, True, [2], {"value": 2},
         ])  # fmt: skip
 
     def word(self, good: tuple[str, ...]) -> Any:
@@ -112,7 +112,8 @@ class Generator:
             (6, lambda: r.choice(good)),
             (1, lambda: r.choice(good).lower()),
             (1, lambda: r.choice(["", "Magic", "Default ", "InvalidInterval", "\u00e9", "\ud800"])),
-            (1, lambda: r.choice([None, 5, True, [], {}, [r.choice(good)]])),
+            (1, lambda: None),
+            (1, lambda: r.choice([5, True, [], {}, [r.choice(good)]])),
         )
 
     # -- objects -------------------------------------------------------------------------
@@ -222,7 +223,7 @@ class Generator:
     # -- the claim -----------------------------------------------------------------------
 
     def entry(self, driver: str) -> tuple[Any, str | None]:
-        """(config entry, text of its parameters when it is this driver's, well-formed)."""
+        """(config entry, text of its parameters when it is this driver's)."""
         r = self.r
         requests = self.pick(
             (8, lambda: None), (3, lambda: ["gpu"]), (1, lambda: ["gpu", "other/sub"]),
@@ -292,20 +293,33 @@ class Generator:
 
     def case(self, index: int, profile: str, driver: str) -> Case:
         r = self.r
-        plural = r.choice(list(KINDS))
-        kind, version = KINDS[plural], r.choice(VERSIONS)
         operation = "CREATE" if r.random() < 0.7 else "UPDATE"
-        name = f"c{index}"
-        config, ours = self.config(driver) if r.random() < 0.97 else (ABSENT, [])
-        config_text = None if config is ABSENT else emit(config)
+        config = self.config(driver)[0] if r.random() < 0.97 else ABSENT
         old_config: Any = None
-        old_text: str | None = None
         if operation == "UPDATE":
             # The apiserver refuses spec changes of claims and templates, so a real UPDATE
-            # carries the stored config unchanged; the other two are synthetic.
-            how = r.choice(["unchanged", "other"])
-            old_config = config if how == "unchanged" else self.config(driver)[0]
+            # carries the stored config unchanged; the other is synthetic.
+            same = r.random() < 0.5
+            old_config = config if same else self.config(driver)[0]
+        return self.review(
+            f"{profile}/{index}", profile, driver, operation, config=config, old_config=old_config
+        )
+
+    def review(
+        self, name: str, profile: str, driver: str, operation: str, *, config: Any, old_config: Any
+    ) -> Case:
+        """The AdmissionReview of ``operation`` on a claim or template whose config list is
+        ``config`` (``old_config`` for the old object of an UPDATE)."""
+        r = self.r
+        plural = r.choice(list(KINDS))
+        kind, version = KINDS[plural], r.choice(VERSIONS)
+        index = name.rpartition("/")[2]
+        name = f"c{index}"
+        config_text = None if config is ABSENT else emit(config)
+        old_text = None
+        if operation == "UPDATE":
             old_text = None if old_config is ABSENT else emit(old_config)
+        ours = _parameters_of(config, driver)
         gvr = {"group": "resource.k8s.io", "version": version, "resource": plural}
         gvk = {"group": "resource.k8s.io", "version": version, "kind": kind}
         request = Pairs([
@@ -339,6 +353,18 @@ class Generator:
         )
 
 
+def _parameters_of(config: Any, driver: str) -> list[str]:
+    """The text of each ``opaque.parameters`` of ``driver`` in a generated config list."""
+    found = []
+    for entry in config if isinstance(config, list) else []:
+        fields = dict(entry) if isinstance(entry, dict | Pairs) else {}
+        opaque = fields.get("opaque")
+        opaque = dict(opaque) if isinstance(opaque, dict | Pairs) else {}
+        if opaque.get("driver") == driver and "parameters" in opaque:
+            found.append(emit(opaque["parameters"]))
+    return found
+
+
 class _Absent:
     def __repr__(self) -> str:
         return "ABSENT"
@@ -348,7 +374,61 @@ class _Absent:
 ABSENT: Any = _Absent()
 
 
+#: Hand-written parameters, one or more per class of difference the first run found, so
+#: that each is tried whatever the seed (text, written as it is).
+_G = f'"apiVersion":"{GPU_API}","kind":"GpuConfig"'
+SEED_PARAMETERS = (
+    f"{{{_G}}}",  # no sharing: upstream's webhook refuses, its kubelet plugin defaults it
+    f'{{{_G},"sharing":null}}',
+    f'{{{_G},"sharing":{{"strategy":"TimeSlicing","timeSlicingConfig":{{"interval":"Short"}},'
+    '"spacePartitioningConfig":{"partitionCount":2}}}',  # the other strategy's settings
+    f'{{{_G},"sharing":{{"strategy":"SpacePartitioning","timeSlicingConfig":{{}},'
+    '"spacePartitioningConfig":{"partitionCount":2}}}',
+    f'{{{_G},"sharing":{{"strategy":"TimeSlicing"}}}}',  # upstream crashes
+    f'{{{_G},"sharing":{{"strategy":"SpacePartitioning","spacePartitioningConfig":null}}}}',
+    f'{{{_G},"sharing":{{"strategy":"TimeSlicing","timeSlicingConfig":{{"interval":"Short"}}}},'
+    '"sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Short"}}}',  # repeated
+    f'{{{_G},"sharing":{{"strategy":"TimeSlicing","timeSlicingConfig":{{"interval":"Short",'
+    '"interval":"Long"}}}}',
+    f'{{{_G},"kind":"GpuConfig","sharing":{{"strategy":"TimeSlicing"}}}}',
+    f'{{{_G},"sharing":{{"strategy":"SpacePartitioning","spacePartitioningConfig":'
+    '{"partitionCount":9223372036854775808}}}',  # beyond Go's int
+    f'{{{_G},"sharing":{{"strategy":"SpacePartitioning","spacePartitioningConfig":'
+    '{"partitionCount":9223372036854775807}}}',
+    f'{{{_G},"sharing":{{"strategy":"SpacePartitioning","spacePartitioningConfig":'
+    '{"partitionCount":-9223372036854775809}}}',
+    f'{{{_G},"sharing":{{"strategy":"SpacePartitioning","spacePartitioningConfig":'
+    '{"partitionCount":null}}}',  # null: the zero value
+    f'{{{_G},"sharing":{{"strategy":"TimeSlicing","timeSlicingConfig":{{"interval":null}}}}}}',
+    f'{{{_G},"sharing":{{"strategy":null}}}}',
+    f'{{"apiVersion":"{NET_API}","kind":"NetConfig","bwBurst":{{"ingressBurst":8}}}}',
+    f'{{{_G},"Sharing":{{"strategy":"TimeSlicing"}}}}',  # wrong case
+    f'{{"apiversion":"{GPU_API}","kind":"GpuConfig","sharing":{{"strategy":"TimeSlicing"}}}}',
+    f'{{{_G},"sharing":{{"strategy":"TimeSlicing","timeSlicingConfig":{{"interval":"Long"}}}},'
+    '"metadata":{}}',  # unknown field
+    "{}",
+    "[]",
+    "null",
+    '"GpuConfig"',
+)
+
+
+def seed_cases(profile: str, driver: str) -> list[Case]:
+    """Each of :data:`SEED_PARAMETERS` as the only config of a CREATE and of an UPDATE that
+    keeps it."""
+    gen = Generator(0)
+    cases = []
+    for index, text in enumerate(SEED_PARAMETERS):
+        config = [{"opaque": {"driver": driver, "parameters": Raw(text)}}]
+        for operation in ("CREATE", "UPDATE"):
+            name = f"{profile}/seed-{index}-{operation.lower()}"
+            cases.append(
+                gen.review(name, profile, driver, operation, config=config, old_config=config)
+            )
+    return cases
+
+
 def generate(seed: int, count: int, profile: str, driver: str) -> list[Case]:
-    """``count`` cases for ``profile``'s webhook, serving ``driver``."""
+    """The seed cases, then ``count`` random ones, for ``profile``'s webhook serving ``driver``."""
     gen = Generator(seed)
-    return [gen.case(i, profile, driver) for i in range(count)]
+    return [*seed_cases(profile, driver), *(gen.case(i, profile, driver) for i in range(count))]
