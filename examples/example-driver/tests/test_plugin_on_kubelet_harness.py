@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from example_driver.driver import ExampleDriver
 from harness.cdi import assert_cdi_ids_resolve
+from helpers.waiting import eventually
 
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
 from drakit.testing import (
@@ -60,10 +61,12 @@ def published_devices(api: Any, node: str) -> dict[str, Any]:
     raise AssertionError(f"no ResourceSlice of {DRIVER} for node {node} within {WAIT:g}s")
 
 
-def allocate_gpu_1(api: Any, namespace: str, node: str, *, with_config: bool = True) -> None:
-    """A claim for one GPU (with GpuConfig), a pod on ``node`` using it, and the allocation
+def allocate_gpu_1(
+    api: Any, namespace: str, node: str, *, with_config: bool = True, config: Any = GPU_CONFIG
+) -> None:
+    """A claim for one GPU (with ``config``), a pod on ``node`` using it, and the allocation
     and reservation kube-scheduler would write (gpu-1 of the node's pool)."""
-    configs = [opaque_config(DRIVER, GPU_CONFIG, requests=["gpu"])] if with_config else []
+    configs = [opaque_config(DRIVER, config, requests=["gpu"])] if with_config else []
     allocate(
         api,
         namespace,
@@ -156,3 +159,27 @@ def test_upstreams_driver_metrics_are_served_after_a_real_prepare(
     assert samples(after, "dra_example_driver_prepare_claim_duration_seconds_count") == {
         '{result="success"}': 1.0
     }
+
+
+def test_a_claim_the_plugin_refuses_is_counted_as_a_prepare_error(
+    plugin: PluginUnderTest, drakit_api: Any, drakit_namespace: str, drakit_node: HarnessNode
+) -> None:
+    # Refused before the backend prepares anything (the config, as upstream's kubelet
+    # plugin refuses it): upstream counts it, so the example driver does too.
+    sharing = {
+        "strategy": "TimeSlicing",
+        "timeSlicingConfig": {"interval": "Short"},
+        "spacePartitioningConfig": {"partitionCount": 2},
+    }
+    allocate_gpu_1(
+        drakit_api, drakit_namespace, drakit_node.name, config={**GPU_CONFIG, "sharing": sharing}
+    )
+    errors = '{result="error"}'
+    eventually(
+        lambda: samples(plugin.scrape(), "dra_example_driver_prepare_claims_total").get(errors),
+        what="a prepare error counted",
+        timeout=WAIT,
+    )
+    after = plugin.scrape()
+    assert samples(after, "dra_example_driver_prepare_claims_total")['{result="success"}'] == 0
+    assert samples(after, "dra_example_driver_prepare_claim_duration_seconds_count")[errors] >= 1
