@@ -389,7 +389,7 @@ SEED_PARAMETERS = (
     f'{{{_G},"sharing":{{"strategy":"TimeSlicing","timeSlicingConfig":{{"interval":"Short"}}}},'
     '"sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Short"}}}',  # repeated
     f'{{{_G},"sharing":{{"strategy":"TimeSlicing","timeSlicingConfig":{{"interval":"Short",'
-    '"interval":"Long"}}}}',
+    '"interval":"Long"}}}',
     f'{{{_G},"kind":"GpuConfig","sharing":{{"strategy":"TimeSlicing"}}}}',
     f'{{{_G},"sharing":{{"strategy":"SpacePartitioning","spacePartitioningConfig":'
     '{"partitionCount":9223372036854775808}}}',  # beyond Go's int
@@ -419,6 +419,7 @@ def seed_cases(profile: str, driver: str) -> list[Case]:
     gen = Generator(0)
     cases = []
     for index, text in enumerate(SEED_PARAMETERS):
+        json.loads(text, object_pairs_hook=list)  # a typo here must not pass as a "case"
         config = [{"opaque": {"driver": driver, "parameters": Raw(text)}}]
         for operation in ("CREATE", "UPDATE"):
             name = f"{profile}/seed-{index}-{operation.lower()}"

@@ -213,15 +213,21 @@ def run_cases(
 ) -> list[Result]:
     """Every case to both webhooks, ``workers`` connections to each at a time."""
     local = threading.local()
+    opened: list[Endpoint] = []
 
     def one(case: Case) -> Result:
         if not hasattr(local, "pair"):
             local.pair = (upstream.endpoint(), drakit.endpoint())
+            opened.extend(local.pair)
         go, py = local.pair
         return Result(case, go.review(case.body), py.review(case.body))
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(one, cases))
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(one, cases))
+    finally:
+        for endpoint in opened:
+            endpoint.close()
 
 
 # ---------------------------------------------------------------------------- exceptions

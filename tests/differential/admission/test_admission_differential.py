@@ -75,8 +75,12 @@ def test_crashes_are_upstreams_panics(webhooks: dict) -> None:
     upstream, drakit = webhooks["gpu"]
     body = generate_strategy_without_settings()
     go, py = upstream.endpoint(), drakit.endpoint()
-    assert go.review(body).kind == "crash"
-    assert py.review(body).admitted
+    try:
+        assert go.review(body).kind == "crash"
+        assert py.review(body).admitted
+    finally:
+        go.close()
+        py.close()
     upstream.alive()
     log = upstream.log_text()
     assert "http: panic serving" in log and "nil pointer dereference" in log, log[-2000:]
