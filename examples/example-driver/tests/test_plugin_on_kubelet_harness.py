@@ -16,6 +16,7 @@ import pytest
 from example_driver.driver import ExampleDriver
 from harness.cdi import assert_cdi_ids_resolve
 from helpers.waiting import eventually
+from test_metrics import series
 
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
 from drakit.testing import (
@@ -149,13 +150,17 @@ def test_upstreams_driver_metrics_are_served_after_a_real_prepare(
     drakit_node.wait_prepared(drakit_namespace, "pod0")
     after = plugin.scrape()
     assert samples(after, "dra_example_driver_prepare_claims_total")['{result="success"}'] == 1
-    buckets = samples(after, "dra_example_driver_prepare_claim_duration_seconds_bucket")
-    bounds = [b.split('le="')[1].rstrip('"}') for b in buckets]
-    assert bounds == [
+    buckets = {
+        labels["le"]: value
+        for labels, value in series(
+            after, "dra_example_driver_prepare_claim_duration_seconds_bucket"
+        )
+        if labels["result"] == "success"
+    }
+    assert list(buckets) == [
         "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf"
     ]  # fmt: skip
-    assert all(label.startswith('{result="success",') for label in buckets)
-    assert buckets['{result="success",le="+Inf"}'] == 1
+    assert buckets["+Inf"] == 1
     assert samples(after, "dra_example_driver_prepare_claim_duration_seconds_count") == {
         '{result="success"}': 1.0
     }
