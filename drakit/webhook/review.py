@@ -15,6 +15,12 @@ claim entry must be valid by itself. Everything else is allowed: other drivers' 
 other resources and subresources, DELETE and CONNECT, and an UPDATE that leaves the config
 list as it was (a claim stored before the webhook existed, or before the driver's model
 got stricter, must still have its finalizers removed).
+
+Decoding is as strict as the reference webhook's Go decoding (the admission differential,
+tests/differential/admission, holds drakit to it): :func:`decode_review` marks objects
+that repeat a key, and a driver's parameters containing one are refused; the config list
+must decode as its API type (entries, ``opaque``, ``driver`` and ``requests`` of the right
+JSON type, ``null`` being the zero value), whichever driver an entry names.
 """
 
 from __future__ import annotations
