@@ -68,6 +68,7 @@ def test_example_driver_admission_agrees_with_upstreams_webhook(webhooks: dict) 
     )
 
 
+@pytest.mark.timeout(1800)  # the same fixture, when this test runs first
 def test_crashes_are_upstreams_panics(webhooks: dict) -> None:
     """Evidence for the ``upstream-crash`` class: the closed connections are panics of
     upstream's handler (a nil pointer dereference), logged by Go's HTTP server, and the
