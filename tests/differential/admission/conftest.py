@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +61,9 @@ def webhook_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("admission-differential")
 
 
-def _start_upstream(binary: Path, profile: str, folder: Path) -> Webhook:
-    """Upstream's webhook with a certificate for 127.0.0.1 issued here (it takes files)."""
+def _start_upstream(binary: Path, profile: str, folder: Path, stack: ExitStack) -> Webhook:
+    """Upstream's webhook with a certificate for 127.0.0.1 issued here (it takes files);
+    stopped when ``stack`` closes."""
     from drakit.webhook.certs import issue  # noqa: PLC0415
 
     issued = issue(("127.0.0.1",), 3600.0, name=f"upstream-{profile}")
@@ -78,16 +80,23 @@ def _start_upstream(binary: Path, profile: str, folder: Path) -> Webhook:
              f"--driver-name={driver_of(profile)}"],
             stdout=out, stderr=subprocess.STDOUT, env={"PATH": os.environ.get("PATH", "")},
         )  # fmt: skip
+    stack.enter_context(stopped_at_exit(process))
     context = ssl.create_default_context(cadata=issued.ca_pem.decode())
     return Webhook(f"upstream {profile} webhook", port, context, process, log)
 
 
 def _start_drakit(
-    profile: str, folder: Path, kubeconfig: str, configs: Resource, eventually: Callable[..., Any]
+    profile: str,
+    folder: Path,
+    kubeconfig: str,
+    *,
+    configs: Resource,
+    eventually: Callable[..., Any],
+    stack: ExitStack,
 ) -> Webhook:
     """``drakit webhook`` with the example driver's admission backend for ``profile``,
     publishing its CA into a configuration that selects nothing (the control plane is shared
-    with other tests)."""
+    with other tests); stopped, and the configuration deleted, when ``stack`` closes."""
     name = f"admission-differential-{profile}-{uuid.uuid4().hex[:6]}"
     port = free_port()
     configs.create({
@@ -100,6 +109,7 @@ def _start_drakit(
             "failurePolicy": "Ignore", "sideEffects": "None", "admissionReviewVersions": ["v1"],
         }],
     })  # fmt: skip
+    stack.callback(configs.delete, name)
     log = folder / f"drakit-{profile}.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(EXAMPLE_SRC), *sys.path])}
     with log.open("wb") as out:
@@ -110,6 +120,7 @@ def _start_drakit(
              "--webhook-configuration", name, "--log-format", "text"],
             stdout=out, stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip
+    stack.enter_context(stopped_at_exit(process))
     bundle = eventually(lambda: process.poll() is None and bundle_of(configs, name),
                         what=f"drakit {profile} webhook publishing its CA", timeout=60)  # fmt: skip
     context = ssl.create_default_context(cadata=bundle.decode())
@@ -124,20 +135,20 @@ def webhooks(
     from helpers.waiting import eventually  # noqa: PLC0415
 
     configs = Resource(api, VALIDATING_WEBHOOK_CONFIGURATIONS)
-    started: list[Webhook] = []
-    try:
+    with ExitStack() as stack:
         pairs = {}
         for profile in PROFILES:
-            upstream = _start_upstream(upstream_webhook_binary, profile, webhook_dir)
-            started.append(upstream)
-            drakit = _start_drakit(profile, webhook_dir, cluster.kubeconfig, configs, eventually)
-            started.append(drakit)
+            upstream = _start_upstream(upstream_webhook_binary, profile, webhook_dir, stack)
+            drakit = _start_drakit(
+                profile,
+                webhook_dir,
+                cluster.kubeconfig,
+                configs=configs,
+                eventually=eventually,
+                stack=stack,
+            )
             pairs[profile] = (upstream, drakit)
         deadline = time.monotonic() + 60
-        for hook in started:
+        for hook in (h for pair in pairs.values() for h in pair):
             wait_until_served(hook, deadline)
         yield pairs
-    finally:
-        for hook in started:
-            with stopped_at_exit(hook.process):
-                pass
