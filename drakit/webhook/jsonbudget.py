@@ -38,10 +38,12 @@ DECODE_BUDGET = 48 * 1024 * 1024
 #: Deepest nesting decoded: deepjson's bound for what drakit keeps as objects, plus the
 #: levels an AdmissionReview wraps a claim's parameters in.
 MAX_NESTING = MAX_DEPTH + 16
-#: Upper bounds, measured, of what one ``,`` (a list slot or dict entry and a number),
-#: one ``[`` or ``{`` (the container) and one ``"`` (half a string object, or of a key and
-#: its entry in the decoder's memo) cost once decoded.
-VALUE_COST = 64
+#: Upper bounds, measured, of what one ``,`` (a list slot or dict entry and a number, and
+#: for an object member the (key, value) pair the repeated-key hook of
+#: :func:`drakit.webhook.review.decode_review` is handed), one ``[`` or ``{`` (the
+#: container) and one ``"`` (half a string object, or of a key and its entry in the
+#: decoder's memo) cost once decoded.
+VALUE_COST = 80
 CONTAINER_COST = 192
 QUOTE_COST = 64
 BASE_COST = 64 * 1024  # the decoder's own state

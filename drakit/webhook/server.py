@@ -40,7 +40,7 @@ from drakit.telemetry.boundedhttp import BoundedHTTPServer, Limits
 from drakit.telemetry.httpwire import Exchange
 from drakit.telemetry.memory import release_freed_memory
 from drakit.webhook.jsonbudget import BodyRefusedError, check
-from drakit.webhook.review import BadReviewError, Validator, answer
+from drakit.webhook.review import BadReviewError, Validator, answer, decode_review
 
 __all__ = ["LIMITS", "MAX_BODY", "REVIEW_PATH", "WebhookServer"]
 
@@ -177,7 +177,7 @@ class _ReviewHandler(BaseHTTPRequestHandler):
             self._send(exc.status, f"AdmissionReview refused before decoding: {exc}".encode())
             return
         try:
-            review = json.loads(body)
+            review = decode_review(body)
             reply = answer(review, self.app.driver, self.app.validate)
         except (ValueError, BadReviewError) as exc:  # not JSON, or not an AdmissionReview
             self._send(400, f"not an AdmissionReview: {exc}"[:1024].encode())

@@ -20,6 +20,7 @@ from drakit.webhook.jsonbudget import (
     decode_cost,
     nesting,
 )
+from drakit.webhook.review import decode_review
 
 EMOJI = "\U0001f600".encode()
 
@@ -61,11 +62,12 @@ SHAPES: dict[str, bytes] = {
 
 
 def decoded_peak(body: bytes) -> int:
-    """Bytes json.loads(body) allocated at its peak (the body itself not counted)."""
+    """Bytes the webhook's decoder (decode_review: json.loads with the repeated-key hook)
+    allocated at its peak for ``body`` (the body itself not counted)."""
     gc.collect()
     tracemalloc.start()
     try:
-        value = json.loads(body)
+        value = decode_review(body)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

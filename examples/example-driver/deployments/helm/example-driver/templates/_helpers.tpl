@@ -51,6 +51,11 @@ app.kubernetes.io/component: {{ .component }}
 example_driver.driver:ExampleDriver
 {{- end }}
 
+{{/* The webhook's: the profile's admission model (example_driver.admission). */}}
+{{- define "example-driver.admissionBackend" -}}
+example_driver.admission:{{ title .Values.deviceProfile }}Admission
+{{- end }}
+
 {{/*
 Environment pointing a component at apiServer.host/port instead of the in-cluster
 service (explicit env wins over what the kubelet injects).
