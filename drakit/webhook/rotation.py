@@ -125,6 +125,8 @@ class Rotator:
         now = self._clock()
         try:
             state, stored = self._load()
+            if self.served is None:  # serve before the apiserver may call
+                self._choose_served(state, now)
             self.trust.observe(self._publish(state.bundle(now)), state.trusted(now), now)
             if self._transition(state, stored, now):
                 return MIN_STEP  # publish the new state at once
