@@ -269,11 +269,17 @@ def test_webhook_on_the_host_network_is_called_on_loopback_one_replica_per_node(
     assert pod["hostNetwork"] is True
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
-    # A node's port is free only once its old pod has gone.
+    # A node's port is free only once its old pod has gone: one node at a time.
     assert deployment["spec"]["strategy"] == {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
     }
+    # One replica can only be replaced so; Recreate makes `helm install --wait` wait for
+    # it (upstream's suite relies on that: with matchConditions its readiness probe, a
+    # claim without config, no longer reaches the webhook).
+    single = webhook_docs(helm_binary, tmp_path, "webhook.endpoint=hostNetwork",
+                          "webhook.replicas=1")  # fmt: skip
+    assert one(single, "Deployment", "webhook")["spec"]["strategy"] == {"type": "Recreate"}
     (container,) = pod["containers"]
     assert {"name": "BIND_ADDRESS", "value": "127.0.0.1"} in container["env"]
     for probe in ("readinessProbe", "livenessProbe"):
