@@ -19,7 +19,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,8 @@ class Release:
     webhook_args: list[str]
     admin: client.ApiClient
     kubeconfig: str
+    #: Clients made by client_for, closed with the release.
+    clients: list[client.ApiClient] = field(default_factory=list)
 
     def token(self, account: str, bound_pod: dict[str, Any] | None = None) -> str:
         spec: dict[str, Any] = {"audiences": [], "expirationSeconds": 3600}
@@ -90,7 +92,9 @@ class Release:
         cfg = client.Configuration()
         cfg.host, cfg.ssl_ca_cert, cfg.verify_ssl = base.host, base.ssl_ca_cert, base.verify_ssl
         cfg.api_key = {"authorization": f"Bearer {token}"}
-        return client.ApiClient(cfg)
+        api = client.ApiClient(cfg)
+        self.clients.append(api)
+        return api
 
     def kubeconfig_for(self, token: str, dest: Path) -> Path:
         config = yaml.safe_load(Path(self.kubeconfig).read_text())
@@ -151,8 +155,9 @@ def release(
     configuration = next(d for d in docs if d["kind"] == "ValidatingWebhookConfiguration")
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
     plugin = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    installed: Release | None = None
     try:
-        yield Release(
+        installed = Release(
             helm=helm, name=name, namespace=namespace, claims_namespace=claims_ns, driver=driver,
             port=port, configuration=configuration["metadata"]["name"],
             secret=f"{configuration['metadata']['name']}-ca", webhook_account=account,
@@ -160,7 +165,10 @@ def release(
             webhook_args=deployment["spec"]["template"]["spec"]["containers"][0]["args"],
             admin=admin, kubeconfig=cluster.kubeconfig,
         )  # fmt: skip
+        yield installed
     finally:
+        for api in installed.clients if installed else []:
+            api.close()
         subprocess.run([*helm, "uninstall", name], env=env, capture_output=True, timeout=120,
                        check=False)  # fmt: skip
         for ns in (namespace, claims_ns):
@@ -280,14 +288,16 @@ def wait_serving(release: Release, webhook: Webhook) -> None:
 
 
 def test_claims_without_this_drivers_config_are_admitted_while_the_webhook_is_down(
-    release: Release, webhook: Webhook
+    release: Release, webhook: Webhook, request: pytest.FixtureRequest
 ) -> None:
     process = webhook.start()
     wait_serving(release, webhook)
     # Written as Go clients write JSON (compact): the apiserver compares opaque parameters
     # byte for byte on update, and the kubernetes client's spaced JSON would not survive
     # the round trip of a patch.
-    claims = Resource(load_light_client(release.kubeconfig), RESOURCE_CLAIMS)
+    light = load_light_client(release.kubeconfig)
+    request.addfinalizer(light.close)
+    claims = Resource(light, RESOURCE_CLAIMS)
     ours = claims.create(claim("ours", VALID, release.driver), release.claims_namespace)
     webhook.stop(process)  # nothing answers at the configuration's URL from here on
 
@@ -314,10 +324,10 @@ def test_every_served_version_of_claims_and_templates_is_judged(
 ) -> None:
     webhook.start()
     wait_serving(release, webhook)
-    for make, field in ((claim, "spec.devices"), (template, "spec.spec.devices")):
+    for make, path in ((claim, "spec.devices"), (template, "spec.spec.devices")):
         bad = make(f"bad-{version}", INVALID, release.driver, version)
         message = refused(lambda bad=bad: create(release, bad))
-        assert f"{field}.config[0].opaque.parameters" in message, message
+        assert f"{path}.config[0].opaque.parameters" in message, message
         assert "unknown time-slice interval: InvalidInterval" in message
         assert create(release, make(f"good-{version}", VALID, release.driver, version))
 
