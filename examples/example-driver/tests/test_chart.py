@@ -101,6 +101,14 @@ def test_chart_passes_helm_lint(helm_binary: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_chart_refuses_a_kubernetes_without_resource_k8s_io_v1(
+    helm_binary: Path, tmp_path: Path
+) -> None:
+    proc = template(helm_binary, tmp_path, [], "1.33.5")
+    assert proc.returncode != 0
+    assert "chart requires kubeVersion: >=1.34.0-0" in proc.stderr
+
+
 @pytest.mark.parametrize("name", sorted(SUITE_VALUE_SETS))
 def test_every_suite_value_set_renders_a_labelled_plugin_on_the_host_network(
     helm_binary: Path, tmp_path: Path, name: str
@@ -457,6 +465,7 @@ def test_bad_values_are_refused_with_the_value_named(
     schema = message.startswith("at '")
     for command in ("template", "lint") if schema else ("template",):
         args = [command, *(["r"] if command == "template" else []), str(CHART)]
+        args += ["--kube-version", KUBE_VERSION]
         for value in values:
             args += ["--set", value]
         proc = helm(helm_binary, tmp_path, *args)
