@@ -74,6 +74,7 @@ from drakit.node_plugin.device_metadata import (
     DeviceMetadataError,
     MetadataFiles,
     MetadataMount,
+    UnsafeClaimNameError,
 )
 from drakit.node_plugin.device_status import (
     CHECKPOINT_KEY,
@@ -539,6 +540,10 @@ class PrepareCore:
             return self.metadata.write(
                 ClaimIdentity.of(claim.obj), devices, prepared.device_metadata
             )
+        except UnsafeClaimNameError as exc:  # the claim's fault, not the backend's
+            error = ClaimError("InvalidResourceClaim", f"{name}: {exc}")
+            error.backend_state = prepared.state
+            raise error from exc
         except (DeviceMetadataError, OSError) as exc:
             error = ClaimError(
                 "PrepareFailed", f"{name}: backend {self.backend.name}: device_metadata: {exc}"

@@ -14,5 +14,6 @@ the claim is written instead of when a pod using it starts.
 - :mod:`.cabundle`: writing the CA bundle into the ValidatingWebhookConfiguration.
 - :mod:`.rotation`: publish, stage, promote and serve, from any number of replicas.
 - :mod:`.server`: the HTTPS endpoint (bounded bodies, timeouts, hot-swapped certificate).
+- :mod:`.jsonbudget`: what decoding a body would cost, read from its bytes before decoding.
 - :mod:`.main`: the program: wires the server, the store and the rotation.
 """

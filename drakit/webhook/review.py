@@ -19,13 +19,14 @@ got stricter, must still have its finalizers removed).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from drakit.kubeapi.deepjson import MAX_DEPTH, DeepJSON
 from drakit.node_plugin.config import ConfigError
 
-__all__ = ["MAX_CONFIGS", "BadReviewError", "Validator", "answer", "decide"]
+__all__ = ["MAX_CONFIGS", "MAX_PARAMETERS", "BadReviewError", "Validator", "answer", "decide"]
 
 #: The API's own limit on config entries per claim (resource.k8s.io DeviceConfigMaxSize).
 #: The apiserver validates the object before calling validating webhooks, so more is never
@@ -35,6 +36,12 @@ MAX_CONFIGS = 32
 #: message to the client, and a driver's validate_config may say a lot.
 MAX_REASON = 1024
 MAX_MESSAGE = 8192
+#: Largest parameters validated, as compact JSON. The API stores at most 10 KiB
+#: (OpaqueParametersMaxLength), and decoding and re-encoding can grow them about fourfold
+#: (``1e15`` is written back as ``1000000000000000.0``), so more did not come through the
+#: apiserver; validating it could take seconds and hundreds of MiB (a model's error for
+#: each of 200,000 unknown keys).
+MAX_PARAMETERS = 64 * 1024
 
 GROUP = "resource.k8s.io"
 VERSIONS = frozenset({"v1", "v1beta2", "v1beta1"})
@@ -152,6 +159,10 @@ def _reason(params: Any, validate: Validator) -> str | None:
         return f"must be a JSON object, got {_json_type(params)}"
     if _too_deep(params):
         return f"nested more than {MAX_DEPTH} levels deep"
+    size = len(json.dumps(params, separators=(",", ":"), ensure_ascii=False, default=str))
+    if size > MAX_PARAMETERS:
+        return f"{size} bytes of JSON, more than the {MAX_PARAMETERS} validated here " \
+            "(the API stores at most 10240)"  # fmt: skip
     try:
         validate(params)
     except ConfigError as exc:

@@ -132,9 +132,10 @@ def test_readyz_follows_the_published_bundle_and_livez_the_process(served: Serve
         (b"{}", {"Content-Type": "text/plain"}, 415),
         (b"not json", {"Content-Type": "application/json"}, 400),
         (b'{"kind": "Pod"}', {"Content-Type": "application/json"}, 400),
-        (b"[" * 300_000 + b"]" * 300_000, {"Content-Type": "application/json"}, 400),
+        (b"[" * 300_000 + b"]" * 300_000, {"Content-Type": "application/json"}, 413),
+        (b"[" * 300 + b"]" * 300, {"Content-Type": "application/json"}, 400),
     ],
-    ids=["content-type", "not-json", "not-a-review", "deeply-nested"],
+    ids=["content-type", "not-json", "not-a-review", "deeply-nested-and-costly", "too-deep"],
 )
 def test_hostile_bodies_get_a_clear_status_and_the_server_lives_on(
     served: Served, body: bytes, headers: dict[str, str], status: int
@@ -143,6 +144,27 @@ def test_hostile_bodies_get_a_clear_status_and_the_server_lives_on(
     assert code == status, text
     assert b"Traceback" not in text
     assert served.post(review("Default"))[0] == 200
+
+
+def test_a_kept_alive_connection_gets_one_answer_per_request(served: Served) -> None:
+    # The apiserver reuses its connections: anything sent after an answer (an answer to the
+    # body read as a request) makes Go close the connection as "unsolicited". Raw TLS:
+    # http.client would drop the extra bytes with its read buffer.
+    context = ssl.create_default_context(cadata=served.issued.ca_pem.decode())
+    raw = socket.create_connection(("127.0.0.1", served.port), timeout=30)
+    with context.wrap_socket(raw, server_hostname="127.0.0.1") as conn:
+        stream = conn.makefile("rb")
+        for interval in ("Default", "Bogus", "Default"):
+            body = review(interval)
+            conn.sendall(
+                f"POST {REVIEW_PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            assert stream.readline() == b"HTTP/1.1 200 OK\r\n"
+            fields = dict(line.decode().split(":", 1) for line in iter(stream.readline, b"\r\n"))
+            answer = json.loads(stream.read(int(fields["Content-Length"])))["response"]
+            assert answer["allowed"] is (interval == "Default")
 
 
 def test_a_body_over_the_limit_is_refused_before_it_is_read(served: Served) -> None:
