@@ -15,12 +15,14 @@ all: test
 venv: $(STAMP)
 
 # Reinstall when the lock or the package changes. Every dependency comes from the hashed
-# dev lock (hack/update-lock.sh), binary wheels only; then drakit itself, editable, without
+# dev lock (hack/update-lock.sh), binary wheels only; then drakit and its development tools
+# (drakit-localcluster, its own source root under distributions/), editable, without
 # resolving anything further.
-$(STAMP): pyproject.toml requirements/dev.txt
+DEV_DIST := distributions/drakit-localcluster
+$(STAMP): pyproject.toml requirements/dev.txt $(DEV_DIST)/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --require-hashes --only-binary :all: -r requirements/dev.txt
-	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip install --quiet --no-deps -e . -e $(DEV_DIST)
 	@touch $@
 
 # Besides the default version, `make test` runs a test against another minor's apiserver
@@ -68,7 +70,7 @@ typecheck: venv
 	$(VENV)/bin/mypy
 
 imports: venv
-	$(VENV)/bin/lint-imports
+	hack/lint-imports.sh
 
 # Everything: static checks, the documentation site, then unit, integration, e2e and (as
 # root) real-node tests.

@@ -114,8 +114,8 @@ def test_dev_tools_wheel_adds_only_localcluster_and_demo_to_drakits_namespace(
                    "localcluster/cmd_local_node.py", "localcluster/hoststate.py",
                    "demo/__main__.py"):  # fmt: skip
         assert f"drakit/{module}" in names, f"drakit/{module} is not in drakit-localcluster"
-    # The sdist rebuilds it: the linked folders are in it as files.
-    assert "drakit/localcluster/cluster.py" in _sdist_names(_sdist)
+    # The sdist rebuilds it: its source root is in it.
+    assert "src/drakit/localcluster/cluster.py" in _sdist_names(_sdist)
 
 
 def test_dev_tools_require_drakit_at_its_own_version(

@@ -1,7 +1,7 @@
 """The contract between the node plugin's gRPC servicers and the driver core.
 
-The servicers (``node_plugin/service/``) speak protobuf to the kubelet; the core
-(``node_plugin/core.py``) does the real work: reads claims, resolves config,
+The servicers (``drakit/node_plugin/service/``) speak protobuf to the kubelet; the core
+(``drakit/node_plugin/core.py``) does the real work: reads claims, resolves config,
 calls the backend, writes CDI specs and the checkpoint. Between the two there
 are only the plain, version-neutral values defined here, so the core never
 sees which DRA API version (v1 or v1beta1) or which health API version the
