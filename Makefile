@@ -17,12 +17,16 @@ venv: $(STAMP)
 # Reinstall when the lock or the package changes. Every dependency comes from the hashed
 # dev lock (hack/update-lock.sh), binary wheels only; then drakit and its development tools
 # (drakit-localcluster, its own source root under distributions/), editable, without
-# resolving anything further.
+# resolving anything further. Both as plain sys.path entries (setuptools' compat mode, a .pth
+# line each), not import hooks: the tools' drakit/ folder is a namespace portion, which
+# Python's path search would otherwise find before a hook is asked for drakit's own
+# (regular) package. drakit/__init__.py and drakit/cli/__init__.py extend their __path__ to
+# the tools' folders, new modules included, without a reinstall.
 DEV_DIST := distributions/drakit-localcluster
 $(STAMP): pyproject.toml requirements/dev.txt $(DEV_DIST)/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --require-hashes --only-binary :all: -r requirements/dev.txt
-	$(PY) -m pip install --quiet --no-deps -e . -e $(DEV_DIST)
+	$(PY) -m pip install --quiet --no-deps --config-settings editable_mode=compat -e . -e $(DEV_DIST)
 	@touch $@
 
 # Besides the default version, `make test` runs a test against another minor's apiserver

@@ -25,7 +25,10 @@ cd "$ROOT"
 rm -rf "$VENV"
 "$TOOL/bin/uv" venv --quiet --python python3.11 "$VENV"
 VIRTUAL_ENV="$VENV" "$TOOL/bin/uv" pip install --quiet --resolution lowest-direct \
-  --only-binary :all: -e '.[kubernetes,webhook,test]' -e distributions/drakit-localcluster
+  --only-binary :all: --config-setting editable_mode=compat -e '.[kubernetes,webhook,test]'
+# The development tools beside it, both as plain sys.path entries (see the Makefile's venv).
+VIRTUAL_ENV="$VENV" "$TOOL/bin/uv" pip install --quiet --no-deps \
+  --config-setting editable_mode=compat -e distributions/drakit-localcluster
 echo "unit-lowest: $(VIRTUAL_ENV="$VENV" "$TOOL/bin/uv" pip freeze --quiet --exclude-editable \
   | grep -iE '^(grpcio|grpcio-health-checking|grpcio-reflection|protobuf|pydantic|pyyaml|urllib3|orjson|prometheus-client|common-expression-language|google-re2|cel-expr-python|kubernetes|cryptography)==' \
   | tr '\n' ' ')" >&2

@@ -13,11 +13,13 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from drakit.envflags import EnvDefault
-from drakit.flags import (
+from drakit.cli.envflags import EnvDefault
+from drakit.cli.flags import (
     ConfigError,
     Subcommands,
+    add_backend_flags,
     add_command,
+    add_driver_name_flag,
     add_kubeconfig_flag,
     add_log_flags,
     check_log_flags,
@@ -77,23 +79,12 @@ def add_parser(sub: Subcommands) -> None:
     )
     env = EnvDefault
     add_kubeconfig_flag(p, "in-cluster service account")
-    p.add_argument(
-        "--backend",
-        metavar="MODULE:CLASS",
-        action=env,
-        env="BACKEND",
-        required=True,
-        help="the driver's backend class (or a built-in backend name); its config_model "
+    add_backend_flags(
+        p,
+        "the driver's backend class (or a built-in backend name); its config_model "
         "validates the opaque parameters",
     )
-    p.add_argument(
-        "--driver-name",
-        metavar="NAME",
-        action=env,
-        env="DRIVER_NAME",
-        required=True,
-        help="validate the config entries whose opaque.driver is NAME",
-    )
+    add_driver_name_flag(p, "validate the config entries whose opaque.driver is NAME")
     p.add_argument(
         "--webhook-configuration",
         metavar="NAME",

@@ -15,9 +15,14 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from pkgutil import extend_path
 from typing import Protocol
 
-from drakit.flags import Subcommands
+from drakit.cli.flags import Subcommands
+
+# The development commands (local-cluster, local-node, dev) are modules of this package too,
+# from the drakit-localcluster distribution's source root; see drakit/__init__.py.
+__path__ = extend_path(__path__, __name__)
 
 
 class _Subcommand(Protocol):
@@ -27,13 +32,13 @@ class _Subcommand(Protocol):
 # name -> module that defines add_parser(subparsers); the parser it adds sets
 # `func(args) -> int` as its default. These run anywhere drakit is installed, the image too.
 SUBCOMMANDS: dict[str, str] = {
-    "node-plugin": "drakit.cmd_node_plugin",
-    "controller": "drakit.cmd_controller",
-    "driver-controller": "drakit.cmd_driver_controller",
-    "allocate": "drakit.cmd_allocate",
-    "devices": "drakit.cmd_devices",
-    "webhook": "drakit.cmd_webhook",
-    "version": "drakit.cmd_version",
+    "node-plugin": "drakit.cli.node_plugin",
+    "controller": "drakit.cli.controller",
+    "driver-controller": "drakit.cli.driver_controller",
+    "allocate": "drakit.cli.allocate",
+    "devices": "drakit.cli.devices",
+    "webhook": "drakit.cli.webhook",
+    "version": "drakit.cli.version",
 }
 
 # Development commands. Their modules (drakit.localcluster, with drakit.demo) change the host
@@ -41,9 +46,9 @@ SUBCOMMANDS: dict[str, str] = {
 # distribution, built from this repository at drakit's own version, adds them (and a source
 # checkout's editable install has them). Without it they are neither shown nor run.
 DEV_SUBCOMMANDS: dict[str, str] = {
-    "local-cluster": "drakit.localcluster.cmd_local_cluster",
-    "local-node": "drakit.localcluster.cmd_local_node",
-    "dev": "drakit.localcluster.cmd_dev",
+    "local-cluster": "drakit.cli.local_cluster",
+    "local-node": "drakit.cli.local_node",
+    "dev": "drakit.cli.dev",
 }
 DEV_PACKAGE = "drakit.localcluster"
 DEV_DISTRIBUTION = "drakit-localcluster"
@@ -154,7 +159,3 @@ def _exit_cleanly_on_sigterm() -> signal.Handlers | None:
 
     signal.signal(signal.SIGTERM, leave)
     return signal.SIG_DFL
-
-
-if __name__ == "__main__":
-    sys.exit(main())

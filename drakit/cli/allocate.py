@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from drakit.flags import Subcommands, add_command
+from drakit.cli.flags import Subcommands, add_command
 
 DESCRIPTION = """\
 Allocate ResourceClaims offline, exactly as the Kubernetes 1.37 scheduler's allocator

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drakit.flags import Subcommands, add_command
+from drakit.cli.flags import Subcommands, add_command
 from drakit.localcluster.background import (
     add_launcher_actions,
     run_until_signalled,

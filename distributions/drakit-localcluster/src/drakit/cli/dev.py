@@ -26,7 +26,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drakit.flags import ConfigError, Subcommands, add_command
+from drakit.cli.flags import (
+    ConfigError,
+    Subcommands,
+    add_backend_flags,
+    add_command,
+    add_driver_name_flag,
+)
 
 if TYPE_CHECKING:
     from drakit.demo.devstack import DevStack
@@ -51,17 +57,16 @@ def add_parser(sub: Subcommands) -> None:
         description=__doc__ or "",
         epilog=EPILOG,
     )
-    p.add_argument(
-        "--backend",
-        required=True,
-        metavar="MODULE:CLASS",
-        help="your backend class (e.g. fpga_driver:FpgaBackend), or a built-in backend name",
+    add_backend_flags(
+        p,
+        "your backend class (e.g. fpga_driver:FpgaBackend), or a built-in backend name",
+        config="YAML or JSON file passed to the node plugin as --backend-config",
+        env=False,
     )
-    p.add_argument(
-        "--driver-name",
-        required=True,
-        metavar="NAME",
-        help="the DRA driver name your devices are published under (e.g. fpga.example.com)",
+    add_driver_name_flag(
+        p,
+        "the DRA driver name your devices are published under (e.g. fpga.example.com)",
+        env=False,
     )
     p.add_argument(
         "--device-class",
@@ -69,12 +74,7 @@ def add_parser(sub: Subcommands) -> None:
         default="",
         help="name of the DeviceClass created for the driver (default: the driver name)",
     )
-    p.add_argument(
-        "--backend-config",
-        type=Path,
-        metavar="FILE",
-        help="YAML or JSON file passed to the node plugin as --backend-config",
-    )
+
     p.add_argument("--node-name", default="dev-node", help="the node's name (default: dev-node)")
     p.add_argument(
         "--kube-version",
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             driver=_check_name("--driver-name", args.driver_name),
             device_class=args.device_class and _check_name("--device-class", args.device_class),
             node=_check_name("--node-name", args.node_name),
-            backend_config=_check_file(args.backend_config),
+            backend_config=_check_file(args.backend_config and Path(args.backend_config)),
             python_path=python_path_of(args.backend, cwd),
             kube_version=args.kube_version,
         )

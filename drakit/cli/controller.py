@@ -11,18 +11,22 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from drakit.envflags import EnvDefault
-from drakit.flags import (
+from drakit.cli.envflags import EnvDefault
+from drakit.cli.flags import (
     ConfigError,
     Subcommands,
+    add_client_limit_flags,
     add_command,
     add_kubeconfig_flag,
+    add_leader_election_flags,
     add_log_flags,
+    add_metrics_address_flag,
+    add_workers_flag,
     check_address,
     check_choice,
     check_log_flags,
     check_number,
-    client_limits,
+    client_limits_of,
 )
 from drakit.telemetry.logs import configure as configure_logging
 
@@ -90,30 +94,7 @@ def add_parser(sub: Subcommands) -> None:
         help="all, scoped or off: which pods get claims generated, see above "
         "(default: %(default)s)",
     )
-    p.add_argument(
-        "--leader-elect",
-        action=env,
-        env="LEADER_ELECT",
-        nargs=0,
-        default=False,
-        help="act only while holding the leader Lease (for 2+ replicas)",
-    )
-    p.add_argument(
-        "--leader-elect-namespace",
-        metavar="NS",
-        action=env,
-        env="POD_NAMESPACE",
-        default="kube-system",
-        help="namespace of the leader Lease (default: %(default)s)",
-    )
-    p.add_argument(
-        "--leader-elect-lease-name",
-        metavar="NAME",
-        action=env,
-        env="LEADER_ELECT_LEASE_NAME",
-        default="drakit-controller",
-        help="name of the leader Lease (default: %(default)s)",
-    )
+    add_leader_election_flags(p, "drakit-controller")
     p.add_argument(
         "--leader-elect-lease-duration",
         metavar="SECONDS",
@@ -132,14 +113,7 @@ def add_parser(sub: Subcommands) -> None:
         "suffix (NAME_1a2b3c4d), so a restarted replica never mistakes its predecessor's "
         "lease for its own (default: host name plus a random suffix)",
     )
-    p.add_argument(
-        "--workers",
-        metavar="N",
-        action=env,
-        env="WORKERS",
-        default="10",
-        help="scheduling workers (default: %(default)s)",
-    )
+    add_workers_flag(p, 10, "scheduling workers")
     p.add_argument(
         "--lifecycle-workers",
         metavar="N",
@@ -170,14 +144,7 @@ def add_parser(sub: Subcommands) -> None:
         "the two apart, and a slow kube-controller-manager can race drakit) "
         "(default: %(default)s)",
     )
-    p.add_argument(
-        "--metrics-address",
-        metavar="HOST:PORT",
-        action=env,
-        env="METRICS_ADDRESS",
-        help="serve Prometheus metrics at HOST:PORT; :9401 binds $POD_IP, else 127.0.0.1 "
-        "(0.0.0.0:9401: every interface) (default: off)",
-    )
+    add_metrics_address_flag(p, 9401)
     p.add_argument(
         "--metrics-claim-namespaces",
         metavar="N",
@@ -189,23 +156,12 @@ def add_parser(sub: Subcommands) -> None:
     )
     # The defaults are the sum of the two upstream components drakit stands in for:
     # kube-scheduler (50 QPS, burst 100) and kube-controller-manager (20, burst 30).
-    p.add_argument(
-        "--kube-api-qps",
-        metavar="QPS",
-        action=env,
-        env="KUBE_API_QPS",
-        default="70",
-        help="client-side request limit, 0 for none; Events and the leader Lease each have "
-        "a client with the same limits of their own, as kube-scheduler's do "
-        "(default: %(default)s)",
-    )
-    p.add_argument(
-        "--kube-api-burst",
-        metavar="N",
-        action=env,
-        env="KUBE_API_BURST",
-        default="130",
-        help="client-side request burst (default: %(default)s)",
+    add_client_limit_flags(
+        p,
+        70,
+        130,
+        "Events and the leader Lease each have a client with the same limits of "
+        "their own, as kube-scheduler's do",
     )
     add_log_flags(p)
     p.set_defaults(func=run)  # fmt: skip
@@ -225,8 +181,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     lease = check_number(
         "--leader-elect-lease-duration", args.leader_elect_lease_duration, float, 2.0
     )
-    qps, burst = client_limits("--kube-api-qps", args.kube_api_qps,
-                               "--kube-api-burst", args.kube_api_burst)  # fmt: skip
+    qps, burst = client_limits_of(args)
     # A suffix per process: a restarted container must not mistake its predecessor's Lease for
     # its own and act before the predecessor's term has visibly ended.
     identity = f"{args.identity}_{os.urandom(4).hex()}" if args.identity else default_identity()
@@ -246,7 +201,11 @@ def build_config(args: argparse.Namespace) -> RunConfig:
         ),
         kubeconfig=args.kubeconfig,
         leader_election=(
-            LeaderElection(args.leader_elect_lease_name, args.leader_elect_namespace, lease)
+            LeaderElection(
+                args.leader_elect_lease_name or "drakit-controller",
+                args.leader_elect_namespace,
+                lease,
+            )
             if _bool(args.leader_elect)
             else None
         ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from drakit.flags import Subcommands, add_command
+from drakit.cli.flags import Subcommands, add_command
 from drakit.version import KUBELET_SERVICES, KUBERNETES_VERSION, RESOURCE_API_VERSIONS, __version__
 
 

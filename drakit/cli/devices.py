@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
-from drakit.flags import Subcommands, add_command, add_kubeconfig_flag
+from drakit.cli.flags import Subcommands, add_command, add_kubeconfig_flag
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the cluster could not be read

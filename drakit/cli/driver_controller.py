@@ -15,16 +15,20 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from drakit.envflags import EnvDefault
-from drakit.flags import (
+from drakit.cli.envflags import EnvDefault
+from drakit.cli.flags import (
     ConfigError,
     Subcommands,
+    add_client_limit_flags,
     add_command,
+    add_driver_name_flag,
     add_kubeconfig_flag,
+    add_leader_election_flags,
     add_log_flags,
+    add_workers_flag,
     check_log_flags,
     check_number,
-    client_limits,
+    client_limits_of,
 )
 from drakit.telemetry.logs import configure as configure_logging
 
@@ -76,12 +80,8 @@ def add_parser(sub: Subcommands) -> None:
     )
     env = EnvDefault
     add_kubeconfig_flag(p, "in-cluster service account")
-    p.add_argument(
-        "--driver-name",
-        metavar="NAME",
-        action=env,
-        env="DRIVER_NAME",
-        help="the DRA driver whose devices this controller serves (required)",
+    add_driver_name_flag(
+        p, "the DRA driver whose devices this controller serves (required)", required=False
     )
     p.add_argument(
         "--binding-check",
@@ -90,14 +90,7 @@ def add_parser(sub: Subcommands) -> None:
         env="BINDING_CHECK",
         help="the class that decides when binding conditions are met (required)",
     )
-    p.add_argument(
-        "--workers",
-        metavar="N",
-        action=env,
-        env="WORKERS",
-        default="4",
-        help="claims checked in parallel (default: %(default)s)",
-    )
+    add_workers_flag(p, 4, "claims checked in parallel")
     p.add_argument(
         "--recheck-period",
         metavar="SECONDS",
@@ -107,45 +100,8 @@ def add_parser(sub: Subcommands) -> None:
         help="how soon a device whose conditions are not all met is "
         "checked again, unless its verdict says otherwise (default: %(default)s)",
     )
-    p.add_argument(
-        "--leader-elect",
-        action=env,
-        env="LEADER_ELECT",
-        nargs=0,
-        default=False,
-        help="act only while holding the leader Lease (for 2+ replicas)",
-    )
-    p.add_argument(
-        "--leader-elect-namespace",
-        metavar="NS",
-        action=env,
-        env="POD_NAMESPACE",
-        default="kube-system",
-        help="namespace of the leader Lease (default: %(default)s)",
-    )
-    p.add_argument(
-        "--leader-elect-lease-name",
-        metavar="NAME",
-        action=env,
-        env="LEADER_ELECT_LEASE_NAME",
-        help="name of the leader Lease (default: drakit-driver-controller-DRIVER, dots as dashes)",
-    )
-    p.add_argument(
-        "--kube-api-qps",
-        metavar="QPS",
-        action=env,
-        env="KUBE_API_QPS",
-        default="20",
-        help="client-side request limit, 0 for none (default: %(default)s)",
-    )
-    p.add_argument(
-        "--kube-api-burst",
-        metavar="N",
-        action=env,
-        env="KUBE_API_BURST",
-        default="30",
-        help="client-side request burst (default: %(default)s)",
-    )
+    add_leader_election_flags(p, "drakit-driver-controller-DRIVER, dots as dashes")
+    add_client_limit_flags(p, 20, 30)
     add_log_flags(p)
     p.set_defaults(func=run)  # fmt: skip
 
@@ -201,8 +157,7 @@ def _bool(value: object) -> bool:
 def run(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
-        qps, burst = client_limits("--kube-api-qps", args.kube_api_qps,
-                                   "--kube-api-burst", args.kube_api_burst)  # fmt: skip
+        qps, burst = client_limits_of(args)
     except ConfigError as err:
         print(f"drakit driver-controller: {err}", file=sys.stderr)
         return EXIT_INVALID

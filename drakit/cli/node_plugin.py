@@ -15,21 +15,24 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drakit.envflags import EnvDefault
-from drakit.flags import (
+from drakit.cli.envflags import EnvDefault
+from drakit.cli.flags import (
     ConfigError,
     Subcommands,
+    add_backend_flags,
     add_command,
+    add_driver_name_flag,
     add_kubeconfig_flag,
     add_log_flags,
+    add_metrics_address_flag,
     check_address,
     check_log_flags,
     client_limits,
 )
+from drakit.cli.podresources_flags import add_podresources_flags, podresources_config
 from drakit.node_plugin.driver import CoreConfigError, PluginConfig
 from drakit.node_plugin.health.policy import HealthPolicy, PolicyError, parse_effects
 from drakit.node_plugin.sockets import SocketPathError, socket_paths
-from drakit.podresources_flags import add_podresources_flags, podresources_config
 from drakit.telemetry.logs import configure as configure_logging
 
 if TYPE_CHECKING:
@@ -87,14 +90,7 @@ def add_parser(sub: Subcommands) -> None:
         epilog=EPILOG,
     )
     env = EnvDefault
-    p.add_argument(
-        "--driver-name",
-        metavar="NAME",
-        action=env,
-        env="DRIVER_NAME",
-        required=True,
-        help="DRA driver name, a DNS subdomain such as gpu.example.com",
-    )
+    add_driver_name_flag(p, "DRA driver name, a DNS subdomain such as gpu.example.com")
     p.add_argument(
         "--node-name",
         metavar="NAME",
@@ -128,20 +124,11 @@ def add_parser(sub: Subcommands) -> None:
         default="/var/run/cdi",
         help="directory for the per-claim CDI specs (default: %(default)s)",
     )
-    p.add_argument(
-        "--backend",
-        metavar="BACKEND",
-        action=env,
-        env="BACKEND",
+    add_backend_flags(
+        p,
+        "device backend: example, hostdev or module:Class (default: %(default)s)",
         default="example",
-        help="device backend: example, hostdev or module:Class (default: %(default)s)",
-    )
-    p.add_argument(
-        "--backend-config",
-        metavar="FILE",
-        action=env,
-        env="BACKEND_CONFIG",
-        help="backend configuration file (YAML or JSON)",
+        config="backend configuration file (YAML or JSON)",
     )
     p.add_argument(
         "--pod-uid",
@@ -150,14 +137,7 @@ def add_parser(sub: Subcommands) -> None:
         env="POD_UID",
         help="UID of this plugin pod; enables per-instance sockets for rolling updates",
     )
-    p.add_argument(
-        "--metrics-address",
-        metavar="HOST:PORT",
-        action=env,
-        env="METRICS_ADDRESS",
-        help="serve Prometheus metrics at HOST:PORT; :9400 binds $POD_IP, else 127.0.0.1 "
-        "(0.0.0.0:9400: every interface) (default: off)",
-    )
+    add_metrics_address_flag(p, 9400)
     p.add_argument(
         "--health-resend-interval",
         action=env,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from drakit.envflags import EnvDefault
-from drakit.flags import ConfigError
+from drakit.cli.envflags import EnvDefault
+from drakit.cli.flags import ConfigError
 from drakit.node_plugin.crosscheck import CrossCheckConfig
 
 __all__ = ["add_podresources_flags", "podresources_config"]
