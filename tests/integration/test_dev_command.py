@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from drakit.cli.dev import READY_LINE
-from drakit.demo.stack import create_objects
 from drakit.kubeapi.client import load_client
 from drakit.kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource
+from drakit.localcluster.stack import create_objects
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 DRIVER = "fpga.example.com"

@@ -11,7 +11,7 @@ import yaml
 
 from drakit.cli import main
 from drakit.cli.dev import describe_event, example_yaml
-from drakit.demo.devstack import plugin_environment
+from drakit.localcluster.devstack import plugin_environment
 from drakit.testing.node import backend_spec
 
 

@@ -35,7 +35,7 @@ from drakit.cli.flags import (
 )
 
 if TYPE_CHECKING:
-    from drakit.demo.devstack import DevStack
+    from drakit.localcluster.devstack import DevStack
 
 #: Printed once everything runs; tests and scripts wait for it.
 READY_LINE = "drakit dev: ready"
@@ -92,7 +92,7 @@ def add_parser(sub: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from drakit.demo.devstack import DevSettings, DevStack, python_path_of  # noqa: PLC0415
+    from drakit.localcluster.devstack import DevSettings, DevStack, python_path_of  # noqa: PLC0415
 
     cwd = Path.cwd()
     try:

@@ -27,11 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from drakit.demo import stack
-from drakit.demo.events import HarnessEvents
-from drakit.demo.stack import DEVICE_CLASS, DRIVER, Component, NodeFolders
 from drakit.demo.text import Printer, table
-from drakit.localcluster import StartError
+from drakit.localcluster import StartError, stack
+from drakit.localcluster.events import HarnessEvents
+from drakit.localcluster.stack import DEVICE_CLASS, DRIVER, Component, NodeFolders
 
 NODE = "demo-node"
 NAMESPACE = "demo"

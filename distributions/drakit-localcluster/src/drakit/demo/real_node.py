@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from drakit.demo import stack
 from drakit.demo.text import Printer, table
+from drakit.localcluster import stack
 
 NAMESPACE = "demo"
 POD = "gpu-demo"

@@ -77,9 +77,13 @@ def find_binary(binary: str, kube_version: str | None = None) -> Path | None:
 
 
 def repo_root() -> Path | None:
-    """The drakit source tree this package runs from, if any (for hack/ scripts)."""
-    root = Path(__file__).resolve().parents[2]
-    return root if (root / "hack" / "build-binaries.sh").is_file() else None
+    """The drakit source tree this package runs from, if any (for hack/ scripts): the
+    nearest folder above this file that holds ``hack/build-binaries.sh``. None for an
+    installed wheel."""
+    for folder in Path(__file__).resolve().parents:
+        if (folder / "hack" / "build-binaries.sh").is_file():
+            return folder
+    return None
 
 
 def build_binaries(

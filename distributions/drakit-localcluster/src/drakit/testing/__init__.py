@@ -101,7 +101,7 @@ def drakit_namespace(drakit_api: Any) -> Iterator[str]:
 @pytest.fixture
 def drakit_node(drakit_cluster: LocalCluster, drakit_api: Any) -> Iterator[HarnessNode]:
     """A schedulable Node run by the kubelet harness; stopped and deleted after the test."""
-    from drakit.demo.stack import NodeFolders  # noqa: PLC0415
+    from drakit.localcluster.stack import NodeFolders  # noqa: PLC0415
 
     # Unix socket paths are limited to 107 bytes: a short folder directly under /tmp.
     root = Path(tempfile.mkdtemp(prefix="dkt-", dir="/tmp"))

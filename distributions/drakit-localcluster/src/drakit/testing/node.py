@@ -1,6 +1,6 @@
 """A simulated node and the plugin under test on it, as ``drakit.testing``'s fixtures run them.
 
-:class:`HarnessNode` is a Node object the scheduler accepts (``drakit.demo.stack``'s recipe)
+:class:`HarnessNode` is a Node object the scheduler accepts (``drakit.localcluster.stack``'s recipe)
 with the kubelet harness acting as its kubelet: the kubelet's own plugin manager and DRA
 manager, so registration, PrepareResources and UnprepareResources go over real Unix sockets
 exactly as on a node. :class:`PluginUnderTest` is ``drakit node-plugin`` with a backend,
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from drakit.demo import stack
-from drakit.demo.devstack import STEP_TIMEOUT, harness_binary, plugin_environment
-from drakit.demo.events import HarnessEvent, HarnessEvents
-from drakit.demo.stack import Component, NodeFolders
 from drakit.kubeapi.errors import NotFound
 from drakit.kubeapi.resources import NODES, Resource
+from drakit.localcluster import stack
+from drakit.localcluster.devstack import STEP_TIMEOUT, harness_binary, plugin_environment
+from drakit.localcluster.events import HarnessEvent, HarnessEvents
+from drakit.localcluster.stack import Component, NodeFolders
 
 
 @dataclass

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from drakit.demo import stack
-from drakit.demo.events import HarnessEvents
-from drakit.demo.stack import Component, NodeFolders
+from drakit.localcluster import stack
+from drakit.localcluster.events import HarnessEvents
+from drakit.localcluster.stack import Component, NodeFolders
 
 #: Seconds each component gets to say it is ready (the harness, the plugin's registration).
 STEP_TIMEOUT = 60.0

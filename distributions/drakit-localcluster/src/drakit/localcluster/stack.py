@@ -40,6 +40,7 @@ from drakit.kubeapi.resources import (
     Resource,
     ResourceType,
 )
+from drakit.localcluster.assets import repo_root
 from drakit.localcluster.process import ManagedProcess, StartError, free_port
 
 #: The driver name the demo and the e2e tests use, and its DeviceClass.
@@ -47,7 +48,9 @@ DRIVER = "gpu.drakit.dev"
 DEVICE_CLASS = "gpu.drakit.dev"
 #: The ``spec.schedulerName`` that makes drakit's controller schedule a pod.
 DRAKIT_SCHEDULER = "drakit"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+#: The drakit checkout this runs from (the stack runs from a checkout: it needs its
+#: examples, chart and hack/ scripts); the working folder for an installed wheel.
+REPO_ROOT = repo_root() or Path.cwd()
 #: Example workloads (``deploy/examples/*.yaml``) shown in the README; the demo and the
 #: e2e tests create exactly these.
 EXAMPLES_DIR = REPO_ROOT / "deploy" / "examples"
