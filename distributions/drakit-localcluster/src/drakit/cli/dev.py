@@ -45,7 +45,7 @@ example:
 
 The first run builds the Kubernetes binaries and the kubelet harness from the
 pinned Go modules (needs Go; cached in ~/.cache/drakit). Needs a drakit checkout
-or `pip install 'drakit[localcluster]'` with those binaries on hand.
+or `pip install drakit-localcluster` with those binaries on hand.
 """
 
 
