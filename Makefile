@@ -15,12 +15,18 @@ all: test
 venv: $(STAMP)
 
 # Reinstall when the lock or the package changes. Every dependency comes from the hashed
-# dev lock (hack/update-lock.sh), binary wheels only; then drakit itself, editable, without
-# resolving anything further.
-$(STAMP): pyproject.toml requirements/dev.txt
+# dev lock (hack/update-lock.sh), binary wheels only; then drakit and its development tools
+# (drakit-localcluster, its own source root under distributions/), editable, without
+# resolving anything further. Both as plain sys.path entries (setuptools' compat mode, a .pth
+# line each), not import hooks: the tools' drakit/ folder is a namespace portion, which
+# Python's path search would otherwise find before a hook is asked for drakit's own
+# (regular) package. drakit/__init__.py and drakit/cli/__init__.py extend their __path__ to
+# the tools' folders, new modules included, without a reinstall.
+DEV_DIST := distributions/drakit-localcluster
+$(STAMP): pyproject.toml requirements/dev.txt $(DEV_DIST)/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --require-hashes --only-binary :all: -r requirements/dev.txt
-	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip install --quiet --no-deps --config-settings editable_mode=compat -e . -e $(DEV_DIST)
 	@touch $@
 
 # Besides the default version, `make test` runs a test against another minor's apiserver
@@ -68,7 +74,7 @@ typecheck: venv
 	$(VENV)/bin/mypy
 
 imports: venv
-	$(VENV)/bin/lint-imports
+	hack/lint-imports.sh
 
 # Everything: static checks, the documentation site, then unit, integration, e2e and (as
 # root) real-node tests.
@@ -97,7 +103,7 @@ e2e: venv binaries
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
 
 # The node plugin's integration tier once more with the DRA calls on grpcio's own server,
-# the fallback of the direct path (node_plugin/service/direct_support.py): about a minute.
+# the fallback of the direct path (drakit/node_plugin/service/direct_support.py): about a minute.
 integration-grpc-fallback: venv binaries
 	DRAKIT_GRPC_DIRECT=0 $(VENV)/bin/pytest tests/integration/node_plugin $(PYTEST_ARGS)
 

@@ -50,17 +50,12 @@ BASE_PACKAGES=python3,python3-venv,python3-pip,python-is-python3,ca-certificates
 BASE_KEY="$(echo "$SUITE $BASE_PACKAGES" | sha256sum | cut -c1-12)"
 BASE_IMAGE="localhost/drakit-python-base:$SUITE-$BASE_KEY"
 
-# Files the Dockerfile copies: their content names the image. .dockerignore keeps the
-# development tools (drakit/localcluster, drakit/demo, drakit/testing) out of the build, so they do not count.
-# drakit/ links the packages at the root (drakit/allocator -> ../allocator): a link is named
-# by its target, the files behind it are hashed where they are.
+# Files the Dockerfile copies: their content names the image. The development tools are
+# another distribution's source root (distributions/), outside the build context.
 context_hash() {
   (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard -- \
-      deploy/Dockerfile requirements/runtime.txt pyproject.toml README.md allocator telemetry kubeapi kubeletapi node_plugin controller drakit \
-      ':(exclude)drakit/localcluster' ':(exclude)drakit/demo' ':(exclude)drakit/testing' .dockerignore \
-    | sort -z | while IFS= read -r -d '' f; do
-        if [[ -L "$f" ]]; then echo "link $f -> $(readlink "$f")"; else sha256sum "$f"; fi
-      done) | sha256sum | cut -c1-12
+      deploy/Dockerfile requirements/runtime.txt pyproject.toml README.md drakit .dockerignore \
+    | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-12
 }
 TAG="${IMAGE_TAG:-dev-$(context_hash)}"
 IMAGE="localhost/drakit:$TAG"

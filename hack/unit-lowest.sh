@@ -3,7 +3,7 @@
 #
 #   hack/unit-lowest.sh [pytest arguments...]
 #
-# A new virtual environment in build/venv-lowest gets drakit (editable) with its extras
+# A new virtual environment in build/venv-lowest gets drakit and drakit-localcluster (editable), drakit with its extras
 # `kubernetes`, `webhook` and `test` (the first two are also what drakit.localcluster needs, the
 # drakit-localcluster distribution's dependencies), resolved by uv with --resolution lowest-direct: every direct
 # dependency at the lowest version its range admits (their own dependencies as new as fits),
@@ -25,7 +25,10 @@ cd "$ROOT"
 rm -rf "$VENV"
 "$TOOL/bin/uv" venv --quiet --python python3.11 "$VENV"
 VIRTUAL_ENV="$VENV" "$TOOL/bin/uv" pip install --quiet --resolution lowest-direct \
-  --only-binary :all: -e '.[kubernetes,webhook,test]'
+  --only-binary :all: --config-setting editable_mode=compat -e '.[kubernetes,webhook,test]'
+# The development tools beside it, both as plain sys.path entries (see the Makefile's venv).
+VIRTUAL_ENV="$VENV" "$TOOL/bin/uv" pip install --quiet --no-deps \
+  --config-setting editable_mode=compat -e distributions/drakit-localcluster
 echo "unit-lowest: $(VIRTUAL_ENV="$VENV" "$TOOL/bin/uv" pip freeze --quiet --exclude-editable \
   | grep -iE '^(grpcio|grpcio-health-checking|grpcio-reflection|protobuf|pydantic|pyyaml|urllib3|orjson|prometheus-client|common-expression-language|google-re2|cel-expr-python|kubernetes|cryptography)==' \
   | tr '\n' ' ')" >&2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the Python gRPC code for the kubelet plugin APIs from proto/.
 #
-#   hack/update-codegen.sh [OUTPUT_DIR]     default: kubeletapi/gen
+#   hack/update-codegen.sh [OUTPUT_DIR]     default: drakit/kubeletapi/gen
 #
 # Each proto/k8s.io/kubelet/pkg/apis/<api>/<version>/api.proto becomes the
 # package drakit.kubeletapi.gen.<api>.<version> ("-" in <api> becomes "_") holding
@@ -12,7 +12,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
-OUT="${1:-$ROOT/kubeletapi/gen}"
+OUT="${1:-$ROOT/drakit/kubeletapi/gen}"
 PROTO_ROOT="$ROOT/proto"
 PREFIX="k8s.io/kubelet/pkg/apis"
 

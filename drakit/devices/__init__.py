@@ -2,5 +2,5 @@
 
 ``source`` reads slices, claims and classes (once, or kept current by informers) within the
 user's rights; ``view`` applies the filters and counts with ``drakit.allocator.usage``; ``render``
-prints tables or JSON/YAML documents. The command line is ``drakit.cmd_devices``.
+prints tables or JSON/YAML documents. The command line is ``drakit.cli.devices``.
 """

@@ -30,11 +30,10 @@ from e2e_rig import (
 )
 from harness.kubelet import KubeletHarness
 
-from drakit.demo import stack
-from drakit.demo.stack import DRIVER, Component, NodeFolders
 from drakit.kubeapi.client import RateLimitedApiClient, load_client
 from drakit.kubeapi.resources import RESOURCE_SLICES, Resource
-from drakit.localcluster import ClusterConfig, LocalCluster
+from drakit.localcluster import ClusterConfig, LocalCluster, stack
+from drakit.localcluster.stack import DRIVER, Component, NodeFolders
 
 
 def _node_has_slices(client: RateLimitedApiClient, node: str) -> bool:

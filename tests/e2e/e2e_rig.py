@@ -24,8 +24,6 @@ from typing import Any
 from harness.kubelet import HarnessEvent, KubeletHarness
 from helpers.waiting import eventually as wait_until
 
-from drakit.demo import stack
-from drakit.demo.stack import DEVICE_CLASS, DRIVER, Component, NodeFolders
 from drakit.kubeapi.errors import ApiError, NotFound
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import (
@@ -36,7 +34,8 @@ from drakit.kubeapi.resources import (
     RESOURCE_SLICES,
     Resource,
 )
-from drakit.localcluster import LocalCluster
+from drakit.localcluster import LocalCluster, stack
+from drakit.localcluster.stack import DEVICE_CLASS, DRIVER, Component, NodeFolders
 
 #: Generous bounds that only keep a broken run from hanging; nothing asserts on durations.
 WAIT = 90.0

@@ -21,7 +21,7 @@ from e2e_rig import (
 )
 from harness.cdi import assert_cdi_ids_resolve
 
-from drakit.demo.stack import DRAKIT_SCHEDULER, DRIVER, create_objects, load_example
+from drakit.localcluster.stack import DRAKIT_SCHEDULER, DRIVER, create_objects, load_example
 
 pytestmark = pytest.mark.e2e
 

@@ -27,9 +27,9 @@ from e2e_rig import (
 )
 from harness.cdi import assert_cdi_ids_resolve
 
-from drakit.demo.stack import DRIVER, metric_value
 from drakit.kubeletapi.gen.dra.v1 import api_pb2 as dra
 from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as dra_grpc
+from drakit.localcluster.stack import DRIVER, metric_value
 from drakit.node_plugin.serialize import LOCK_FILE_NAME
 
 pytestmark = pytest.mark.e2e

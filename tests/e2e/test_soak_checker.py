@@ -13,7 +13,7 @@ from e2e_rig import Api, E2EStack, claim_template, eventually, pod
 from soak.checker import Bounds, Checker, NodeView, Violation
 from soak.nodefiles import read_cdi_specs, read_checkpoint
 
-from drakit.demo.stack import DRAKIT_SCHEDULER, DRIVER
+from drakit.localcluster.stack import DRAKIT_SCHEDULER, DRIVER
 
 pytestmark = pytest.mark.e2e
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drakit.demo.stack import create_objects
+from drakit.cli.dev import READY_LINE
 from drakit.kubeapi.client import load_client
 from drakit.kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource
-from drakit.localcluster.cmd_dev import READY_LINE
+from drakit.localcluster.stack import create_objects
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 DRIVER = "fpga.example.com"

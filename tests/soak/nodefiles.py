@@ -1,7 +1,8 @@
 """The checker's own reading of a node plugin's files: its checkpoint and its CDI specs.
 
-Written from the formats (documented in node_plugin/checkpoint.py and node_plugin/cdi.py),
-not with their code, so that a bug in the plugin's reader cannot hide itself:
+Written from the formats (documented in drakit/node_plugin/checkpoint.py and
+drakit/node_plugin/cdi.py), not with their code, so that a bug in the plugin's reader cannot
+hide itself:
 
 * checkpoint: ``checkpoint.json`` is a snapshot ``{"apiVersion": "drakit.dev/...",
   "kind": "NodePluginCheckpoint", "journalEpoch": E, "claims": {uid: {"namespace",

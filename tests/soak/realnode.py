@@ -41,12 +41,12 @@ from drakit.demo.real_node import (
     helm,
     import_images,
 )
-from drakit.demo.stack import DRIVER
 from drakit.kubeapi.client import load_client
 from drakit.kubeapi.resources import NODES, Resource
 from drakit.localcluster.assets import build_binaries, require_binary
 from drakit.localcluster.node import LocalNode, NodeConfig
 from drakit.localcluster.process import ManagedProcess
+from drakit.localcluster.stack import DRIVER
 
 REAL_NODE = "soak-real"
 #: The value of ``soak.stack.SCHEDULER_LABEL`` on the real node.

@@ -27,9 +27,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from drakit.demo.stack import DRIVER, short_temp_root
 from drakit.kubeapi.errors import ApiError
 from drakit.kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource
+from drakit.localcluster.stack import DRIVER, short_temp_root
 from soak.checker import Bounds, Checker, NodeView, Violation
 from soak.faults import Fault, Injector, plan
 from soak.stack import SoakStack, node_names

@@ -31,14 +31,14 @@ from typing import Any, TypeVar
 
 import yaml
 
-from drakit.demo import stack as demo
-from drakit.demo.stack import DRIVER, Component, NodeFolders
 from drakit.kubeapi.client import load_client
 from drakit.kubeapi.errors import ApiError
 from drakit.kubeapi.resources import RESOURCE_SLICES, Resource
 from drakit.localcluster import ClusterConfig, LocalCluster
+from drakit.localcluster import stack as demo
 from drakit.localcluster.leftovers import RunRecord, sweep
 from drakit.localcluster.process import ManagedProcess, StartError
+from drakit.localcluster.stack import DRIVER, Component, NodeFolders
 from soak.chaosproxy import ChaosProxy
 from soak.faultfs import FaultFs, can_mount
 from soak.faultfs import sweep_leftovers as sweep_leftover_mounts

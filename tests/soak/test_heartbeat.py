@@ -6,9 +6,9 @@ import uuid
 from contextlib import suppress
 from typing import Any
 
-from drakit.demo.stack import create_ready_node
 from drakit.kubeapi.errors import NotFound
 from drakit.kubeapi.resources import LEASES, NODES, PatchType, Resource
+from drakit.localcluster.stack import create_ready_node
 from soak.heartbeat import LEASE_NAMESPACE, NodeHeartbeat
 
 

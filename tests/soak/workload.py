@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from drakit.demo.real_node import EXAMPLE_IMAGE
-from drakit.demo.stack import DEVICE_CLASS, DRAKIT_SCHEDULER
 from drakit.kubeapi.errors import ApiError, NotFound
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import (
@@ -47,6 +46,7 @@ from drakit.kubeapi.resources import (
     Resource,
     ResourceType,
 )
+from drakit.localcluster.stack import DEVICE_CLASS, DRAKIT_SCHEDULER
 from soak.realnode import REAL_LABEL_VALUE
 from soak.stack import SCHEDULER_LABEL
 

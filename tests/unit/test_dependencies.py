@@ -28,7 +28,7 @@ def test_the_node_plugin_and_controller_load_without_cryptography() -> None:
         "        if name.split('.')[0] == 'cryptography':\n"
         "            raise ImportError('no cryptography')\n"
         "sys.meta_path.insert(0, NoCrypto())\n"
-        "import drakit.cmd_node_plugin, drakit.cmd_controller\n"
+        "import drakit.cli.node_plugin, drakit.cli.controller\n"
         "import drakit.node_plugin.wiring, drakit.controller.main, drakit.plugin\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

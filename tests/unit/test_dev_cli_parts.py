@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from drakit.cli import main
-from drakit.demo.devstack import plugin_environment
-from drakit.localcluster.cmd_dev import describe_event, example_yaml
+from drakit.cli.dev import describe_event, example_yaml
+from drakit.localcluster.devstack import plugin_environment
 from drakit.testing.node import backend_spec
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from drakit.cli import local_node as cmd_local_node
 from drakit.cli import main
-from drakit.localcluster import cmd_local_node
 from drakit.localcluster.nodeconfig import NodePaths
 
 

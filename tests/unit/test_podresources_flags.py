@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from drakit.cli import build_parser
-from drakit.flags import ConfigError
+from drakit.cli.flags import ConfigError
+from drakit.cli.podresources_flags import podresources_config
 from drakit.node_plugin.crosscheck import CrossCheckConfig
-from drakit.podresources_flags import podresources_config
 
 BASE = ["node-plugin", "--driver-name", "gpu.example.com", "--node-name", "n1"]
 

@@ -1,5 +1,5 @@
 """What the example driver's webhook admits, through the backend the chart gives
-``drakit webhook`` and the code that command runs (drakit.cmd_webhook.load_validator):
+``drakit webhook`` and the code that command runs (drakit.cli.webhook.load_validator):
 upstream's webhook verdicts, and the kubelet plugin's where upstream's webhook crashes or
 admits what its own plugin refuses (docs/reference-parity.md). The node plugin keeps
 upstream's kubelet-plugin defaults."""
@@ -14,7 +14,7 @@ import pytest
 from example_driver.api import OpaqueConfig
 from test_chart import render
 
-from drakit.cmd_webhook import load_validator
+from drakit.cli.webhook import load_validator
 from drakit.node_plugin.config import ConfigError, validate_parameters
 
 GPU = {"apiVersion": "gpu.resource.example.com/v1alpha1", "kind": "GpuConfig"}

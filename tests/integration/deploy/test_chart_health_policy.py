@@ -9,7 +9,7 @@ import pytest
 from deploy_support import Helm, one
 
 from drakit.cli import build_parser
-from drakit.cmd_node_plugin import health_policy
+from drakit.cli.node_plugin import health_policy
 from drakit.node_plugin.health.policy import HealthPolicy
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,8 @@ import pytest
 from deploy_support import Helm, one
 
 from drakit.cli import build_parser
+from drakit.cli.podresources_flags import podresources_config
 from drakit.node_plugin.crosscheck import CrossCheckConfig
-from drakit.podresources_flags import podresources_config
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ def test_controller_does_not_load_the_kubernetes_client_package() -> None:
     # importing it adds every generated API model to the controller's memory.
     probe = (
         "import sys\n"
-        "import drakit.cmd_controller\n"
+        "import drakit.cli.controller\n"
         "import drakit.controller.main, drakit.controller.app\n"
         "import drakit.controller.scheduler, drakit.controller.claimgen\n"
         "print(sorted(m for m in ('kubernetes', 'kubernetes.client') if m in sys.modules))\n"

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from drakit.demo import stack
-from drakit.demo.events import HarnessEvents
 from drakit.demo.text import Printer, table
-from drakit.localcluster import StartError
+from drakit.localcluster import StartError, stack
+from drakit.localcluster.events import HarnessEvents
 
 
 def test_table_aligns_columns_under_the_header() -> None:

@@ -11,7 +11,7 @@ import sys
 from fake_core import build_fake_parts
 
 from drakit.cli import build_parser
-from drakit.cmd_node_plugin import run
+from drakit.cli.node_plugin import run
 
 if __name__ == "__main__":
     sys.exit(run(build_parser().parse_args(sys.argv[1:]), build=build_fake_parts))

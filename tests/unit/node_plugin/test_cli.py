@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from drakit.cli import build_parser, main
-from drakit.cmd_node_plugin import build_config
+from drakit.cli.node_plugin import build_config
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.waiting import eventually
 from plugin_harness import DRIVER, channel_to
 
 from drakit.kubeletapi.gen.pluginregistration.v1 import api_pb2 as reg
@@ -150,10 +151,11 @@ needs_two_cpus = pytest.mark.skipif(
 def test_plugin_threads_move_to_one_home_cpu_by_default(plugin_process) -> None:  # type: ignore[no-untyped-def]
     process = plugin_process()
     process.wait_started()
-    deadline = time.monotonic() + 30
-    while not any(e["msg"] == "Threads moved to their home CPU" for e in process.logs):
-        assert time.monotonic() < deadline, f"no home CPU chosen: {process.logs}"
-        time.sleep(0.1)
+    eventually(
+        lambda: any(e["msg"] == "Threads moved to their home CPU" for e in process.logs),
+        "a home CPU chosen",
+        30,
+    )
     home = next(e["cpu"] for e in process.logs if e["msg"] == "Threads moved to their home CPU")
     affinities = _thread_affinities(process.process.pid)
     keeper = affinities.pop("cpu-home")
@@ -169,10 +171,11 @@ def test_cpu_home_off_leaves_the_threads_where_the_kernel_puts_them(plugin_proce
     process.wait_started()
     # Logged where the keeper thread would have been started: only it ever moves threads,
     # so once this line is out and no keeper runs, no thread will be moved.
-    deadline = time.monotonic() + 30
-    while not any(e["msg"].startswith("CPU home off") for e in process.logs):
-        assert time.monotonic() < deadline, f"no word on the CPU home: {process.logs}"
-        time.sleep(0.1)
+    eventually(
+        lambda: any(e["msg"].startswith("CPU home off") for e in process.logs),
+        "a word on the CPU home",
+        30,
+    )
     affinities = _thread_affinities(process.process.pid)
     assert "cpu-home" not in affinities
     assert {cpus for lists in affinities.values() for cpus in lists} == {

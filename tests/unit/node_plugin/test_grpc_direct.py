@@ -15,6 +15,7 @@ from fake_core import FakeCore
 from grpc._cython import cygrpc  # type: ignore[attr-defined]  # faults injected at the core
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from helpers.childpython import python_output
+from helpers.waiting import eventually
 from plugin_harness import PluginFactory, channel_to
 
 from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
@@ -193,10 +194,7 @@ def test_callbacks_run_after_the_answer_and_late_ones_are_refused(
     served = serve(remember)
     prepare(served.stub)
     assert ran.wait(10)
-    deadline = time.monotonic() + 10
-    while contexts[0].is_active() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert contexts[0].is_active() is False
+    eventually(lambda: not contexts[0].is_active(), "the call's context to end", 10, interval=0.01)
     assert contexts[0].add_callback(lambda: None) is False
 
 
@@ -225,9 +223,12 @@ def test_handlers_stop_at_the_bound_and_one_more_thread_keeps_polling(
     assert served.direct.thread_count == 2  # idle: one receives, one can start a handler
     with futures.ThreadPoolExecutor(max_workers=5) as clients:
         pending = [clients.submit(prepare, served.stub, 30) for _ in range(5)]
-        deadline = time.monotonic() + 10
-        while (backlogged(served) < 2 or len(running) < 3) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        eventually(
+            lambda: backlogged(served) >= 2 and len(running) >= 3,
+            "three calls running and two held back",
+            10,
+            interval=0.01,
+        )
         # The fourth and fifth calls arrived and were held back instead of run
         assert backlogged(served) == 2
         assert len(running) == 3
@@ -346,7 +347,7 @@ def test_cancellation_reaches_handlers_while_every_handler_slot_is_busy(
     assert gate.all_blocked.wait(10)
     for call in calls:
         call.cancel()
-    assert wait_until(lambda: len(saw_cancel) == 2, 30)
+    eventually(lambda: len(saw_cancel) == 2, "both calls to see their cancellation", 30)
     assert saw_cancel == {"a": True, "b": True}
 
 

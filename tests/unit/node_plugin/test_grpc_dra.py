@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 from fake_core import POOL, FakeCore
+from helpers.waiting import eventually
 from plugin_harness import PluginFactory, channel_to
 
 from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
@@ -223,10 +224,12 @@ def test_each_call_logs_structured_lines_with_one_request_id(
             v1.NodePrepareResourcesRequest(claims=v1_claims("uid-1")), timeout=5
         )
         # The closing line is written once the reply is sent, so it may trail the answer.
-        deadline = time.monotonic() + 5
-        while not any(r.getMessage() == "Call finished" for r in caplog.records):
-            assert time.monotonic() < deadline, "no closing line after the reply"
-            time.sleep(0.01)
+        eventually(
+            lambda: any(r.getMessage() == "Call finished" for r in caplog.records),
+            "the closing line after the reply",
+            5,
+            interval=0.01,
+        )
     records = [r for r in caplog.records if r.name == "drakit.node_plugin.service.calls"]
     lines = [json.loads(JsonFormatter().format(r)) for r in records]
     assert [(line["level"], line["msg"]) for line in lines] == [

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.waiting import eventually
 from plugin_harness import DRIVER, PluginFactory
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -86,10 +87,12 @@ def test_real_kubelet_registers_the_plugin_on_v1_and_deregisters_it_on_stop(
     registered = kubelet.next_event("registered")
     assert registered["endpoint"] == str(plugin.sockets.dra)
     assert registered["versions"][0] == "v1.DRAPlugin"
-    deadline = time.monotonic() + 30
     registry = plugin.metrics.registry
-    while registry.get_sample_value("drakit_node_plugin_registered") != 1:
-        assert time.monotonic() < deadline, "kubelet never sent NotifyRegistrationStatus(true)"
-        time.sleep(0.05)
+    eventually(
+        lambda: registry.get_sample_value("drakit_node_plugin_registered") == 1,
+        "the kubelet's NotifyRegistrationStatus(true)",
+        30,
+        interval=0.05,
+    )
     plugin.stop(grace=5)
     assert kubelet.next_event("deregistered")["endpoint"] == str(plugin.sockets.dra)

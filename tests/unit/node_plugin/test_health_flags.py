@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from drakit.cli import build_parser
-from drakit.cmd_node_plugin import health_policy
-from drakit.flags import ConfigError
+from drakit.cli.flags import ConfigError
+from drakit.cli.node_plugin import health_policy
 from drakit.node_plugin.health.policy import HealthPolicy
 
 

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import socket
-import time
 import urllib.request
+
+from helpers.waiting import eventually
 
 from drakit.node_plugin.metrics import PluginMetrics, serve_metrics
 
@@ -26,10 +27,7 @@ def test_endpoint_serves_once_a_taken_port_is_released() -> None:
         assert not endpoint.serving
         assert endpoint.port == port
         holder.close()
-        deadline = time.monotonic() + 30
-        while not endpoint.serving and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert endpoint.serving
+        eventually(lambda: endpoint.serving, "the endpoint to serve once the port is free", 30)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
             assert b"drakit_node_plugin_registered" in resp.read()
     finally:

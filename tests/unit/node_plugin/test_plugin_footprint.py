@@ -8,7 +8,7 @@ from helpers.childpython import python_output
 def test_node_plugin_does_not_load_the_cel_engine_the_allocator_or_the_kubernetes_client() -> None:
     probe = (
         "import sys\n"
-        "import drakit.cmd_node_plugin\n"
+        "import drakit.cli.node_plugin\n"
         "import drakit.node_plugin.app, drakit.node_plugin.core\n"
         "import drakit.node_plugin.publisher, drakit.node_plugin.guard\n"
         "import drakit.allocator\n"
@@ -24,7 +24,7 @@ def test_node_plugin_does_not_load_the_cel_engine_the_allocator_or_the_kubernete
 # What the node plugin imports until it serves: its command, app, core, wiring and publisher,
 # and the metrics registries it builds at start.
 START_UP = (
-    "import drakit.cli, drakit.cmd_node_plugin\n"
+    "import drakit.cli, drakit.cli.node_plugin\n"
     "import drakit.node_plugin.app, drakit.node_plugin.core\n"
     "import drakit.node_plugin.wiring, drakit.node_plugin.publisher\n"
     "from drakit.node_plugin.metrics import PluginMetrics\n"
@@ -71,7 +71,7 @@ def test_drakit_version_is_the_installed_one_when_first_read() -> None:
 
 _LAZY_PYDANTIC_PROBE = """
 import sys
-import drakit.cli, drakit.cmd_node_plugin
+import drakit.cli, drakit.cli.node_plugin
 import drakit.node_plugin.app, drakit.node_plugin.core, drakit.node_plugin.wiring
 from drakit.node_plugin.backends.registry import load_backend
 from drakit.node_plugin.claims import ClaimReader

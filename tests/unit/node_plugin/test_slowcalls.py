@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import pytest
 from fake_core import FakeCore
+from helpers.waiting import eventually
 from plugin_harness import PluginFactory, channel_to
 
 from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
@@ -71,10 +71,7 @@ def test_the_watching_thread_reports_a_hanging_call_on_its_own(
     calls = SlowCalls(0.2, check_every=0.05)
     with caplog.at_level(logging.WARNING):
         calls.started("r1", LOG, claims=["ns/a:u1"])
-        deadline = time.monotonic() + 10
-        while not still_running(caplog):
-            assert time.monotonic() < deadline, "no line for the hanging call"
-            time.sleep(0.02)
+        eventually(lambda: still_running(caplog), "a line for the hanging call", 10, interval=0.02)
     watcher = calls._thread
     calls.close()
     assert watcher is not None and not watcher.is_alive()
@@ -94,10 +91,7 @@ def test_a_plugin_call_that_hangs_is_logged_while_it_hangs(
         call = stub.NodePrepareResources.future(
             v1.NodePrepareResourcesRequest(claims=[claim]), timeout=30
         )
-        deadline = time.monotonic() + 10
-        while not still_running(caplog):
-            assert time.monotonic() < deadline, "no line for the hanging call"
-            time.sleep(0.02)
+        eventually(lambda: still_running(caplog), "a line for the hanging call", 10, interval=0.02)
         core.hold.set()
         assert call.result().claims["uid-1"].error == ""
     (record,) = still_running(caplog)

@@ -101,7 +101,7 @@ def test_drakit_sdist_and_wheel_hold_no_development_tools(release: tuple[Path, P
     for what, names in (("sdist", _sdist_names(sdist)), ("wheel", set(_contents(wheel)))):
         shipped = sorted(n for n in names if n.startswith(DEV_TOOLS))
         assert shipped == [], f"drakit's {what} holds development tools: {shipped[:5]}"
-        assert "drakit/cli.py" in names  # the check looks where the package is
+        assert "drakit/cli/__init__.py" in names  # the check looks where the package is
 
 
 def test_dev_tools_wheel_adds_only_localcluster_and_demo_to_drakits_namespace(
@@ -110,12 +110,12 @@ def test_dev_tools_wheel_adds_only_localcluster_and_demo_to_drakits_namespace(
     _sdist, wheel = dev_tools_release
     names = [n for n in _contents(wheel) if ".dist-info/" not in n]
     assert names and all(n.startswith(DEV_TOOLS) for n in names), names
-    for module in ("localcluster/__init__.py", "localcluster/cmd_local_cluster.py",
-                   "localcluster/cmd_local_node.py", "localcluster/hoststate.py",
+    for module in ("localcluster/__init__.py", "drakit/cli/local_cluster.py",
+                   "drakit/cli/local_node.py", "localcluster/hoststate.py",
                    "demo/__main__.py"):  # fmt: skip
         assert f"drakit/{module}" in names, f"drakit/{module} is not in drakit-localcluster"
-    # The sdist rebuilds it: the linked folders are in it as files.
-    assert "drakit/localcluster/cluster.py" in _sdist_names(_sdist)
+    # The sdist rebuilds it: its source root is in it.
+    assert "src/drakit/localcluster/cluster.py" in _sdist_names(_sdist)
 
 
 def test_dev_tools_require_drakit_at_its_own_version(
