@@ -29,8 +29,13 @@ from drakit.flags import (
 from drakit.telemetry.logs import configure as configure_logging
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from drakit.controller.bindingcheck import BindingCheck
-    from drakit.controller.bindingconditions import DriverControllerConfig
+    from drakit.controller.bindingconditions import (
+        BindingConditionsController,
+        DriverControllerConfig,
+    )
 
 EXIT_INVALID = 2  # bad flags or environment: nothing was started
 EXIT_FAILED = 1  # start-up failed or leadership was lost
@@ -212,12 +217,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, config: DriverControllerConfig, qps: float, burst: int) -> int:
     from drakit.controller.bindingconditions import BindingConditionsController  # noqa: PLC0415
-    from drakit.controller.leader import run_leader_elected  # noqa: PLC0415
     from drakit.kubeapi.errors import ConfigError as KubeConfigError  # noqa: PLC0415
-    from drakit.kubeapi.leaderelection import (  # noqa: PLC0415
-        LeaderElectionConfig,
-        default_identity,
-    )
+    from drakit.kubeapi.events import EventRecorder  # noqa: PLC0415
+    from drakit.kubeapi.leaderelection import default_identity  # noqa: PLC0415
     from drakit.kubeapi.lightclient import load_light_client  # noqa: PLC0415
 
     try:
@@ -231,8 +233,33 @@ def _serve(args: argparse.Namespace, config: DriverControllerConfig, qps: float,
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
 
+    events = EventRecorder(
+        api,
+        reporting_controller="drakit.dev/driver-controller",
+        reporting_instance=f"{config.driver_name}-{default_identity()}"[:128],
+    )
+
     def build() -> BindingConditionsController:
-        return BindingConditionsController(api, config)
+        return BindingConditionsController(api, config, events=events)
+
+    try:
+        return _run(args, config, api, build, stop)
+    finally:
+        events.stop(timeout=5)
+
+
+def _run(
+    args: argparse.Namespace,
+    config: DriverControllerConfig,
+    api: Any,
+    build: Callable[[], BindingConditionsController],
+    stop: threading.Event,
+) -> int:
+    from drakit.controller.leader import run_leader_elected  # noqa: PLC0415
+    from drakit.kubeapi.leaderelection import (  # noqa: PLC0415
+        LeaderElectionConfig,
+        default_identity,
+    )
 
     if not _bool(args.leader_elect):
         build().run(stop)

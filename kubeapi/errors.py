@@ -24,10 +24,11 @@ namespace, name or subresource that cannot be one URL path segment.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from typing import Any
+
+from drakit.kubeapi import deepjson
 
 __all__ = [
     "AlreadyExists",
@@ -212,8 +213,8 @@ def _parse_status(body: bytes | str | dict[str, Any] | None) -> dict[str, Any]:
     if not body:
         return {}
     try:
-        parsed = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        parsed = deepjson.loads(body)  # also a pod's answer through the pod proxy
+    except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) and parsed.get("kind") == "Status" else {}
 

@@ -11,7 +11,6 @@ the user's own RBAC decides (``list pods``, ``get pods/proxy``); nothing is reac
 
 from __future__ import annotations
 
-import json
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -19,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from drakit.kubeapi import deepjson
 from drakit.kubeapi.errors import ApiError, Forbidden
 from drakit.kubeapi.resources import PODS, Resource
 
@@ -89,7 +89,7 @@ def read_node_view_url(url: str) -> NodeViews:
         url = urllib.parse.urlunsplit(parts._replace(path=NODE_VIEW_PATH))
     try:
         with urllib.request.urlopen(url, timeout=URL_TIMEOUT) as answer:
-            view = json.load(answer)
+            view = deepjson.loads(answer.read())
     except (OSError, ValueError) as err:
         return NodeViews(problems=(f"node view: {url}: {err}",))
     if not isinstance(view, dict):

@@ -143,7 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             return
         try:
-            review = _loads(body)
+            review = _loads(body, 2)  # the objects are 2 levels down: review, request
             reply = answer(review, self.server.driver, self.server.validate)
         except (ValueError, BadReviewError) as exc:  # not JSON, or not an AdmissionReview
             self._send(400, f"not an AdmissionReview: {exc}"[:1024].encode())
