@@ -5,8 +5,8 @@ and nothing limits how deep they nest: ``{"a":[[[[…]]]]}`` reaches about 5,000
 Python's parsers and every recursive walk of a decoded value have limits far below that,
 and different ones: orjson refuses more than 1,024 levels, ``json`` and ``copy.deepcopy``
 raise RecursionError somewhere below Python's recursion limit (1,000 frames; ``deepcopy``
-spends two per level, so about 490 levels, fewer on a deeper stack), orjson's encoder
-refuses more than 255. Between those limits a value decoded fine and broke the first code
+spends two per level, so at most 497 levels, fewer on a deeper stack), orjson's encoder
+refuses more than 254. Between those limits a value decoded fine and broke the first code
 that walked it (a claim template copied into a claim, a status entry copied for a patch).
 
 What holds, exactly:
@@ -33,10 +33,13 @@ What holds, exactly:
   data nested more than 64 levels below its field (``drakit.allocator._codec``), which
   every DeepJSON leaf is.
 
-200 levels leave every recursive walk drakit does over such values (``copy.deepcopy`` at
-two frames a level, ``json.dumps``, ``==``, orjson's encoder at 255, PyYAML's composer)
-at most about 400 frames, with 600 to spare for the caller's stack
-(tests/unit/kubeapi/test_depth_bound.py runs each of them 600 frames deep).
+Why 100 levels: no Kubernetes object drakit reads nests more than about 20 levels outside
+free-form fields, and the allocator's model refuses free-form data 64 levels below its
+field anyway. The recursive walks drakit does over decoded values take at most three
+Python frames a level (PyYAML's composer; ``copy.deepcopy`` two; ``json.dumps``, ``==``,
+``repr`` one; orjson's encoder refuses past 254 levels, more than a List page's 102), so at
+most 300 frames: every walk still works with half of Python's default recursion limit
+(1,000) taken by its caller (tests/unit/kubeapi/test_depth_bound.py).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ __all__ = [
 ]
 
 #: Containers nested deeper than this below an API object's root are DeepJSON leaves.
-MAX_DEPTH = 200
+MAX_DEPTH = 100
 
 #: The reason of the Warning Event on an object refused for its depth.
 EVENT_REASON = "NestedTooDeep"

@@ -74,7 +74,7 @@ def expanded(value: Any) -> Any:
 
 
 # Strings full of what a depth scan could mistake for structure.
-TRICKY = st.text(alphabet=['[', ']', '{', '}', '"', "\\", "a", "é", "\n", "/"], max_size=6)
+TRICKY = st.text(alphabet=["[", "]", "{", "}", '"', "\\", "a", "é", "\n", "/"], max_size=6)
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | TRICKY,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TRICKY, inner, max_size=3),
@@ -140,9 +140,7 @@ def test_within_depth_agrees_with_the_parsed_depth(value: Any, limit: int, ascii
 
 @settings(max_examples=400, deadline=None)
 @given(JSON_VALUES, st.integers(min_value=1, max_value=5))
-def test_bounded_decoding_keeps_every_byte_and_nothing_plain_past_the_limit(
-    value: Any, limit: int
-):
+def test_bounded_decoding_keeps_every_byte_and_nothing_plain_past_the_limit(value: Any, limit: int):
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     decoded = loads_bounded(text, limit)
     assert plain_depth(decoded) <= limit
@@ -192,7 +190,7 @@ def test_depth_problem_names_the_first_deep_field_with_a_readable_path():
     assert depth_problem(value, limit=9) is None
     hostile = {"a\x1b[31m\n": DeepJSON("[]")}
     assert depth_problem(hostile, root="data") == (
-        'data["a\\u001b[31m\\n"]: nested more than 200 levels deep'
+        f'data["a\\u001b[31m\\n"]: nested more than {MAX_DEPTH} levels deep'
     )
 
 
