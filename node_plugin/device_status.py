@@ -150,8 +150,8 @@ def _entry(driver: str, device: DeviceToPrepare, status: DeviceStatus, now: str)
     ips = getattr(status.network_data, "ips", None)
     free_form = {"conditions": status.conditions, "data": status.data, "networkData": {"ips": ips}}
     problem = depth_problem(free_form, ENTRY_MAX_DEPTH)
-    if problem is not None:
-        raise DeviceStatusError(f"{where}: {problem}")
+    if problem is not None:  # relative to the entry, which is level 4 of the claim
+        raise DeviceStatusError(f"{where}: {problem} (the claim may nest {MAX_DEPTH})")
     entry: dict[str, Any] = {"driver": driver, "pool": device.pool, "device": device.device}
     if device.share_id:
         entry["shareID"] = device.share_id
