@@ -52,15 +52,18 @@ allocated device of --driver-name that still waits it asks the --binding-check c
 (MODULE:CLASS, implementing drakit.plugin.BindingCheck; instantiated without arguments)
 and writes the conditions it reports as met, or a binding failure condition (then
 kube-scheduler deallocates the claim and tries again). Only this driver's entries of
-status.devices change; writes are JSON patches of status.devices guarded by the
-claim's resourceVersion (the allocation is never sent back). Devices that
-still wait are checked again every --recheck-period seconds and on every claim change.
+status.devices change; writes are JSON patches of the driver's own entries of
+status.devices guarded by the claim's resourceVersion (the allocation and other
+drivers' entries are never sent back). Devices that still wait are checked again
+every --recheck-period seconds and on every claim change. A claim nested deeper
+than 100 levels is not checked: a NestedTooDeep Warning Event says where.
 
 Permissions (least privilege; docs/writing-a-driver.md "Binding conditions"):
   resourceclaims           get, list, watch
   resourceclaims/status    patch
   resourceclaims/driver    arbitrary-node:patch, resourceNames: [DRIVER]
                            (granular status authorization, Kubernetes 1.36+)
+  events                   create, patch
   leases                   get, create, update in the Lease namespace (--leader-elect only)
 """
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from helpers.deepshapes import CLAIM_LEVEL, SHAPES
-from helpers.rawclaims import allocate_raw, create_raw_claim
+from helpers.rawclaims import allocate_raw, create_raw_claim, send
 
 from drakit.controller.bindingconditions import BindingConditionsController, DriverControllerConfig
 from drakit.kubeapi.deepjson import EVENT_REASON, MAX_DEPTH
@@ -50,15 +50,30 @@ def light(workload_cluster: LocalCluster) -> Iterator[LightApiClient]:
     client.close()
 
 
-def deep_allocated_claim(light: LightApiClient, namespace: str, parameters: str) -> str:
+SHALLOW = '{"n":' * 20 + "{}" + "}" * 20
+OTHER = "net.example.com"
+#: The level of an entry's ``data`` in a claim (claim, status, devices, [i], data).
+DATA_LEVEL = 5
+
+
+def deep_allocated_claim(
+    light: LightApiClient, namespace: str, parameters: str, other_data: str | None = None
+) -> str:
     """A claim allocated with a device of DRIVER waiting for ATTACHED, whose opaque
-    parameters (in the spec and, copied, in the allocation) are ``parameters``."""
+    parameters (in the spec and, copied, in the allocation) are ``parameters``; with
+    ``other_data``, another driver's device whose status entry holds that ``data``."""
     name = f"deep-{uuid.uuid4().hex[:6]}"
     created = create_raw_claim(light, namespace, name, DRIVER, device_class="x",
                                parameters=parameters)  # fmt: skip
     result = {"request": "gpu", "driver": DRIVER, "pool": "p", "device": "d",
               "bindingConditions": [ATTACHED], "bindingFailureConditions": [FAILED]}  # fmt: skip
-    allocate_raw(light, created, [result], driver=DRIVER, node="n", parameters=parameters)
+    other = {"request": "gpu", "driver": OTHER, "pool": "p", "device": "nic"}
+    allocate_raw(light, created, [result, other], driver=DRIVER, node="n", parameters=parameters)
+    if other_data is not None:
+        entry = f'{{"driver":"{OTHER}","pool":"p","device":"nic","data":{other_data}}}'
+        send(light, "PATCH", RESOURCE_CLAIMS.path(namespace, name, "status"),
+             f'[{{"op":"add","path":"/status/devices","value":[{entry}]}}]',
+             content_type="application/json-patch+json")  # fmt: skip
     return name
 
 
@@ -68,12 +83,20 @@ def too_deep_events(recorder: EventRecorder, wapi: Any, namespace: str) -> list[
             if e.get("reason") == EVENT_REASON]  # fmt: skip
 
 
+@pytest.mark.parametrize("place", ["parameters", "another-drivers-status-data"])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_a_claim_past_the_depth_bound_is_reported_once_per_version_and_never_checked(
-    *, wapi, light, wnamespace, background, eventually, caplog, shape
+    *, wapi, light, wnamespace, background, eventually, caplog, shape, place
 ):
-    _depth, parameters = SHAPES[shape]
-    name = deep_allocated_claim(light, wnamespace, parameters(CLAIM_LEVEL))
+    # Another driver's deep status entry made copy.deepcopy raise RecursionError on every
+    # sync: retried with backoff and a traceback, forever.
+    _depth, deep = SHAPES[shape]
+    if place == "parameters":
+        name = deep_allocated_claim(light, wnamespace, deep(CLAIM_LEVEL))
+        field = "spec.devices.config[0].opaque.parameters."
+    else:
+        name = deep_allocated_claim(light, wnamespace, SHALLOW, other_data=deep(DATA_LEVEL))
+        field = "status.devices[0].data."
     recorder = EventRecorder(wapi, reporting_controller="drakit.dev/test", reporting_instance="t")
     check = RecordingCheck()
     controller = BindingConditionsController(
@@ -86,7 +109,7 @@ def test_a_claim_past_the_depth_bound_is_reported_once_per_version_and_never_che
         (event,) = eventually(lambda: too_deep_events(recorder, wapi, wnamespace))
         assert event["type"] == "Warning"
         assert (event["regarding"]["kind"], event["regarding"]["name"]) == ("ResourceClaim", name)
-        assert event["note"].startswith("spec.devices.config[0].opaque.parameters.")
+        assert event["note"].startswith(field)
         assert f"nested more than {MAX_DEPTH} levels deep" in event["note"]
 
         # Not retried, not checked, and not reported again for the same resourceVersion.
@@ -117,12 +140,17 @@ def test_a_shallow_claim_beside_it_is_checked_as_usual(
     *, wapi, light, wnamespace, background, eventually
 ):
     # The class's other side: the bound refuses only what is past it.
-    name = deep_allocated_claim(light, wnamespace, '{"n":' * 20 + "{}" + "}" * 20)
+    name = deep_allocated_claim(light, wnamespace, SHALLOW, other_data=SHALLOW)
     check = RecordingCheck()
     controller = BindingConditionsController(light, DriverControllerConfig(DRIVER, check))
     background.start(controller.run)
     assert controller.started.wait(60)
     eventually(lambda: name in check.asked, what="the claim checked")
     claims = Resource(light, RESOURCE_CLAIMS)
-    (entry,) = eventually(lambda: claims.get(name, wnamespace)["status"].get("devices"))
+
+    def mine() -> list[Any]:
+        entries = claims.get(name, wnamespace)["status"].get("devices") or []
+        return [e for e in entries if e["driver"] == DRIVER]
+
+    (entry,) = eventually(mine, what="the condition written")
     assert [c["type"] for c in entry["conditions"]] == [ATTACHED]
