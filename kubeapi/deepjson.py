@@ -152,7 +152,7 @@ def depth_safe(fast: Callable[[Any], Any]) -> Decoder:
         limit = MAX_DEPTH + outer
         if within_depth(data, limit):
             return fast(data)
-        return loads_bounded(data, limit)
+        return loads_bounded(data, limit, fast)
 
     return decode
 
@@ -161,16 +161,22 @@ def depth_safe(fast: Callable[[Any], Any]) -> Decoder:
 loads: Decoder = depth_safe(json.loads)
 
 
-def loads_bounded(data: bytes | bytearray | str, limit: int = MAX_DEPTH) -> Any:
+def loads_bounded(
+    data: bytes | bytearray | str,
+    limit: int = MAX_DEPTH,
+    fast: Callable[[Any], Any] = json.loads,
+) -> Any:
     """Decode JSON, keeping every container that opens deeper than ``limit`` as a DeepJSON.
 
+    ``fast`` decodes the rest, with the deep parts replaced by placeholders (a decoder with
+    a hook, such as the webhook's, keeps its meaning for everything above the limit).
     Raises ValueError when the text is not JSON (the text of a DeepJSON leaf is taken as
     it is: the apiserver never sends anything else). Linear in the size of the text.
     """
     raw = data.encode() if isinstance(data, str) else bytes(data)
     spans = _deep_spans(raw, limit)
     if not spans:
-        return json.loads(raw)
+        return fast(raw)
     token = f"drakit-deep-json-{uuid.uuid4().hex}-"
     pieces: list[bytes] = []
     kept: dict[str, DeepJSON] = {}
@@ -184,7 +190,7 @@ def loads_bounded(data: bytes | bytearray | str, limit: int = MAX_DEPTH) -> Any:
         pieces += [raw[start:begin], b'"', name.encode(), b'"']
         start = end
     pieces.append(raw[start:])
-    return _restore(json.loads(b"".join(pieces)), kept)
+    return _restore(fast(b"".join(pieces)), kept)
 
 
 def _deep_spans(raw: bytes, limit: int) -> list[tuple[int, int]]:

@@ -99,3 +99,20 @@ def test_values_are_merged_key_by_key_into_the_defaults(tmp_path: Path) -> None:
 def test_a_folder_without_chart_yaml_is_refused(tmp_path: Path) -> None:
     with pytest.raises(staging.StagingError, match="is not a Helm chart"):
         staging.stage_chart(tmp_path, tmp_path / "out", {})
+
+
+def test_drakits_staged_chart_calls_its_webhook_on_the_hosts_loopback(tmp_path: Path) -> None:
+    """The node has no service proxy: the chart's default (a Service) would never answer."""
+    chart = Path(__file__).resolve().parents[2] / "examples/example-driver/deployments/helm"
+    staged = staging.stage_chart(
+        chart / "example-driver", tmp_path / "chart",
+        staging.drakit_values(FACTS, "localhost/x", "t", 18443),
+    )  # fmt: skip
+    docs = _render(staged, "webhook.enabled=true", "driverName=gpu.example.com")
+    config = next(d for d in docs if d["kind"] == "ValidatingWebhookConfiguration")
+    assert config["webhooks"][0]["clientConfig"] == {
+        "url": "https://127.0.0.1:18443/validate-resource-claim-parameters"
+    }
+    webhook = next(d for d in docs if d["kind"] == "Deployment")
+    assert webhook["spec"]["replicas"] == 1
+    assert webhook["spec"]["template"]["spec"]["hostNetwork"] is True

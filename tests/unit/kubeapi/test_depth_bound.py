@@ -31,8 +31,8 @@ from drakit.kubeapi.deepjson import MAX_DEPTH, DeepJSON, depth_problem
 from drakit.kubeapi.errors import ApiError, error_from_status
 from drakit.node_plugin.device_status import merged_devices
 from drakit.node_plugin.publisher.sync import _dropped_paths
-from drakit.webhook import server as webhook_server
-from drakit.webhook.review import answer
+from drakit.webhook.jsonbudget import BodyRefusedError, check
+from drakit.webhook.review import answer, decode_review
 
 ROOT = Path(drakit.__file__).resolve().parent
 #: Development tools, not part of what runs in a cluster (import-linter keeps the runtime
@@ -62,7 +62,10 @@ ENTRY_POINTS = {
     ("kubeapi/lightclient.py", "LightApiClient.__init__", "orjson.loads"): (
         "the client's raw decoder (json_loads), read by Resource only, which wraps it"
     ),
-    ("webhook/server.py", "<module>", "json.loads"): "AdmissionReviews: depth_safe(json.loads)",
+    ("webhook/review.py", "<module>", "json.loads"): (
+        "AdmissionReviews: depth_safe(json.loads with the repeated-keys hook), after "
+        "webhook.jsonbudget refused bodies nested past the bound plus the review's wrapping"
+    ),
     ("kubeapi/documents.py", "parse_document", "json.loads"): "only text within_depth passes",
     ("kubeapi/documents.py", "parse_document", "yaml.load"): (
         "the bounded composer, then depth_problem (aliases)"
@@ -189,15 +192,27 @@ def lightclient_fast_loads() -> Callable[[bytes], Any]:
         client.close()
 
 
-def test_a_deep_admission_review_is_denied_with_the_field_not_crashed():
-    review = (
+def admission_review(obj: str) -> bytes:
+    return (
         '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",'
         '"resource":{"group":"resource.k8s.io","version":"v1","resource":"resourceclaims"},'
-        f'"operation":"CREATE","object":{deep_claim()}}}}}'
-    )
-    reply = answer(webhook_server._loads(review.encode(), 2), "gpu.example.com", lambda _p: None)
+        f'"operation":"CREATE","object":{obj}}}}}'
+    ).encode()
+
+
+def test_a_deep_admission_review_is_refused_undecoded_or_denied_with_the_field():
+    # 600 levels: past the bound plus the review's wrapping, refused before decoding.
+    with pytest.raises(BodyRefusedError, match="nested more than"):
+        check(admission_review(deep_claim()))
+    # Just past the bound: decoded (the deep part as a DeepJSON leaf) and denied by field.
+    body = admission_review(deep_claim(MAX_DEPTH + 1))
+    check(body)
+    reply = answer(decode_review(body), "gpu.example.com", lambda _p: None)
     assert reply["response"]["allowed"] is False
-    assert "spec.devices.config[0].opaque.parameters" in reply["response"]["status"]["message"]
+    assert (
+        f"spec.devices.config[0].opaque.parameters: nested more than {MAX_DEPTH} levels deep"
+        in reply["response"]["status"]["message"]
+    )
 
 
 def test_a_deep_error_status_is_an_error_not_a_recursion_error():
