@@ -206,3 +206,17 @@ def test_depth_problem_walks_shared_parts_once():
     for _ in range(60):
         value = [value, value]
     assert depth_problem(value) is None
+
+
+def test_the_callers_decoder_also_decodes_the_part_above_a_deep_one():
+    # The webhook's decoder marks repeated keys with a hook: a review with a part past the
+    # bound must not lose that for the rest of it.
+    pairs_seen: list[list[tuple[str, Any]]] = []
+
+    def hooked(text: bytes) -> Any:
+        return json.loads(text, object_pairs_hook=lambda p: pairs_seen.append(p) or dict(p))
+
+    deep = nested_text(MAX_DEPTH + 50)
+    decoded = depth_safe(hooked)(f'{{"a":1,"a":2,"deep":{deep}}}'.encode())
+    assert decoded["a"] == 2 and depth_problem(decoded) is not None
+    assert pairs_seen[-1][:2] == [("a", 1), ("a", 2)]
