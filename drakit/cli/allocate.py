@@ -127,19 +127,23 @@ def load_documents(path: str) -> list[tuple[str, dict[str, Any]]]:
     """(where, object) for every object in a YAML/JSON file; Lists are flattened."""
     import yaml  # noqa: PLC0415 (kept out of `drakit --help`)
 
+    from drakit.kubeapi.documents import DocumentError, load_all  # noqa: PLC0415
+
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
-        docs = list(yaml.safe_load_all(text))
+        # Within kubeapi.deepjson's depth bound: a deeper document is refused here, with
+        # its line, before anything (the model, its copies) walks it.
+        docs = load_all(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML/JSON"
         raise InputError(f"{path}{where}: {problem}") from None
-    except RecursionError:  # PyYAML's composer recurses once per level of nesting
-        raise InputError(f"{path}: nested too deep to read") from None
+    except DocumentError as exc:
+        raise InputError(f"{path}: {exc}") from None
     out: list[tuple[str, dict[str, Any]]] = []
     for i, doc in enumerate(docs):
         if doc is None:

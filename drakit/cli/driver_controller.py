@@ -33,8 +33,13 @@ from drakit.cli.flags import (
 from drakit.telemetry.logs import configure as configure_logging
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from drakit.controller.bindingcheck import BindingCheck
-    from drakit.controller.bindingconditions import DriverControllerConfig
+    from drakit.controller.bindingconditions import (
+        BindingConditionsController,
+        DriverControllerConfig,
+    )
 
 EXIT_INVALID = 2  # bad flags or environment: nothing was started
 EXIT_FAILED = 1  # start-up failed or leadership was lost
@@ -51,15 +56,18 @@ allocated device of --driver-name that still waits it asks the --binding-check c
 (MODULE:CLASS, implementing drakit.plugin.BindingCheck; instantiated without arguments)
 and writes the conditions it reports as met, or a binding failure condition (then
 kube-scheduler deallocates the claim and tries again). Only this driver's entries of
-status.devices change; writes are JSON patches of status.devices guarded by the
-claim's resourceVersion (the allocation is never sent back). Devices that
-still wait are checked again every --recheck-period seconds and on every claim change.
+status.devices change; writes are JSON patches of the driver's own entries of
+status.devices guarded by the claim's resourceVersion (the allocation and other
+drivers' entries are never sent back). Devices that still wait are checked again
+every --recheck-period seconds and on every claim change. A claim nested deeper
+than 100 levels is not checked: a NestedTooDeep Warning Event says where.
 
 Permissions (least privilege; docs/writing-a-driver.md "Binding conditions"):
   resourceclaims           get, list, watch
   resourceclaims/status    patch
   resourceclaims/driver    arbitrary-node:patch, resourceNames: [DRIVER]
                            (granular status authorization, Kubernetes 1.36+)
+  events                   create, patch
   leases                   get, create, update in the Lease namespace (--leader-elect only)
 """
 
@@ -167,12 +175,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, config: DriverControllerConfig, qps: float, burst: int) -> int:
     from drakit.controller.bindingconditions import BindingConditionsController  # noqa: PLC0415
-    from drakit.controller.leader import run_leader_elected  # noqa: PLC0415
     from drakit.kubeapi.errors import ConfigError as KubeConfigError  # noqa: PLC0415
-    from drakit.kubeapi.leaderelection import (  # noqa: PLC0415
-        LeaderElectionConfig,
-        default_identity,
-    )
+    from drakit.kubeapi.events import EventRecorder  # noqa: PLC0415
+    from drakit.kubeapi.leaderelection import default_identity  # noqa: PLC0415
     from drakit.kubeapi.lightclient import load_light_client  # noqa: PLC0415
 
     try:
@@ -186,8 +191,33 @@ def _serve(args: argparse.Namespace, config: DriverControllerConfig, qps: float,
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
 
+    events = EventRecorder(
+        api,
+        reporting_controller="drakit.dev/driver-controller",
+        reporting_instance=f"{config.driver_name}-{default_identity()}"[:128],
+    )
+
     def build() -> BindingConditionsController:
-        return BindingConditionsController(api, config)
+        return BindingConditionsController(api, config, events=events)
+
+    try:
+        return _run(args, config, api, build, stop)
+    finally:
+        events.stop(timeout=5)
+
+
+def _run(
+    args: argparse.Namespace,
+    config: DriverControllerConfig,
+    api: Any,
+    build: Callable[[], BindingConditionsController],
+    stop: threading.Event,
+) -> int:
+    from drakit.controller.leader import run_leader_elected  # noqa: PLC0415
+    from drakit.kubeapi.leaderelection import (  # noqa: PLC0415
+        LeaderElectionConfig,
+        default_identity,
+    )
 
     if not _bool(args.leader_elect):
         build().run(stop)

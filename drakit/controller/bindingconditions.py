@@ -11,22 +11,26 @@ names binding conditions and still waits (some binding condition not True, no fa
 condition True) it calls the driver's :class:`~drakit.controller.bindingcheck.BindingCheck`
 and writes the verdict into that device's ``status.devices`` entry:
 
-- only this driver's entries change; other drivers' entries, other conditions of the entry and
-  its data/networkData are kept (a JSON patch of ``status.devices`` alone, guarded by the
+- only this driver's entries change; other conditions of the entry and its
+  data/networkData are kept (a JSON patch of this driver's ``status.devices`` entries alone,
+  each by its index, :func:`drakit.kubeapi.jsonpatch.list_map_ops`, guarded by the
   resourceVersion read: a concurrent writer's change is never overwritten, a conflict reads
-  the claim again and decides again; the allocation, whose opaque config bytes the
-  apiserver compares byte for byte, is never sent back);
+  the claim again and decides again; other drivers' entries and the allocation, whose bytes
+  the apiserver compares byte for byte, are never sent back);
 - a condition that becomes True gets ``lastTransitionTime`` now; one already True keeps its
   time, so repeating a verdict writes nothing (idempotent);
 - a claim whose devices still wait is checked again after the verdict's ``retry_after``
   (default ``recheck_period``) and on every change of the claim; a check that raises is
-  retried with the work queue's per-key backoff (5 ms doubling to 1000 s).
+  retried with the work queue's per-key backoff (5 ms doubling to 1000 s);
+- a claim with a part nested deeper than :data:`drakit.kubeapi.deepjson.MAX_DEPTH` (a
+  DeepJSON leaf) is not handed to the check: a Warning Event ``NestedTooDeep`` on the claim
+  names the field path, and the claim is left alone until its resourceVersion changes.
 
 Keys are ``<namespace>/<name>``; one worker per key at a time, namespaces take turns. Run it
 only while holding the leader Lease when there are several replicas (``--leader-elect``).
 Permissions: resourceclaims get/list/watch, resourceclaims/status patch, and (granular
 status authorization, Kubernetes 1.36+) ``arbitrary-node:patch`` on ``resourceclaims/driver``
-for this driver's name only.
+for this driver's name only; events create and patch for its Events.
 """
 
 from __future__ import annotations
@@ -46,9 +50,11 @@ from drakit.controller.bindingcheck import (
     BindingVerdict,
     VerdictError,
 )
+from drakit.kubeapi import deepjson
 from drakit.kubeapi.errors import Conflict, NotFound
+from drakit.kubeapi.events import EventRecorder
 from drakit.kubeapi.informer import EventHandlers, Informer
-from drakit.kubeapi.jsonpatch import guarded_patch, set_or_remove
+from drakit.kubeapi.jsonpatch import guarded_patch, list_map_ops
 from drakit.kubeapi.objects import KubeObject, split_key
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 from drakit.kubeapi.workqueue import WorkQueue
@@ -213,8 +219,13 @@ class BindingConditionsController:
         *,
         claims: Resource | None = None,
         clock: Callable[[], str] = _now,
+        events: EventRecorder | None = None,
     ) -> None:
         self.config = config
+        self._events = events
+        #: Claims refused for their depth: key -> the resourceVersion refused.
+        self._refused: dict[str, str] = {}
+        self._refused_lock = threading.Lock()
         self._claims = claims or Resource(api, RESOURCE_CLAIMS)
         self._clock = clock
         self.informer = Informer(
@@ -227,6 +238,7 @@ class BindingConditionsController:
             EventHandlers(
                 on_add=lambda claim, _initial: self._changed(claim),
                 on_update=lambda _old, new: self._changed(new),
+                on_delete=self._deleted,
             )
         )
         self.started = threading.Event()
@@ -259,6 +271,11 @@ class BindingConditionsController:
             meta = claim.get("metadata") or {}
             self.queue.add(f"{meta.get('namespace')}/{meta.get('name')}")
 
+    def _deleted(self, claim: KubeObject) -> None:
+        meta = claim.get("metadata") or {}
+        with self._refused_lock:
+            self._refused.pop(f"{meta.get('namespace')}/{meta.get('name')}", None)
+
     def sync(self, key: str) -> float | None:
         """Check and write one claim; returns when to look again (None: when it changes)."""
         if not self.fence():
@@ -281,20 +298,23 @@ class BindingConditionsController:
 
     def _sync_claim(self, claim: KubeObject) -> float | None:
         devices = waiting_devices(claim, self.config.driver_name)
-        if not devices:
+        if not devices or self._too_deep(claim):
             return None
         view = _claim_view(claim)
         verdicts = [(device, self._ask(view, device)) for device in devices]
         status = _status(claim)
         current = list(status.get("devices") or ())
         wanted = apply_verdicts(current, verdicts, self._clock())
-        if wanted != current:
+        ops = list_map_ops(
+            status.get("devices"),
+            "/status/devices",
+            owner=("driver", self.config.driver_name),
+            wanted=[e for e in wanted if e.get("driver") == self.config.driver_name],
+            key=_entry_key,
+        )
+        if ops:
             guarded_patch(
-                self._claims,
-                claim,
-                set_or_remove(status, "devices", wanted, "/status/devices"),
-                subresource="status",
-                field_manager=FIELD_MANAGER,
+                self._claims, claim, ops, subresource="status", field_manager=FIELD_MANAGER
             )
             self.writes += 1
             for device, verdict in verdicts:
@@ -307,6 +327,28 @@ class BindingConditionsController:
                                "failed": [r.type for r in verdict.failed]},
                     )  # fmt: skip
         return self._recheck_after(verdicts)
+
+    def _too_deep(self, claim: KubeObject) -> bool:
+        """Whether ``claim`` holds a part nested past the depth bound (then reported once
+        per resourceVersion, as a Warning Event and a log line, and not checked)."""
+        problem = deepjson.depth_problem(claim)
+        if problem is None:
+            return False
+        meta = claim.get("metadata") or {}
+        key, version = (
+            f"{meta.get('namespace')}/{meta.get('name')}",
+            str(meta.get("resourceVersion")),
+        )
+        with self._refused_lock:
+            if self._refused.get(key) == version:
+                return True
+            self._refused[key] = version
+        note = f"{problem}: binding conditions of driver {self.config.driver_name} are not checked"
+        logger.warning("Claim nested too deep; not checking its binding conditions",
+                       extra={"claim": key, "problem": problem})  # fmt: skip
+        if self._events is not None:
+            self._events.warning(claim, deepjson.EVENT_REASON, "CheckBindingConditions", note)
+        return True
 
     def _ask(self, claim: BindingClaim, device: BindingDevice) -> BindingVerdict:
         where = f"claim {claim.namespace}/{claim.name}, device {device.pool}/{device.device}"

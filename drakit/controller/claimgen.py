@@ -13,6 +13,13 @@ a pod claim from ever getting two claims:
 4. otherwise create one from the template (labels and annotations copied, never changed in
    the cached template).
 
+A template with a part nested deeper than :data:`drakit.kubeapi.deepjson.MAX_DEPTH` (a
+DeepJSON leaf in its spec) is refused: a Warning Event ``NestedTooDeep`` on the template
+names the field path (once per resourceVersion), ``FailedResourceClaimCreation`` on the pod
+says why, and the pod is not retried: the template's next change (or a new template of the
+name) queues its pods again. kube-controller-manager would copy such a template; drakit
+copies no value it cannot walk.
+
 A claim generated for a pod that drakit itself schedules is created with the
 delete-protection finalizer already set: drakit allocates it next, and the allocation needs
 the finalizer first, so this saves one write per pod. It is legal for a claim to carry the
@@ -35,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -52,20 +60,37 @@ from drakit.controller.naming import (
     resolve_claim_name,
     without_managed_fields,
 )
+from drakit.kubeapi import deepjson
 from drakit.kubeapi.errors import ApiError, Conflict, NotFound
 from drakit.kubeapi.events import EventRecorder
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 
-__all__ = ["ClaimGenerator", "TemplateMissingError"]
+__all__ = ["ClaimGenerator", "TemplateMissingError", "TemplateTooDeepError"]
 
 logger = logging.getLogger(__name__)
 
 EVENT_FAILED_CREATION = "FailedResourceClaimCreation"
+#: Templates refused for their depth whose Event was recorded: uid -> resourceVersion.
+MAX_REFUSED_TEMPLATES = 1024
 
 
 class TemplateMissingError(Exception):
     """The template a pod claim names does not exist (yet); the pod is retried when it does."""
+
+
+class TemplateTooDeepError(ValueError):
+    """The template nests deeper than the depth bound; the pod is retried only when the
+    template changes. The message names the template, the field path and the reason."""
+
+    def __init__(self, template: KubeObject, problem: str) -> None:
+        template_meta = meta(template)
+        super().__init__(
+            f"resource claim template {template_meta.get('name')!r} in namespace "
+            f"{template_meta.get('namespace')!r}: {problem}; no claim is generated from it"
+        )
+        self.template = template
+        self.problem = problem
 
 
 class ClaimGenerator:
@@ -93,6 +118,8 @@ class ClaimGenerator:
         self._created = created
         self._events = events
         self._metrics = metrics
+        self._refused: dict[str, str] = {}  # template uid -> resourceVersion reported
+        self._refused_lock = threading.Lock()
 
     def sync(self, pod: KubeObject, may_record: Callable[[], bool] = lambda: True) -> bool:
         """Create missing claims of ``pod`` and record them in its status.
@@ -101,8 +128,9 @@ class ClaimGenerator:
         it says False (another generator started meanwhile and will adopt them), nothing is
         recorded and False is returned. True otherwise, also when nothing was to be done.
         Raises the first failure after handling the other pod claims (TemplateMissingError, an
-        ApiError); claims created before the failure are found again on the next call.
-        Nothing is done for a pod that is being deleted.
+        ApiError); claims created before the failure are found again on the next call. A
+        template too deep to copy is reported and not raised (nothing to retry until it
+        changes). Nothing is done for a pod that is being deleted.
         """
         if meta(pod).get("deletionTimestamp"):
             return True
@@ -111,6 +139,9 @@ class ClaimGenerator:
         for pod_claim in (pod.get("spec") or {}).get("resourceClaims") or ():
             try:
                 name = self._ensure_claim(pod, pod_claim)
+            except TemplateTooDeepError as err:
+                self._report_too_deep(pod, pod_claim, err)
+                continue
             except (TemplateMissingError, ApiError, ValueError) as err:
                 self._report_failure(pod, pod_claim, err)
                 failure = failure or err
@@ -246,6 +277,9 @@ class ClaimGenerator:
             raise TemplateMissingError(
                 f"resource claim template {template_name!r} in namespace {namespace!r}: not found"
             )
+        problem = deepjson.depth_problem(template.get("spec") or {}, root="spec")
+        if problem is not None:
+            raise TemplateTooDeepError(template, problem)
         body = claim_from_template(pod, pod_claim_name, template)
         if self._protect(pod):
             body["metadata"]["finalizers"] = [FINALIZER]
@@ -290,6 +324,32 @@ class ClaimGenerator:
             },
         }
         self._pods.update_status(body, field_manager=FIELD_MANAGER)
+
+    def _report_too_deep(
+        self, pod: KubeObject, pod_claim: dict[str, Any], err: TemplateTooDeepError
+    ) -> None:
+        """Events on the pod and (once per resourceVersion) on the template; a log line."""
+        self._report_failure(pod, pod_claim, err)
+        template_meta = meta(err.template)
+        uid, version = str(template_meta.get("uid")), str(template_meta.get("resourceVersion"))
+        with self._refused_lock:
+            if self._refused.get(uid) == version:
+                return
+            if len(self._refused) >= MAX_REFUSED_TEMPLATES:
+                self._refused.pop(next(iter(self._refused)))
+            self._refused[uid] = version
+        logger.warning(
+            "Not generating claims from a template nested too deep",
+            extra={"pod": _pod_key(pod), "template": f"{template_meta.get('namespace')}/"
+                   f"{template_meta.get('name')}", "problem": err.problem},
+        )  # fmt: skip
+        if self._events is not None:
+            self._events.warning(
+                err.template,
+                deepjson.EVENT_REASON,
+                "CreateResourceClaim",
+                f"{err.problem}: no ResourceClaim is generated from this template",
+            )
 
     def _report_failure(self, pod: KubeObject, pod_claim: dict[str, Any], err: Exception) -> None:
         if self._events is not None:

@@ -17,7 +17,6 @@ document read from ``--node-view-url`` at :data:`MAX_VIEW_BYTES`), and printed o
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from drakit.devices.pluginpods import ANNOTATION, DEFAULT_NAMESPACE, PluginPod, find_plugin_pods
+from drakit.kubeapi import deepjson
 from drakit.kubeapi.errors import ApiError, Forbidden
 from drakit.kubeapi.resources import PODS, Resource
 
@@ -152,11 +152,9 @@ def read_node_view_url(url: str) -> NodeViews:
             return NodeViews(
                 problems=(f"node view: {url}: answer larger than {MAX_VIEW_BYTES} bytes",)
             )
-        doc = json.loads(data)
+        doc = deepjson.loads(data)  # deeper parts are DeepJSON leaves, which no field takes
     except (OSError, ValueError) as err:
         return NodeViews(problems=(f"node view: {url}: {err}",))
-    except RecursionError:
-        return NodeViews(problems=(f"node view: {url}: the answer is nested too deeply",))
     view = parse_view(doc, url)
     if view is None:
         return NodeViews(problems=(f"node view: {url}: the answer is not a JSON object",))

@@ -241,9 +241,9 @@ def _get_text(api: Any, path: str) -> str:
 
 
 def _get_json(api: Any, path: str) -> dict[str, Any]:
-    import json  # noqa: PLC0415 - only here
+    from drakit.kubeapi import deepjson  # noqa: PLC0415 - only here
 
-    value = json.loads(_get_text(api, path))
+    value = deepjson.loads(_get_text(api, path))
     if not isinstance(value, dict):
         raise UnsupportedVersionError(f"{path}: expected a JSON object")
     return value

@@ -24,10 +24,11 @@ namespace, name or subresource that cannot be one URL path segment.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from typing import Any
+
+from drakit.kubeapi import deepjson
 
 __all__ = [
     "AlreadyExists",
@@ -187,15 +188,20 @@ def error_from_status(code: int, body: bytes | str | dict[str, Any] | None) -> A
     status = _parse_status(body)
     reason = str(status.get("reason") or "")
     message = str(status.get("message") or "") or _fallback_message(code, body)
+    # A pod's answer through the pod proxy is not the apiserver's: any shape may come.
+    details = status.get("details")
+    listed = details.get("causes") if isinstance(details, dict) else None
     causes = tuple(
         Cause(
             reason=str(c.get("reason") or ""),
             message=str(c.get("message") or ""),
             field=str(c.get("field") or ""),
         )
-        for c in (status.get("details") or {}).get("causes") or ()
+        for c in (listed if isinstance(listed, list) else ())
+        if isinstance(c, dict)
     )
-    code = int(status.get("code") or code)
+    status_code = status.get("code")
+    code = status_code if isinstance(status_code, int) and status_code > 0 else code
     cls: type[ApiError]
     if code == 409 and reason == "AlreadyExists":
         cls = AlreadyExists
@@ -212,8 +218,8 @@ def _parse_status(body: bytes | str | dict[str, Any] | None) -> dict[str, Any]:
     if not body:
         return {}
     try:
-        parsed = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        parsed = deepjson.loads(body)  # also a pod's answer through the pod proxy
+    except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) and parsed.get("kind") == "Status" else {}
 

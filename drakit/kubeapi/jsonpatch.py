@@ -10,6 +10,14 @@ immutable" / "field cannot be modified once set". A JSON patch never carries the
 unchanged fields: the apiserver applies it to the object as stored, in its own encoding,
 and only the patched paths change.
 
+A list of entries several writers share (``status.devices``: a list-map keyed by driver,
+pool, device and shareID, "entries are owned by their respective drivers") is patched
+entry by entry (:func:`list_map_ops`): a writer's patch names only its own entries, by
+index, so the others' bytes never pass through it. Sending the whole list back re-encoded
+them, and with granular status authorization (Kubernetes 1.36+) the apiserver then counts
+their drivers as changed (it compares ``data`` byte for byte) and refuses the write unless
+the writer may change every driver's entries.
+
 The ``test`` of ``/metadata/resourceVersion`` first gives the patch the conflict
 semantics of a PUT with a resourceVersion: it lands only on the object the change was
 computed from. The apiserver answers a failed ``test`` with a bare 422 (no field causes);
@@ -19,14 +27,14 @@ callers' retry-on-conflict loops work unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Protocol
 
 from drakit.kubeapi.errors import Conflict, Invalid
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import PatchType
 
-__all__ = ["JsonPatchable", "guarded_patch", "pointer", "set_or_remove"]
+__all__ = ["JsonPatchable", "guarded_patch", "list_map_ops", "pointer", "set_or_remove"]
 
 Op = dict[str, Any]
 
@@ -60,6 +68,52 @@ def set_or_remove(parent: Mapping[str, Any], key: str, value: Any, path: str) ->
     if parent.get(key) == value:
         return []
     return [{"op": "add", "path": path, "value": value}]
+
+
+def list_map_ops(
+    items: Sequence[Mapping[str, Any]] | None,
+    path: str,
+    *,
+    owner: tuple[str, str],
+    wanted: Sequence[Mapping[str, Any]],
+    key: Callable[[Mapping[str, Any]], Hashable],
+) -> list[Op]:
+    """The ops that make the entries of ``owner`` (field, value: ``("driver", name)``) in
+    the list at ``path`` be ``wanted``, and touch no other entry.
+
+    ``items`` is the list as read (None: absent); entries are matched by ``key``. An owned
+    entry that changed is replaced where it is, one no longer wanted is removed (from the
+    last index down, so the indices stay those read), a new one is appended. Each index
+    named is first tested to still hold an entry of ``owner``; with the resourceVersion
+    test of :func:`guarded_patch` the indices are exactly those read. No ops when nothing
+    changes.
+    """
+    field, value = owner
+    present = list(items or ())
+    wanted_by_key = {key(entry): entry for entry in wanted}
+    tests: list[Op] = []
+    replaced: list[Op] = []
+    removed: list[int] = []
+    for index, entry in enumerate(present):
+        if entry.get(field) != value:
+            continue
+        new = wanted_by_key.pop(key(entry), None)
+        if new == entry:
+            continue
+        tests.append({"op": "test", "path": f"{path}/{index}/{field}", "value": value})
+        if new is None:
+            removed.append(index)
+        else:
+            replaced.append({"op": "replace", "path": f"{path}/{index}", "value": new})
+    added = [entry for entry in wanted if key(entry) in wanted_by_key]
+    if not present and added:
+        return [{"op": "add", "path": path, "value": added}]
+    return (
+        tests
+        + replaced
+        + [{"op": "remove", "path": f"{path}/{index}"} for index in reversed(removed)]
+        + [{"op": "add", "path": f"{path}/-", "value": entry} for entry in added]
+    )
 
 
 def guarded_patch(

@@ -20,11 +20,11 @@ import random
 import socket
 import sys
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
-from drakit.kubeapi.deepjson import depth_safe
+from drakit.kubeapi.deepjson import Decoder, depth_safe, loads
 from drakit.kubeapi.errors import (
     ApiError,
     ApiUnavailable,
@@ -60,6 +60,9 @@ DEFAULT_TIMEOUT = (10.0, 60.0)
 DEFAULT_PAGE_SIZE = 500
 # client-go picks a watch timeout between 5 and 10 minutes so that watches don't all end at once.
 MIN_WATCH_TIMEOUT_SECONDS = 300
+#: Levels of JSON around each object: a watch event's, a List's (the List and ``items``).
+EVENT_LEVELS = 1
+LIST_LEVELS = 2
 
 
 @dataclass(frozen=True)
@@ -172,12 +175,10 @@ class WatchStream:
     its timeout; the caller then watches again from the last resourceVersion it saw.
     """
 
-    def __init__(
-        self, response: Any, rtype: ResourceType, loads: Callable[[bytes], Any] = json.loads
-    ) -> None:
+    def __init__(self, response: Any, rtype: ResourceType, decode: Decoder = loads) -> None:
         self._response = response
         self._rtype = rtype
-        self._loads = loads
+        self._loads = decode
         self._closed = False
 
     def __enter__(self) -> WatchStream:
@@ -224,7 +225,7 @@ class WatchStream:
 
     def _decode(self, line: bytes) -> WatchEvent:
         try:
-            raw = self._loads(line)
+            raw = self._loads(line, EVENT_LEVELS)
         except ValueError as err:
             raise ApiError(f"watch {self._rtype.plural}: undecodable event: {err}") from err
         event_type = raw.get("type", "")
@@ -269,9 +270,10 @@ class Resource:
     ) -> None:
         self.api = api
         self.rtype = rtype
-        # The client's JSON decoder where it has one (the light client's may be orjson).
-        # Falls back to a depth-bounded decode where the decoder gives up on deep nesting.
-        self._loads: Callable[[bytes], Any] = depth_safe(getattr(api, "json_loads", json.loads))
+        # The client's JSON decoder where it has one (the light client's may be orjson),
+        # keeping the depth bound of kubeapi.deepjson: every object it returns nests at most
+        # MAX_DEPTH levels of plain containers, deeper parts are DeepJSON leaves.
+        self._decode: Decoder = depth_safe(getattr(api, "json_loads", json.loads))
         #: (connect, read) seconds for every request but watches.
         self.request_timeout = request_timeout
 
@@ -307,7 +309,9 @@ class Resource:
         continue_token: str | None = None
         while True:
             page_query = query + ([("continue", continue_token)] if continue_token else [])
-            page = self._request("GET", self.rtype.path(namespace), query=page_query)
+            page = self._request(
+                "GET", self.rtype.path(namespace), query=page_query, outer=LIST_LEVELS
+            )
             meta = page.get("metadata") or {}
             list_rv = list_rv or str(meta.get("resourceVersion", ""))
             items.extend(self._object(item) for item in page.get("items") or ())
@@ -349,7 +353,7 @@ class Resource:
             query=query,
             timeout=(self.request_timeout[0], timeout_seconds + 30.0),
         )
-        return WatchStream(response, self.rtype, self._loads)
+        return WatchStream(response, self.rtype, self._decode)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -519,8 +523,10 @@ class Resource:
         obj.setdefault("kind", self.rtype.kind)
         return obj
 
-    def _request(self, method: str, path: str, **options: Unpack[_SendOptions]) -> KubeObject:
-        """``_send`` and decode the answer's JSON object."""
+    def _request(
+        self, method: str, path: str, outer: int = 0, **options: Unpack[_SendOptions]
+    ) -> KubeObject:
+        """``_send`` and decode the answer's JSON object (``outer``: see ``Decoder``)."""
         response = self._send(method, path, **options)
         try:
             data = response.data
@@ -529,7 +535,7 @@ class Resource:
         finally:
             response.release_conn()
         try:
-            decoded = self._loads(data) if data else {}
+            decoded = self._decode(data, outer) if data else {}
         except ValueError as err:
             raise ApiError(f"{method} {path}: answer is not JSON: {err}") from err
         if not isinstance(decoded, dict):

@@ -6,17 +6,20 @@ contract the core keeps:
 
 * **Checked at prepare, under the lock.** A wrong number of entries, ``data`` that is not a
   JSON object or is over 10 KiB as ``json.dumps`` writes it (the apiserver's limit on what
-  it receives), a malformed condition
+  it receives), ``data`` or conditions nested so deep that the claim would exceed
+  :data:`drakit.kubeapi.deepjson.MAX_DEPTH` (checked before anything walks them), a
+  malformed condition
   or network data fails the prepare like any backend error: the claim's error and Event
   name the claim, the device, the field and the reason (:class:`DeviceStatusError`).
 * **Written after the prepare, outside the lock.** Once the claim is recorded as prepared,
   the plugin reads the claim and sets ``status.devices`` to the list with its entries
-  merged in: entries of other drivers and of other devices are kept as they are, and on
-  this driver's own entry conditions of other types (e.g. binding conditions a controller
-  set) are kept too. The write is a JSON patch of ``status.devices`` alone, guarded by the
-  ``resourceVersion`` read (retried on a conflict): the allocation, whose opaque config
-  bytes the apiserver compares byte for byte, is never sent back
-  (:mod:`drakit.kubeapi.jsonpatch`). It needs ``patch`` on ``resourceclaims/status`` and,
+  merged in: on this driver's own entry conditions of other types (e.g. binding conditions
+  a controller set) are kept. The write is a JSON patch of this driver's entries of
+  ``status.devices`` alone, each by its index (:func:`drakit.kubeapi.jsonpatch.list_map_ops`),
+  guarded by the ``resourceVersion`` read (retried on a conflict): entries of other drivers
+  and the allocation, whose bytes the apiserver compares byte for byte, are never sent
+  back, so they keep their bytes and, under granular status authorization, the write
+  changes only this driver's entries. It needs ``patch`` on ``resourceclaims/status`` and,
   with granular status authorization, ``associated-node:patch`` on
   ``resourceclaims/driver`` for the driver.
 * **Best effort.** A failure to write valid status (apiserver unreachable, forbidden,
@@ -41,8 +44,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from drakit.kubeapi.deepjson import MAX_DEPTH, depth_problem
 from drakit.kubeapi.errors import ApiError, Conflict, NotFound
-from drakit.kubeapi.jsonpatch import JsonPatchable, guarded_patch, set_or_remove
+from drakit.kubeapi.jsonpatch import JsonPatchable, guarded_patch, list_map_ops
 from drakit.node_plugin.backends.base import DeviceStatus, DeviceToPrepare
 from drakit.node_plugin.driver import ClaimRef
 from drakit.telemetry.logs import StructuredLogger
@@ -65,6 +69,10 @@ MAX_CONDITIONS = 8
 MAX_IPS = 16
 INTERFACE_NAME_MAX = 256
 HARDWARE_ADDRESS_MAX = 128
+
+#: How deep an entry may nest: it is level 4 of its claim (claim, status, devices, entry),
+#: and every claim stays within kubeapi.deepjson's bound.
+ENTRY_MAX_DEPTH = MAX_DEPTH - 3
 
 #: The checkpoint entry's key for the (pool, device, shareID) keys written for a claim.
 CHECKPOINT_KEY = "deviceStatus"
@@ -137,6 +145,13 @@ def _entry(driver: str, device: DeviceToPrepare, status: DeviceStatus, now: str)
     where = f"device {device.pool}/{device.device}" + (
         f" share {device.share_id}" if device.share_id else ""
     )
+    # Before anything walks them (json.dumps, the copies of a merge): a backend's value
+    # nested deep enough to raise RecursionError there is refused as what it is.
+    ips = getattr(status.network_data, "ips", None)
+    free_form = {"conditions": status.conditions, "data": status.data, "networkData": {"ips": ips}}
+    problem = depth_problem(free_form, ENTRY_MAX_DEPTH)
+    if problem is not None:  # relative to the entry, which is level 4 of the claim
+        raise DeviceStatusError(f"{where}: {problem} (the claim may nest {MAX_DEPTH})")
     entry: dict[str, Any] = {"driver": driver, "pool": device.pool, "device": device.device}
     if device.share_id:
         entry["shareID"] = device.share_id
@@ -308,9 +323,10 @@ class DeviceStatusWriter:
         ref: ClaimRef,
         change: Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]],
     ) -> str:
-        """Read, then patch ``status.devices`` guarded by the resourceVersion read: a
-        concurrent writer's change makes the patch conflict, and the next attempt starts
-        from its result."""
+        """Read, then patch this driver's entries of ``status.devices`` guarded by the
+        resourceVersion read: a concurrent writer's change makes the patch conflict, and
+        the next attempt starts from its result. ``change`` maps the list read to the list
+        wanted; only its entries of this driver are written."""
         for _ in range(WRITE_ATTEMPTS):
             try:
                 claim = dict(self.claims.get(ref.name, ref.namespace))
@@ -324,10 +340,15 @@ class DeviceStatusWriter:
             if not status.get("allocation"):
                 return ""  # deallocated: the status.devices went with the allocation
             existing = list(status.get("devices") or ())
-            devices = change(existing)
-            if devices == existing:
+            ops = list_map_ops(
+                status.get("devices"),
+                "/status/devices",
+                owner=("driver", self.driver),
+                wanted=[e for e in change(existing) if e.get("driver") == self.driver],
+                key=entry_key,
+            )
+            if not ops:
                 return ""
-            ops = set_or_remove(status, "devices", devices, "/status/devices")
             try:
                 guarded_patch(
                     self.claims, claim, ops, subresource="status", field_manager=self.field_manager

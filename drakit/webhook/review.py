@@ -98,6 +98,9 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _decode = depth_safe(partial(json.loads, object_pairs_hook=_object))
+#: Levels of a review around the objects (the review, its request): the depth bound counts
+#: from the object, as for every object drakit reads.
+REVIEW_LEVELS = 2
 
 
 def decode_review(body: bytes) -> Any:
@@ -106,9 +109,9 @@ def decode_review(body: bytes) -> Any:
     read as U+FFFD, as Go's decoder reads them, so they refuse only what they appear in.
     Raises ValueError when the body is not JSON."""
     try:
-        return _decode(body)
+        return _decode(body, REVIEW_LEVELS)
     except UnicodeDecodeError:
-        return _decode(body.decode("utf-8", errors="replace").encode())
+        return _decode(body.decode("utf-8", errors="replace").encode(), REVIEW_LEVELS)
 
 
 def answer(review: Any, driver: str, validate: Validator) -> dict[str, Any]:

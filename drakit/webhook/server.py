@@ -15,7 +15,7 @@ wrote, and anyone who reaches the port may send anything), so cost is bounded be
   (over 64 KiB) buffered 24 MiB at a time and decoded one at a time, so a review of a
   normal claim (a few KiB) never waits behind them;
 - :func:`drakit.webhook.jsonbudget.check` before decoding: a body whose decoding could take
-  more than 48 MiB, or that nests more than 216 levels, gets 413 or 400 and is never decoded.
+  more than 48 MiB, or that nests more than 116 levels, gets 413 or 400 and is never decoded.
 
 Worst-case memory under attack, beyond the idle process (about 50 MiB): 256 connections'
 buffers and TLS state (a 16 KiB head, a 64 KiB body and ~50 KiB of TLS each: about 33 MiB),

@@ -16,10 +16,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from drakit.kubeapi import deepjson
 from drakit.kubeapi.errors import error_from_status
-from drakit.kubeapi.resources import RESOURCE_CLAIMS
+from drakit.kubeapi.resources import RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
 
-__all__ = ["PARAMETERS", "allocate_raw", "create_raw_claim", "raw_claim_text"]
+__all__ = [
+    "PARAMETERS",
+    "allocate_raw",
+    "create_raw_claim",
+    "create_raw_template",
+    "raw_claim_text",
+    "send",
+]
 
 PARAMETERS = (
     '{"z":1e3,"model":"\\u003cgpu\\u003e \\u0026 caf\u00e9 \\/ \u00fc","n":1.0,'
@@ -28,11 +36,23 @@ PARAMETERS = (
 _SLOT = "drakit-test-raw-parameters"
 
 
-def _send(client: Any, method: str, path: str, text: str | None = None) -> str:
-    """Send ``text`` as the body, unchanged; the answer's text (ApiError when refused)."""
-    headers = {"Accept": "application/json", "Content-Type": "application/json"}
+def send(
+    client: Any,
+    method: str,
+    path: str,
+    text: str | None = None,
+    content_type: str = "application/json",
+) -> str:
+    """Send ``text`` as the body, unchanged, with the client's credentials; the answer's
+    text (ApiError when refused)."""
+    _method, url, headers, _body, _ = client.param_serialize(
+        method,
+        path,
+        header_params={"Accept": "application/json", "Content-Type": content_type},
+        auth_settings=["BearerToken"],
+    )
     body = None if text is None else text.encode("utf-8")
-    response = client.call_api(method, client.host + path, headers, body=body).response
+    response = client.call_api(method, url, headers, body=body).response
     data = response.data
     response.release_conn()
     if not 200 <= response.status < 300:
@@ -40,9 +60,9 @@ def _send(client: Any, method: str, path: str, text: str | None = None) -> str:
     return str(data.decode("utf-8"))
 
 
-def _with_parameters(obj: dict[str, Any]) -> str:
-    """``obj`` as compact JSON with every parameters slot replaced by ``PARAMETERS``."""
-    return json.dumps(obj, separators=(",", ":")).replace(f'"{_SLOT}"', PARAMETERS)
+def _with_parameters(obj: dict[str, Any], parameters: str = PARAMETERS) -> str:
+    """``obj`` as compact JSON with every parameters slot replaced by ``parameters``."""
+    return json.dumps(obj, separators=(",", ":")).replace(f'"{_SLOT}"', parameters)
 
 
 def _config(driver: str, source: str | None) -> list[dict[str, Any]]:
@@ -53,9 +73,16 @@ def _config(driver: str, source: str | None) -> list[dict[str, Any]]:
 
 
 def create_raw_claim(
-    client: Any, namespace: str, name: str, driver: str, *, device_class: str, request: str = "gpu"
+    client: Any,
+    namespace: str,
+    name: str,
+    driver: str,
+    *,
+    device_class: str,
+    request: str = "gpu",
+    parameters: str = PARAMETERS,
 ) -> dict[str, Any]:
-    """Create a claim with one request and opaque config for ``driver`` (``PARAMETERS``)."""
+    """Create a claim with one request and opaque config for ``driver`` (``parameters``)."""
     claim = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -67,8 +94,33 @@ def create_raw_claim(
             }
         },
     }
-    answer = _send(client, "POST", RESOURCE_CLAIMS.path(namespace), _with_parameters(claim))
-    created: dict[str, Any] = json.loads(answer)
+    text = _with_parameters(claim, parameters)
+    created: dict[str, Any] = deepjson.loads(
+        send(client, "POST", RESOURCE_CLAIMS.path(namespace), text)
+    )
+    return created
+
+
+def create_raw_template(
+    client: Any, namespace: str, name: str, driver: str, *, device_class: str, parameters: str
+) -> dict[str, Any]:
+    """Create a claim template with one request and opaque config for ``driver``."""
+    spec = {
+        "devices": {
+            "requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}],
+            "config": _config(driver, None),
+        }
+    }
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"spec": spec},
+    }
+    path = RESOURCE_CLAIM_TEMPLATES.path(namespace)
+    created: dict[str, Any] = deepjson.loads(
+        send(client, "POST", path, _with_parameters(template, parameters))
+    )
     return created
 
 
@@ -80,6 +132,7 @@ def allocate_raw(
     driver: str,
     node: str | None = None,
     reserved_for: list[dict[str, Any]] | None = None,
+    parameters: str = PARAMETERS,
 ) -> dict[str, Any]:
     """Write the allocation (and ``reserved_for``) the way kube-scheduler does: the claim's
     config copied with its bytes, at the claim's resourceVersion."""
@@ -103,10 +156,12 @@ def allocate_raw(
         "status": status,
     }
     path = RESOURCE_CLAIMS.path(meta["namespace"], meta["name"], "status")
-    stored: dict[str, Any] = json.loads(_send(client, "PUT", path, _with_parameters(body)))
+    stored: dict[str, Any] = deepjson.loads(
+        send(client, "PUT", path, _with_parameters(body, parameters))
+    )
     return stored
 
 
 def raw_claim_text(client: Any, namespace: str, name: str) -> str:
     """The claim as the apiserver sends it (JSON text, not decoded)."""
-    return _send(client, "GET", RESOURCE_CLAIMS.path(namespace, name))
+    return send(client, "GET", RESOURCE_CLAIMS.path(namespace, name))

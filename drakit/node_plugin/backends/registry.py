@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from drakit.allocator.model import Device
-from drakit.kubeapi.documents import DocumentError, parse_document
+from drakit.kubeapi.documents import DocumentError, parse_document, parse_json
 from drakit.node_plugin.backends.base import (
     Backend,
     BackendConfigError,
@@ -37,8 +36,8 @@ def read_backend_config(path: Path | None) -> dict[str, Any]:
     except OSError as exc:
         raise BackendConfigError(f"--backend-config {path}: cannot read: {exc.strerror}") from exc
     try:
-        data = parse_document(text) if path.suffix != ".json" else json.loads(text)
-    except (DocumentError, ValueError) as exc:
+        data = parse_document(text) if path.suffix != ".json" else parse_json(text)
+    except DocumentError as exc:
         raise BackendConfigError(f"--backend-config {path}: not valid YAML/JSON: {exc}") from exc
     if data is None:
         return {}

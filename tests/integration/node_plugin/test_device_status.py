@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from claims import DRIVER, NODE, call, create_claim, result
 from conftest import EXAMPLE_CONFIG, CoreFactory, RecordingEvents
-from helpers.rawclaims import PARAMETERS, allocate_raw, create_raw_claim, raw_claim_text
+from helpers.rawclaims import PARAMETERS, allocate_raw, create_raw_claim, raw_claim_text, send
 
+from drakit.kubeapi.deepjson import MAX_DEPTH
 from drakit.kubeapi.lightclient import load_light_client
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 from drakit.localcluster import LocalCluster
@@ -242,5 +243,89 @@ def test_status_write_and_removal_leave_opaque_parameters_bytes_as_the_scheduler
         assert devices_of(claims, namespace, ref.name) == []
         # spec and allocation still carry the bytes as written
         assert raw_claim_text(light, namespace, ref.name).count(PARAMETERS) == 2
+    finally:
+        light.close()
+
+
+# -- depth: kubeapi.deepjson's bound -----------------------------------------------------------
+
+
+def nested_data(shape: str) -> dict[str, Any]:
+    """A backend's ``data`` 600 objects deep, or holding arrays 2,000 deep (4 KB: within the
+    apiserver's 10 KiB, and past what json.dumps can write without RecursionError)."""
+    value: Any = {} if shape == "objects-600" else []
+    for _ in range(599 if shape == "objects-600" else 1999):
+        value = {"n": value} if shape == "objects-600" else [value]
+    return value if shape == "objects-600" else {"l": value}
+
+
+@pytest.mark.parametrize("shape", ["objects-600", "lists-2000"])
+def test_data_nested_past_the_depth_bound_fails_the_prepare_naming_device_field_and_reason(
+    make_core: CoreFactory, claims: Resource, namespace: str, shape: str
+) -> None:
+    # Such data used to be written as it was (600) or to raise RecursionError out of the
+    # prepare (2,000): the first is a claim no drakit component can walk, the second a crash.
+    events = RecordingEvents()
+    data = nested_data(shape)
+
+    def deep(claim: ClaimToPrepare) -> tuple[DeviceStatus | None, ...]:
+        return (DeviceStatus(data=data),)
+
+    core = make_core(backend=StatusBackend(deep), events=events)
+    ref = create_claim(claims, namespace, [result("gpu", "gpu-0")])
+    error = core.prepare([ref], call(core.config))[ref.uid].error
+    assert f"device {NODE}/gpu-0: data." in error
+    assert f"nested more than {MAX_DEPTH - 3} levels deep (the claim may nest {MAX_DEPTH})" in error
+    assert "Traceback" not in error and "RecursionError" not in error
+    assert devices_of(claims, namespace, ref.name) == []
+    assert [e[1] for e in events.events] == ["PrepareFailed"]
+    assert not list(core.config.cdi_root.iterdir())  # rolled back
+
+
+def entry_text(claim_text: str, driver: str) -> str:
+    """The text of ``driver``'s status.devices entry, as the apiserver served it."""
+    start = claim_text.index(f'{{"driver":"{driver}"')
+    depth, in_string, escaped = 0, False, False
+    for end, char in enumerate(claim_text[start:], start):
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return claim_text[start : end + 1]
+    raise AssertionError(f"no entry of {driver}")
+
+
+def test_another_drivers_entry_600_levels_deep_is_left_as_stored(
+    cluster: LocalCluster, make_core: CoreFactory, claims: Resource, namespace: str
+) -> None:
+    # Its data (another driver's, past the bound, in bytes no Python encoder reproduces) is
+    # neither walked nor sent: the plugin patches its own entry only.
+    core = make_core(backend=StatusBackend(gpu_status))
+    ref = create_claim(
+        claims,
+        namespace,
+        [result("gpu", "gpu-1"), result("nic", "nic-0", driver=OTHER_DRIVER)],
+        requests=("gpu", "nic"),
+    )
+    deep = '{"z":1E3,"d":' + '{"n":' * 600 + "{}" + "}" * 600 + "}"
+    entry = f'{{"driver":"{OTHER_DRIVER}","pool":"{NODE}","device":"nic-0","data":{deep}}}'
+    light = load_light_client(cluster.kubeconfig, user_agent="test")
+    try:
+        path = RESOURCE_CLAIMS.path(namespace, ref.name, "status")
+        patch = f'[{{"op":"add","path":"/status/devices","value":[{entry}]}}]'
+        send(light, "PATCH", path, patch, content_type="application/json-patch+json")
+        stored = entry_text(raw_claim_text(light, namespace, ref.name), OTHER_DRIVER)
+        assert deep in stored
+
+        assert core.prepare([ref], call(core.config))[ref.uid].error == ""
+        assert entry_text(raw_claim_text(light, namespace, ref.name), OTHER_DRIVER) == stored
+        assert [d["device"] for d in devices_of(claims, namespace, ref.name)] == ["nic-0", "gpu-1"]
+        assert core.unprepare([ref], call(core.config))[ref.uid] == ""
+        assert entry_text(raw_claim_text(light, namespace, ref.name), OTHER_DRIVER) == stored
     finally:
         light.close()

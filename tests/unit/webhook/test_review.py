@@ -9,7 +9,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from drakit.kubeapi.deepjson import loads_bounded
+from drakit.kubeapi.deepjson import MAX_DEPTH, loads_bounded
 from drakit.node_plugin.config import validate_parameters
 from drakit.webhook.review import MAX_CONFIGS, MAX_PARAMETERS, BadReviewError, answer, decide
 
@@ -147,7 +147,10 @@ def test_parameters_nested_deeper_than_the_decoder_keeps_are_denied_not_crashed(
         '{"interval": "Short"}', deep
     )
     text = message(decide(loads_bounded(body), DRIVER, validate))
-    assert "spec.devices.config[0].opaque.parameters: nested more than 200 levels deep" in text
+    assert (
+        f"spec.devices.config[0].opaque.parameters: nested more than {MAX_DEPTH} levels deep"
+        in text
+    )
 
 
 def test_parameters_larger_than_the_api_could_have_stored_are_denied_without_validation() -> None:

@@ -32,6 +32,7 @@ from drakit.node_plugin.config import validate_parameters
 from drakit.telemetry.boundedhttp import Limits
 from drakit.webhook import server as server_module
 from drakit.webhook.certs import Issued, issue, server_context
+from drakit.webhook.jsonbudget import MAX_NESTING
 from drakit.webhook.server import LIMITS, REVIEW_PATH, WebhookServer
 
 DRIVER = "gpu.example.com"
@@ -314,7 +315,9 @@ def test_a_body_nested_too_deep_is_refused_without_being_decoded() -> None:
     with webhook(PATIENT) as hook:
         status, text = hook.post(b'{"a":' + b"[" * 300 + b"]" * 300 + b"}")
         assert status == 400
-        assert b"refused before decoding: JSON nested more than 216 levels deep" in text
+        assert f"refused before decoding: JSON nested more than {MAX_NESTING} levels deep" in (
+            text.decode()
+        )
         assert hook.post(review())[0] == 200
 
 
