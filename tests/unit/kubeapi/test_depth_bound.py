@@ -23,7 +23,7 @@ import pytest
 
 import drakit
 from drakit.allocator import ModelError, ResourceClaim, to_v1
-from drakit.cmd_allocate import InputError, load_documents
+from drakit.cli.allocate import InputError, load_documents
 from drakit.controller.bindingconditions import apply_verdicts
 from drakit.controller.claimgen import claim_from_template
 from drakit.kubeapi import deepjson, documents, lightclient
@@ -123,7 +123,7 @@ class _Decodes(ast.NodeVisitor):
 
 def decoding_sites() -> set[tuple[str, str, str]]:
     sites: set[tuple[str, str, str]] = set()
-    for folder, _dirs, files in os.walk(ROOT, followlinks=True):  # subpackages are symlinks
+    for folder, _dirs, files in os.walk(ROOT):
         for name in files:
             path = Path(folder) / name
             relative = path.relative_to(ROOT).as_posix()
@@ -148,7 +148,7 @@ def test_every_place_the_runtime_decodes_json_or_yaml_is_listed_with_why_it_keep
 
 def test_the_clients_raw_decoder_is_read_only_by_resource():
     readers = []
-    for folder, _dirs, files in os.walk(ROOT, followlinks=True):
+    for folder, _dirs, files in os.walk(ROOT):
         for name in files:
             if name.endswith(".py") and '"json_loads"' in (Path(folder) / name).read_text():
                 readers.append((Path(folder) / name).relative_to(ROOT).as_posix())
