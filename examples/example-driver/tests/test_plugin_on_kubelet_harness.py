@@ -16,7 +16,7 @@ import pytest
 from example_driver.driver import ExampleDriver
 from harness.cdi import assert_cdi_ids_resolve
 from helpers.waiting import eventually
-from test_metrics import series
+from test_driver_metrics import series
 
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
 from drakit.testing import (
