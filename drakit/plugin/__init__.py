@@ -1,0 +1,138 @@
+"""The public API for driver authors: everything a device backend needs, from one package.
+
+A backend is a class with ``name``, ``config_model``, ``discover``,
+``prepare(claim, context)`` and ``unprepare(claim, state, context)`` (:class:`Backend`; the
+context is a :class:`RequestContext`, the claim of ``unprepare`` a :class:`ClaimRef`); start
+from :class:`BackendBase`. Add ``health`` to report device health (:class:`HealthReporter`).
+Run it with ``drakit node-plugin --backend mypkg.mod:MyBackend``, or from your own program
+with :class:`KubeletPlugin`; docs/writing-a-driver.md has a complete driver in one file.
+
+The names are defined in this package's modules, one per concept (``backend``, ``claims``,
+``context``, ``edits``, ``prepared``, ``health``, ``devices``, ``pci``, ``settings``,
+``plainconfig``, ``binding``, ``options``, ``running``), and the node plugin and the
+controller are built on them: this package imports nothing of either (the model types of
+``devices`` are the allocator's, which is pure). Import them from ``drakit.plugin``: the
+module a name is defined in may change. ``plainconfig`` is public as a module (``from
+drakit.plugin import plainconfig as plain``). Everything not listed in ``__all__`` is
+internal and may change.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from drakit.plugin import plainconfig
+from drakit.plugin.backend import (
+    Backend,
+    BackendBase,
+    ChangeListeners,
+    LazyConfigModel,
+    PoolDescription,
+)
+from drakit.plugin.binding import (
+    BindingCheck,
+    BindingClaim,
+    BindingDevice,
+    BindingVerdict,
+    ConditionResult,
+)
+from drakit.plugin.claims import ClaimRef, ClaimToPrepare, DeviceToPrepare
+from drakit.plugin.context import BackendContext, RequestContext
+from drakit.plugin.devices import (
+    Counter,
+    CounterSet,
+    Device,
+    DeviceAttribute,
+    DeviceCapacity,
+    DeviceCounterConsumption,
+    NodeAllocatableResourceMapping,
+    Quantity,
+)
+from drakit.plugin.edits import ContainerEdits, DeviceNodeEdit, MountEdit
+from drakit.plugin.errors import BackendConfigError, BackendError
+from drakit.plugin.health import DeviceHealth, HealthReporter, HealthStatus
+from drakit.plugin.options import PluginOptions, PluginOptionsError
+from drakit.plugin.pci import (
+    NUMA_NODE_ATTRIBUTE,
+    PCI_BUS_ID_ATTRIBUTE,
+    PCIE_ROOT_ATTRIBUTE,
+    pci_bus_id_of_device_node,
+    pci_device_attributes,
+)
+from drakit.plugin.prepared import BackendPrepared, DeviceMetadata, DeviceStatus, NetworkData
+from drakit.plugin.running import (
+    BackgroundError,
+    ErrorHandler,
+    KubeletPlugin,
+    PluginStartError,
+    RegistrationStatus,
+    log_background_error,
+)
+from drakit.plugin.settings import validate_settings
+
+if TYPE_CHECKING:
+    from drakit.plugin.models import EmptyConfig
+else:
+
+    def __getattr__(name: str) -> Any:
+        """``EmptyConfig`` (a pydantic model) is imported on first use."""
+        if name == "EmptyConfig":
+            from drakit.plugin.models import EmptyConfig  # noqa: PLC0415
+
+            return EmptyConfig
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "NUMA_NODE_ATTRIBUTE",
+    "PCIE_ROOT_ATTRIBUTE",
+    "PCI_BUS_ID_ATTRIBUTE",
+    "Backend",
+    "BackendBase",
+    "BackendConfigError",
+    "BackendContext",
+    "BackendError",
+    "BackendPrepared",
+    "BackgroundError",
+    "BindingCheck",
+    "BindingClaim",
+    "BindingDevice",
+    "BindingVerdict",
+    "ChangeListeners",
+    "ClaimRef",
+    "ClaimToPrepare",
+    "ConditionResult",
+    "ContainerEdits",
+    "Counter",
+    "CounterSet",
+    "Device",
+    "DeviceAttribute",
+    "DeviceCapacity",
+    "DeviceCounterConsumption",
+    "DeviceHealth",
+    "DeviceMetadata",
+    "DeviceNodeEdit",
+    "DeviceStatus",
+    "DeviceToPrepare",
+    "EmptyConfig",
+    "ErrorHandler",
+    "HealthReporter",
+    "HealthStatus",
+    "KubeletPlugin",
+    "LazyConfigModel",
+    "MountEdit",
+    "NetworkData",
+    "NodeAllocatableResourceMapping",
+    "PluginOptions",
+    "PluginOptionsError",
+    "PluginStartError",
+    "PoolDescription",
+    "Quantity",
+    "RegistrationStatus",
+    "RequestContext",
+    "log_background_error",
+    "pci_bus_id_of_device_node",
+    "pci_device_attributes",
+    "plainconfig",
+    "validate_settings",
+]
