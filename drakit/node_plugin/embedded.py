@@ -69,7 +69,8 @@ class PluginRuntime:
     """One node plugin, started once and stopped once; thread-safe.
 
     ``checks`` run first at :meth:`start` (an embedding program's folders, sockets and
-    backend); what they or the start raise propagates, and nothing keeps running after it.
+    backend), then the :class:`~drakit.node_plugin.app.NodePlugin` is made and started; what
+    they or the start raise propagates, and nothing keeps running after it.
     """
 
     def __init__(
@@ -83,7 +84,8 @@ class PluginRuntime:
         grace: float = DEFAULT_GRACE_SECONDS,
     ) -> None:
         self.config = config
-        self.plugin = NodePlugin(config, metrics=metrics, build=build, on_error=on_error)
+        self.plugin: NodePlugin | None = None
+        self._make = partial(NodePlugin, config, metrics=metrics, build=build, on_error=on_error)
         self._checks = checks
         self._grace = grace
         self._lock = threading.Lock()
@@ -103,6 +105,7 @@ class PluginRuntime:
                 try:
                     if self._checks is not None:
                         self._checks()
+                    self.plugin = self._make()
                     self.plugin.start()  # undoes itself when it fails
                 except BaseException:
                     self._stopped.set()
@@ -125,7 +128,8 @@ class PluginRuntime:
 
     def _stop(self) -> None:
         try:
-            self.plugin.stop(grace=self._grace)
+            if self.plugin is not None:
+                self.plugin.stop(grace=self._grace)
         except Exception:
             _log.exception("The plugin failed to stop cleanly")
         finally:
@@ -148,7 +152,7 @@ class PluginRuntime:
         Polled every tenth of a second, because readiness is each service's own
         (``wait_ready``); False at once when the plugin is not running."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.running:
+        while self.running and self.plugin is not None:
             if self.plugin.started_up():
                 return True
             left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
@@ -158,12 +162,12 @@ class PluginRuntime:
 
     def publish_now(self) -> bool:
         """Have the publisher ask the backend again; False when not running."""
-        return self.running and self.plugin.publish_now()
+        return self.running and self.plugin is not None and self.plugin.publish_now()
 
     @property
     def registration(self) -> RegistrationStatus | None:
         """The kubelet's last verdict on the registration; None before it gave one."""
-        status = self.plugin.registration
+        status = self.plugin.registration if self.plugin is not None else None
         if status is None or status.registered is None:
             return None
         return RegistrationStatus(registered=status.registered, error=status.error)

@@ -149,8 +149,9 @@ class KubeletPlugin:
     it when it stops. ``on_error`` gets every :class:`BackgroundError` (default:
     :func:`log_background_error`); a handler that raises is logged and otherwise ignored.
 
-    Usable as a context manager: ``with KubeletPlugin(...) as plugin:`` starts it and
-    stops it on the way out. A stopped plugin does not start again: make a new one.
+    Usable as a context manager: ``with KubeletPlugin(...) as plugin:`` starts it (without
+    waiting until it is ready: :meth:`wait_ready` does) and stops it on the way out. A
+    stopped plugin does not start again: make a new one.
     """
 
     def __init__(
@@ -224,7 +225,7 @@ class KubeletPlugin:
         return self._runtime.registration
 
     def __enter__(self) -> KubeletPlugin:
-        self.start()
+        self.start(timeout=0)
         return self
 
     def __exit__(

@@ -264,3 +264,17 @@ def test_a_failing_list_is_retried_with_its_cause_logged_and_never_reports_synce
             informer.stop()
     assert "BadRequest" in failures[0].cause
     assert "spec.bogus" in failures[0].cause
+
+
+def test_each_failed_list_or_watch_goes_to_the_handlers_on_error_with_the_api_error(
+    claims: Resource, namespace: str, eventually: Any
+) -> None:
+    heard: list[Exception] = []
+    informer = Informer(claims, namespace=namespace, field_selector="spec.bogus=1")
+    informer.add_handlers(EventHandlers(on_error=heard.append))
+    informer.start()
+    try:
+        eventually(lambda: len(heard) >= 2, "two failed lists reported")  # one per retry
+    finally:
+        informer.stop()
+    assert type(heard[0]).__name__ == "BadRequest" and "spec.bogus" in str(heard[0])
