@@ -25,7 +25,7 @@ from drakit.node_plugin.service.calls import DriverCalls
 from drakit.node_plugin.service.registration import RegistrationStatus
 from drakit.node_plugin.service.server import DEFAULT_GRACE_SECONDS, DraServer, RegistrationServer
 from drakit.node_plugin.sockets import SocketPaths, socket_paths
-from drakit.plugin.running import BackgroundError, ErrorHandler
+from drakit.plugin.errors import BackgroundError, ErrorHandler
 from drakit.telemetry.logs import get_logger
 
 if TYPE_CHECKING:

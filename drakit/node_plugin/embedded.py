@@ -23,7 +23,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from drakit.kubeapi.errors import ConfigError as KubeConfigError
 from drakit.kubeapi.lightclient import load_light_client
@@ -36,17 +36,21 @@ from drakit.node_plugin.metrics import PluginMetrics
 from drakit.node_plugin.service.server import DEFAULT_GRACE_SECONDS
 from drakit.node_plugin.sockets import SocketPathError, socket_paths
 from drakit.plugin.backend import Backend
-from drakit.plugin.errors import BackendConfigError
-from drakit.plugin.options import ENVIRONMENT, PluginOptions
-from drakit.plugin.running import (
+from drakit.plugin.errors import (
+    BackendConfigError,
     BackgroundError,
     ErrorHandler,
     PluginStartError,
-    RegistrationStatus,
     log_background_error,
 )
 from drakit.telemetry.logs import get_logger
 from drakit.telemetry.memory import release_freed_memory
+
+if TYPE_CHECKING:
+    # Only an embedding program's way in reads the options: the command's start-up does not
+    # load them.
+    from drakit.plugin.options import PluginOptions
+    from drakit.plugin.running import RegistrationStatus
 
 __all__ = [
     "PluginRuntime",
@@ -170,6 +174,8 @@ class PluginRuntime:
         status = self.plugin.registration if self.plugin is not None else None
         if status is None or status.registered is None:
             return None
+        from drakit.plugin.running import RegistrationStatus  # noqa: PLC0415 (asked for rarely)
+
         return RegistrationStatus(registered=status.registered, error=status.error)
 
 
@@ -291,7 +297,7 @@ def _api_client(options: PluginOptions) -> Any:
             burst=options.kube_api_burst,
         )
     except KubeConfigError as exc:
-        where = f"kubeconfig (${ENVIRONMENT['kubeconfig']})"
+        where = f"kubeconfig (${_variable('kubeconfig')})"
         raise PluginStartError(f"{where} {options.kubeconfig}: {exc}") from exc
 
 
@@ -327,7 +333,14 @@ def _writable(option: str, folder: Path) -> None:
 
 
 def _refuse(option: str, value: object, reason: str) -> NoReturn:
-    raise PluginStartError(f"{option} (${ENVIRONMENT[option]}) '{value}' {reason}")
+    raise PluginStartError(f"{option} (${_variable(option)}) '{value}' {reason}")
+
+
+def _variable(option: str) -> str:
+    """The environment variable of ``option`` (drakit node-plugin's)."""
+    from drakit.plugin.options import ENVIRONMENT  # noqa: PLC0415 (embedding programs only)
+
+    return ENVIRONMENT[option]
 
 
 class _PublicErrors:

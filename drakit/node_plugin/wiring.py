@@ -29,9 +29,8 @@ from drakit.node_plugin.publisher import Publisher
 from drakit.node_plugin.publisher.publisher import DEFAULT_HEALTH_INTERVAL
 from drakit.node_plugin.serialize import LOCK_FILE_NAME, SerializeLock
 from drakit.plugin.backend import Backend
-from drakit.plugin.errors import BackendConfigError
+from drakit.plugin.errors import BackendConfigError, ErrorHandler
 from drakit.plugin.health import health_report
-from drakit.plugin.running import ErrorHandler
 
 __all__ = [
     "Parts",

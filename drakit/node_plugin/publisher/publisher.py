@@ -61,7 +61,7 @@ from drakit.node_plugin.publisher.sync import (
 )
 from drakit.node_plugin.publisher.versionfields import trim_pool
 from drakit.node_plugin.publisher.view import POOL_INDEX, SliceView, pool_index
-from drakit.plugin.running import BackgroundError, ErrorHandler
+from drakit.plugin.errors import BackgroundError, ErrorHandler
 from drakit.telemetry.logs import get_logger
 from drakit.telemetry.metrics import Registry
 

@@ -22,8 +22,8 @@ from drakit.kubeletapi.gen.dra_health.v1 import api_pb2_grpc as v1_grpc
 from drakit.kubeletapi.gen.dra_health.v1alpha1 import api_pb2 as v1alpha1
 from drakit.kubeletapi.gen.dra_health.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
 from drakit.node_plugin.driver import DriverCore, HealthSubscription
+from drakit.plugin.errors import BackgroundError, ErrorHandler
 from drakit.plugin.health import DeviceHealth, HealthStatus
-from drakit.plugin.running import BackgroundError, ErrorHandler
 from drakit.telemetry.logs import get_logger
 
 V1_VERSION = "v1.DRAResourceHealth"

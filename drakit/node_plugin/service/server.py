@@ -35,7 +35,7 @@ from drakit.node_plugin.service.health import (
 from drakit.node_plugin.service.registration import SERVICE as REGISTRATION_SERVICE
 from drakit.node_plugin.service.registration import RegistrationServicer, RegistrationStatus
 from drakit.node_plugin.sockets import SocketIdentity, remove_dead_sockets, remove_stale_socket
-from drakit.plugin.running import ErrorHandler
+from drakit.plugin.errors import ErrorHandler
 from drakit.telemetry.logs import get_logger
 
 _log = get_logger(__name__)

@@ -18,8 +18,8 @@ import pytest
 from helpers.plugin_access import PluginAccess, plugin_access
 from helpers.waiting import eventually
 
-from drakit.demo.stack import Component
 from drakit.kubeapi.resources import RESOURCE_SLICES, Resource
+from drakit.localcluster.stack import Component
 from drakit.node_plugin.sockets import socket_paths
 from drakit.testing import Allocated, HarnessNode, allocate, claim, pod
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from drakit import cmd_node_plugin
 from drakit.cli import build_parser
+from drakit.cli import node_plugin as cmd_node_plugin
 from drakit.plugin import PluginOptions, PluginOptionsError
 from drakit.plugin.options import ENVIRONMENT
 
@@ -27,7 +27,7 @@ CLI_FLAG = {
     "metrics_address": "metrics_address",
     "health_resend_seconds": "health_resend_interval",
 }
-# The client limits are read from the environment only, by name (cmd_node_plugin).
+# The client limits are read from the environment only, by name (drakit.cli.node_plugin).
 CLI_ENVIRONMENT_ONLY = {
     "kube_api_qps": (cmd_node_plugin.KUBE_API_QPS_ENV, cmd_node_plugin.DEFAULT_QPS),
     "kube_api_burst": (cmd_node_plugin.KUBE_API_BURST_ENV, cmd_node_plugin.DEFAULT_BURST),
