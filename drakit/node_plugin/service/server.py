@@ -58,9 +58,10 @@ class UnixServer:
         of this driver; those nobody listens on any more are removed at start."""
         self.socket_path = socket_path
         self._dead_siblings = dead_siblings
-        self.server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
+        self._executor = futures.ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix="grpc"
         )
+        self.server = grpc.server(self._executor)
         self._identity: SocketIdentity | None = None
 
     def start(self) -> None:
@@ -97,9 +98,13 @@ class UnixServer:
             self._identity.remove_if_still_ours()
 
     def stop(self, grace: float) -> None:
-        """Refuse new calls, let in-flight ones finish within ``grace``, remove the socket."""
+        """Refuse new calls, let in-flight ones finish within ``grace``, remove the socket,
+        and end the worker threads (gRPC leaves the executor it was given running: a plugin
+        stopped inside a program that goes on would keep them)."""
         self.server.stop(grace).wait()
         self.remove_socket()
+        # Idle workers end at once; one still in a call past the grace ends when it returns.
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 class DraServer(UnixServer):

@@ -145,4 +145,9 @@ def test_an_embedded_plugin_publishes_prepares_publishes_now_reports_a_refused_p
     drakit_node.events.wait("deregistered", timeout=60, since=since, driver=DRIVER)
     sockets = socket_paths(options.registrar_dir, options.plugin_data_dir, DRIVER, None)
     assert not sockets.registration.exists() and not sockets.dra.exists()
-    eventually(lambda: set(threading.enumerate()) <= threads_before, "the plugin's threads end")
+    eventually(lambda: not started_threads(threads_before), "the plugin's threads to end", 30)
+
+
+def started_threads(before: set[threading.Thread]) -> list[str]:
+    """The names of the threads alive now that were not alive ``before``."""
+    return sorted(t.name for t in set(threading.enumerate()) - before)
