@@ -74,15 +74,23 @@ class PluginAccess:
                 remove(self.name)
 
 
-def plugin_access(api: Any, namespace: str, cluster_kubeconfig: str, folder: Path) -> PluginAccess:
-    """A fresh account in ``namespace`` bound to :data:`NODE_PLUGIN_RULES`, and a kubeconfig
-    for it in ``folder`` (the cluster's, with the account's token as the only credential)."""
+def plugin_access(
+    api: Any,
+    namespace: str,
+    cluster_kubeconfig: str,
+    folder: Path,
+    rules: list[dict[str, Any]] | None = None,
+) -> PluginAccess:
+    """A fresh account in ``namespace`` bound to ``rules`` (default :data:`NODE_PLUGIN_RULES`),
+    and a kubeconfig for it in ``folder`` (the cluster's, with the account's token as the
+    only credential)."""
     from kubernetes import client  # noqa: PLC0415
 
     name = f"plugin-{uuid.uuid4().hex[:8]}"
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
     core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
-    rbac.create_cluster_role({"metadata": {"name": name}, "rules": NODE_PLUGIN_RULES})
+    granted = NODE_PLUGIN_RULES if rules is None else rules
+    rbac.create_cluster_role({"metadata": {"name": name}, "rules": granted})
     token = core.create_namespaced_service_account_token(
         name, namespace, {"spec": {"expirationSeconds": 3600}}
     ).status.token
