@@ -17,9 +17,9 @@ import time
 import tracemalloc
 from typing import Any
 
-from drakit.node_plugin.backends.base import BackendContext
-from drakit.node_plugin.backends.example import ExampleBackend
+from drakit.backends.example import ExampleBackend
 from drakit.node_plugin.health.census import census, summarize
+from drakit.plugin import BackendContext
 
 DRIVER = "gpu.example.com"
 

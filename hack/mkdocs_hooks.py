@@ -19,9 +19,12 @@ first build, before anyone files it under a topic.
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import re
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,13 +81,32 @@ def scale_table(results: Obj) -> str:
     return "\n".join(rows)
 
 
+def reference_target(name: str) -> str:
+    """Where public name ``name`` of ``drakit.plugin`` is defined, as ``module.Name`` (a
+    public module: its own name). Classes and functions say it (``__module__``); a constant
+    or a type alias is found in the ``drakit.plugin`` module that binds it first."""
+    import drakit.plugin  # noqa: PLC0415 (only the API reference page needs it)
+
+    obj = getattr(drakit.plugin, name)
+    if isinstance(obj, ModuleType):
+        return obj.__name__
+    module = getattr(obj, "__module__", None)
+    if isinstance(module, str) and module.startswith("drakit."):
+        return f"{module}.{name}"
+    for info in sorted(pkgutil.iter_modules(drakit.plugin.__path__), key=lambda m: m.name):
+        defining = importlib.import_module(f"drakit.plugin.{info.name}")
+        if vars(defining).get(name) is obj:
+            return f"{defining.__name__}.{name}"
+    raise LookupError(f"drakit.plugin.{name}: no module of drakit.plugin defines it")
+
+
 def unlisted_api(markdown: str) -> str:
     """``::: module.Name`` lines for the public names ``markdown`` does not document yet."""
     import drakit.plugin  # noqa: PLC0415 (only the API reference page needs it)
 
     lines = []
     for name in drakit.plugin.__all__:
-        line = f"::: {getattr(drakit.plugin, name).__module__}.{name}"
+        line = f"::: {reference_target(name)}"
         if line not in markdown.splitlines():
             lines.append(line)
     if not lines:

@@ -390,6 +390,12 @@ ATTRIBUTE = Codec(_decode_attribute, lambda a: a.to_dict())
 
 @dataclass(frozen=True, slots=True)
 class Counter(_ApiType):
+    """One counter's amount: ``Counter(Quantity.parse("40Gi"))``.
+
+    In a :class:`CounterSet` it is how much the set holds; in a
+    :class:`DeviceCounterConsumption` how much allocating the device takes from it.
+    """
+
     value: Quantity = _f("value", QUANTITY, required=True, default=Quantity(0))
     extra: Mapping[str, Any] = extra_field()
 
@@ -399,7 +405,26 @@ _COUNTERS = map_of(obj(lambda: Counter))
 
 @dataclass(frozen=True, slots=True)
 class CounterSet(_ApiType):
-    """A named set of counters published by a slice; devices consume from it."""
+    """A named set of counters published with a pool; devices consume from it.
+
+    Partitionable devices share one piece of hardware: a GPU with 40 GiB, offered whole,
+    as two halves and as four quarters. The hardware is a counter set, each offer a
+    :class:`Device` whose ``consumes_counters`` says what it takes; the scheduler
+    allocates offers only while the counters last, so the whole GPU and a half never go
+    out together::
+
+        gpu = CounterSet(name="gpu-0", counters={"memory": Counter(Quantity.parse("40Gi"))})
+        half = Device(
+            name="gpu-0-half-0",
+            consumes_counters=(
+                DeviceCounterConsumption(
+                    counter_set="gpu-0", counters={"memory": Counter(Quantity.parse("20Gi"))}
+                ),
+            ),
+        )
+
+    ``counters`` maps a counter name to its :class:`Counter`.
+    """
 
     name: str = _f("name", STR, required=True, default="")
     counters: Mapping[str, Counter] = _f("counters", _COUNTERS, default=EMPTY)
@@ -435,6 +460,15 @@ class DeviceCapacity(_ApiType):
 
 @dataclass(frozen=True, slots=True)
 class DeviceCounterConsumption(_ApiType):
+    """What allocating a device takes from one :class:`CounterSet` of its pool.
+
+    ``counter_set`` names the set; ``counters`` maps some of its counter names to the
+    :class:`Counter` amount the device uses. A device lists one per set it draws on in
+    ``Device.consumes_counters``. ``compatibility_groups`` is the Kubernetes field of the
+    same name (devices of different groups do not share a counter set); leave it empty
+    unless the cluster needs it.
+    """
+
     counter_set: str = _f("counterSet", STR, required=True, default="")
     counters: Mapping[str, Counter] = _f("counters", _COUNTERS, default=EMPTY)
     compatibility_groups: tuple[str, ...] = _f("compatibilityGroups", list_of(STR), default=())

@@ -35,11 +35,11 @@ from drakit.telemetry.logs import configure as configure_logging
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from drakit.controller.bindingcheck import BindingCheck
     from drakit.controller.bindingconditions import (
         BindingConditionsController,
         DriverControllerConfig,
     )
+    from drakit.plugin.binding import BindingCheck
 
 EXIT_INVALID = 2  # bad flags or environment: nothing was started
 EXIT_FAILED = 1  # start-up failed or leadership was lost

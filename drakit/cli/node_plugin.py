@@ -472,12 +472,13 @@ def _fail(message: str, code: int) -> int:
 
 
 def run(args: argparse.Namespace, build: Wiring | None = None) -> int:
-    """Validate, configure logging, run until a signal. ``build`` replaces the real wiring
-    (``drakit.node_plugin.wiring.build``), for tests that run the command with an in-memory core."""
+    """Validate, configure logging, run until a signal: the plugin runs on the runtime an
+    embedding program's ``drakit.plugin.KubeletPlugin`` runs on. ``build`` replaces the real
+    wiring (``drakit.node_plugin.wiring.build``), for tests that run the command with an
+    in-memory core."""
     # gRPC and protobuf load only when the plugin runs; prometheus_client only with a /metrics
     # endpoint (node_plugin.metrics.serve_metrics).
-    from drakit.node_plugin import wiring  # noqa: PLC0415
-    from drakit.node_plugin.app import NodePlugin, run_until_signal  # noqa: PLC0415
+    from drakit.node_plugin.embedded import command_runtime, run_until_signal  # noqa: PLC0415
 
     try:
         config = build_config(args)
@@ -485,7 +486,7 @@ def run(args: argparse.Namespace, build: Wiring | None = None) -> int:
         return _fail(str(exc), EXIT_INVALID)
     configure_logging(args.log_format, args.log_level)
     try:
-        return run_until_signal(NodePlugin(config, build=build or wiring.build))
+        return run_until_signal(command_runtime(config, build))
     except CoreConfigError as exc:
         return _fail(str(exc), EXIT_INVALID)
     except (OSError, SocketPathError) as exc:

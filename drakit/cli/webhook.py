@@ -185,9 +185,9 @@ def build_config(args: argparse.Namespace) -> WebhookConfig:
 def load_validator(spec: str) -> Callable[[Mapping[str, Any]], object]:
     """The check of one entry's parameters with ``spec``'s ``config_model``; ConfigError
     when the backend cannot be imported or has no pydantic model as a class attribute."""
-    from drakit.node_plugin.backends.base import BackendConfigError  # noqa: PLC0415
-    from drakit.node_plugin.backends.registry import resolve_backend_class  # noqa: PLC0415
+    from drakit.node_plugin.backend_loader import resolve_backend_class  # noqa: PLC0415
     from drakit.node_plugin.config import validate_parameters  # noqa: PLC0415
+    from drakit.plugin.errors import BackendConfigError  # noqa: PLC0415
 
     try:
         cls = resolve_backend_class(spec)

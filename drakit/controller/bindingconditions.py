@@ -8,7 +8,7 @@ it deallocate the claim and schedule the pod again.
 
 This controller watches ResourceClaims. For every allocation result of ``driver_name`` that
 names binding conditions and still waits (some binding condition not True, no failure
-condition True) it calls the driver's :class:`~drakit.controller.bindingcheck.BindingCheck`
+condition True) it calls the driver's :class:`~drakit.plugin.BindingCheck`
 and writes the verdict into that device's ``status.devices`` entry:
 
 - only this driver's entries change; other conditions of the entry and its
@@ -43,13 +43,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from drakit.controller.bindingcheck import (
-    BindingCheck,
-    BindingClaim,
-    BindingDevice,
-    BindingVerdict,
-    VerdictError,
-)
 from drakit.kubeapi import deepjson
 from drakit.kubeapi.errors import Conflict, NotFound
 from drakit.kubeapi.events import EventRecorder
@@ -58,6 +51,13 @@ from drakit.kubeapi.jsonpatch import guarded_patch, list_map_ops
 from drakit.kubeapi.objects import KubeObject, split_key
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 from drakit.kubeapi.workqueue import WorkQueue
+from drakit.plugin.binding import (
+    BindingCheck,
+    BindingClaim,
+    BindingDevice,
+    BindingVerdict,
+    VerdictError,
+)
 
 __all__ = [
     "FIELD_MANAGER",

@@ -52,11 +52,14 @@ def namespace_index(obj: KubeObject) -> list[str]:
 @dataclass(frozen=True)
 class EventHandlers:
     """Callbacks for changes; any may be None. ``on_add`` gets ``is_initial=True`` for objects
-    that were there when the handler was registered or the informer first listed."""
+    that were there when the handler was registered or the informer first listed.
+    ``on_error`` gets each failure of a list or watch (the API error), on the reflector's
+    thread, before the informer pauses and lists again (as client-go's watch error handler)."""
 
     on_add: Callable[[KubeObject, bool], None] | None = None
     on_update: Callable[[KubeObject, KubeObject], None] | None = None
     on_delete: Callable[[KubeObject], None] | None = None
+    on_error: Callable[[Exception], None] | None = None
 
 
 class Indexer:
@@ -287,10 +290,14 @@ class Informer:
                     extra=self._log(cause=f"{type(err).__name__}: {err}", delay_seconds=delay),
                 )
                 rv = None  # events may have been lost with the stream: start from a fresh list
+                for handlers in list(self._handlers):
+                    self._call(handlers.on_error, err)
                 self._stopping.wait(delay)
-            except Exception:
+            except Exception as err:
                 logger.exception("Informer reflector crashed, listing again", extra=self._log())
                 rv = None
+                for handlers in list(self._handlers):
+                    self._call(handlers.on_error, err)
                 self._stopping.wait(backoff.next())
 
     def _list(self) -> str:

@@ -1,4 +1,4 @@
-"""Wiring of one node-plugin instance and its run loop.
+"""One node-plugin instance: its parts started and stopped in order.
 
 The parts come from :func:`drakit.node_plugin.wiring.build` (or a test's own). Order at
 start: metrics endpoint, driver core, background services (the ResourceSlice
@@ -6,27 +6,27 @@ publisher), DRA server, registration server (the kubelet must find the DRA
 socket serving the moment it learns about it). Order at stop, the reverse:
 registration socket (the kubelet deregisters), the DRA server drains in-flight
 calls, services, the core, then the closers (backend, Event recorder).
+
+:class:`NodePlugin` is the instance; :mod:`drakit.node_plugin.embedded` wraps it into the
+handle ``drakit node-plugin`` and an embedding program (``drakit.plugin.KubeletPlugin``) run.
 """
 
 from __future__ import annotations
 
 import gc
-import signal
 import threading
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from drakit.node_plugin import wiring
-from drakit.node_plugin.cpuhome import CpuHome
 from drakit.node_plugin.driver import DriverCore, PluginConfig
 from drakit.node_plugin.metrics import PluginMetrics, serve_metrics
 from drakit.node_plugin.service.calls import DriverCalls
 from drakit.node_plugin.service.registration import RegistrationStatus
 from drakit.node_plugin.service.server import DEFAULT_GRACE_SECONDS, DraServer, RegistrationServer
 from drakit.node_plugin.sockets import SocketPaths, socket_paths
+from drakit.plugin.errors import BackgroundError, ErrorHandler
 from drakit.telemetry.logs import get_logger
-from drakit.telemetry.memory import release_freed_memory
 
 if TYPE_CHECKING:
     from drakit.telemetry.endpoint import MetricsEndpoint
@@ -51,6 +51,10 @@ def _debug_routes(services: Sequence[object]) -> dict[str, Callable[[], bytes]]:
     return routes
 
 
+class RegistrationRefusedError(Exception):
+    """The kubelet refused to register the plugin; the message is the kubelet's reason."""
+
+
 class NodePlugin:
     """One running plugin instance: metrics, core, and its two servers."""
 
@@ -61,9 +65,12 @@ class NodePlugin:
         metrics: PluginMetrics | None = None,
         *,
         build: wiring.Wiring = wiring.build,
+        on_error: ErrorHandler | None = None,
     ) -> None:
         """Runs ``core`` when given (with the plugin's own serialize lock), else the parts
-        ``build(config, metrics)`` returns at ``start``."""
+        ``build(config, metrics)`` returns at ``start``. ``on_error`` hears of failed health
+        streams and of the kubelet refusing the registration (the parts' own failures reach
+        it through ``build``)."""
         self.config = config
         self.metrics = metrics or PluginMetrics()
         self.sockets: SocketPaths = socket_paths(
@@ -77,6 +84,7 @@ class NodePlugin:
         self._calls: DriverCalls | None = None
         self.registration_server: RegistrationServer | None = None
         self._stopped = threading.Event()
+        self._on_error = on_error
 
     def started_up(self) -> bool:
         """True once start-up work is done: :meth:`start` returned and every background
@@ -138,6 +146,7 @@ class NodePlugin:
             self._calls,
             health_resend_seconds=config.health_resend_seconds,
             health_versions=_kubelet_health_services(self._core),
+            on_error=self._on_error,
         )
         self.dra_server.start()
         self.registration_server = RegistrationServer(
@@ -162,6 +171,27 @@ class NodePlugin:
         self.metrics.set_registration(bool(status.registered))
         if self.dra_server is not None:
             self.dra_server.record_registration(status)
+        if status.registered is False and self._on_error is not None:
+            refused = RegistrationRefusedError(status.error or "no reason given")
+            self._on_error(BackgroundError("register with the kubelet", refused))
+
+    @property
+    def registration(self) -> RegistrationStatus | None:
+        """What the kubelet last said about the registration; None before the plugin serves."""
+        server = self.registration_server
+        return server.servicer.status if server is not None else None
+
+    def publish_now(self) -> bool:
+        """Have every service that publishes (``resync``: the ResourceSlice publisher) ask the
+        backend again; False when the plugin is not running."""
+        parts = self._parts
+        if parts is None or self._stopped.is_set():
+            return False
+        for service in parts.services:
+            resync: Callable[[], None] | None = getattr(service, "resync", None)
+            if resync is not None:
+                resync()
+        return True
 
     def stop(self, grace: float = DEFAULT_GRACE_SECONDS) -> None:
         """Deregister, drain in-flight calls, stop the core; idempotent."""
@@ -206,41 +236,3 @@ def settle_heap() -> None:
     """
     gc.collect()
     gc.freeze()
-
-
-def run_until_signal(plugin: NodePlugin) -> int:
-    """Start ``plugin``, serve until SIGTERM or SIGINT, then stop gracefully."""
-    stop = threading.Event()
-    received: list[int] = []
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        received.append(signum)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    home = CpuHome() if plugin.config.cpu_home else None
-    try:
-        plugin.start()
-        settle_heap()
-        if home is not None:
-            home.start()
-        else:
-            _log.info("CPU home off: the plugin's threads stay on the CPUs the kernel gives them")
-        released = False
-        # Polled often until started up (the publisher is ready within a second or two), so
-        # that the release follows start-up closely; then once a second for the signal.
-        while not stop.wait(timeout=1.0 if released else 0.1):
-            if not released and plugin.started_up():
-                # Start-up freed far more than the plugin keeps (import-time buffers, TLS and
-                # gRPC set-up, the first lists and slice writes), and glibc keeps freed chunks
-                # resident below ones in use: give them back once, for the plugin's idle life.
-                release_freed_memory()
-                released = True
-        _log.info("Shutting down", signal=signal.Signals(received[0]).name)
-    finally:
-        if home is not None:
-            home.stop()
-        plugin.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return 0

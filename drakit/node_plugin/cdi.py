@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from drakit.node_plugin.atomic import atomic_write, fsync_dir
-from drakit.node_plugin.backends.base import ContainerEdits
 from drakit.node_plugin.claimcheck import is_claim_uid, shown
+from drakit.plugin.edits import ContainerEdits
 
 CDI_CLASS = "claim"
 SPEC_SUFFIX = ".json"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from drakit.node_plugin.driver import ClaimRef
+from drakit.plugin.claims import ClaimRef
 
 DNS_LABEL_MAX = 63
 DNS_SUBDOMAIN_MAX = 253

@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from drakit.allocator.model import AllocationResult, DeviceRequestAllocationResult, ModelError
 from drakit.kubeapi.errors import ApiError, NotFound
-from drakit.node_plugin.backends.base import ClaimToPrepare, DeviceToPrepare
 from drakit.node_plugin.config import ConfigError, resolve_config
-from drakit.node_plugin.driver import ClaimRef
 from drakit.node_plugin.fairpool import FairPool
+from drakit.plugin.claims import ClaimRef, ClaimToPrepare, DeviceToPrepare
 
 if TYPE_CHECKING:
     from drakit.node_plugin.config import ConfigModel

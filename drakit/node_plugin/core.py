@@ -41,14 +41,6 @@ from typing import Any, Protocol
 
 from drakit.kubeapi.clusterversion import kubelet_health_services_for_node
 from drakit.kubeapi.resources import RESOURCE_CLAIMS
-from drakit.node_plugin.backends.base import (
-    Backend,
-    BackendPrepared,
-    PoolDescription,
-    RequestContext,
-    health_report,
-    metrics_reporter,
-)
 from drakit.node_plugin.cdi import PREPARED_ANNOTATION, CDIDevice, CDISpecs
 from drakit.node_plugin.checkpoint import (
     API_VERSION,
@@ -90,8 +82,6 @@ from drakit.node_plugin.device_status import (
 )
 from drakit.node_plugin.driver import (
     CallContext,
-    ClaimRef,
-    DeviceHealth,
     HealthSubscription,
     PluginConfig,
     PreparedDevice,
@@ -106,6 +96,12 @@ from drakit.node_plugin.serialize import (
     SerializeTimeoutError,
     serialize_lock_for,
 )
+from drakit.plugin.backend import Backend, PoolDescription
+from drakit.plugin.claims import ClaimRef
+from drakit.plugin.context import RequestContext
+from drakit.plugin.health import DeviceHealth, health_report
+from drakit.plugin.metrics import metrics_reporter
+from drakit.plugin.prepared import BackendPrepared
 from drakit.telemetry.logs import StructuredLogger, get_logger
 
 _log = get_logger(__name__)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from drakit.node_plugin.driver import DeviceHealth, HealthSubscription
+from drakit.node_plugin.driver import HealthSubscription
 from drakit.node_plugin.health_feed import HealthFeed
+from drakit.plugin.health import DeviceHealth
 
 __all__ = ["HealthMonitor"]
 

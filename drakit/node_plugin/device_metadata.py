@@ -42,14 +42,11 @@ from typing import Any
 
 from drakit.allocator.model import DeviceAttribute
 from drakit.node_plugin.atomic import atomic_write
-from drakit.node_plugin.backends.base import (
-    ContainerEdits,
-    DeviceMetadata,
-    DeviceToPrepare,
-    MountEdit,
-)
 from drakit.node_plugin.claimcheck import is_claim_uid, label_problem, shown, subdomain_problem
 from drakit.node_plugin.config import base_request
+from drakit.plugin.claims import DeviceToPrepare
+from drakit.plugin.edits import ContainerEdits, MountEdit
+from drakit.plugin.prepared import DeviceMetadata
 
 API_VERSION = "metadata.resource.k8s.io/v1beta1"
 KIND = "DeviceMetadata"

@@ -1,7 +1,7 @@
 """The driver's entries in ``ResourceClaim.status.devices`` (KEP-4817).
 
 A backend reports per-device status by returning ``BackendPrepared.device_status`` (one
-:class:`~drakit.node_plugin.backends.base.DeviceStatus` or None per prepared device). The
+:class:`~drakit.plugin.DeviceStatus` or None per prepared device). The
 contract the core keeps:
 
 * **Checked at prepare, under the lock.** A wrong number of entries, ``data`` that is not a
@@ -47,8 +47,8 @@ from typing import Any, Protocol
 from drakit.kubeapi.deepjson import MAX_DEPTH, depth_problem
 from drakit.kubeapi.errors import ApiError, Conflict, NotFound
 from drakit.kubeapi.jsonpatch import JsonPatchable, guarded_patch, list_map_ops
-from drakit.node_plugin.backends.base import DeviceStatus, DeviceToPrepare
-from drakit.node_plugin.driver import ClaimRef
+from drakit.plugin.claims import ClaimRef, DeviceToPrepare
+from drakit.plugin.prepared import DeviceStatus
 from drakit.telemetry.logs import StructuredLogger
 
 __all__ = [

@@ -24,7 +24,6 @@ Rules every :class:`DriverCore` implementation must follow:
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -32,6 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from drakit.node_plugin.health.policy import HealthPolicy
+from drakit.plugin.claims import ClaimRef
+from drakit.plugin.health import DeviceHealth
 
 if TYPE_CHECKING:
     from drakit.node_plugin.crosscheck import CrossCheckConfig
@@ -43,16 +44,6 @@ class CoreConfigError(Exception):
     Raised by the wiring (``drakit.node_plugin.wiring.build``) with a message naming the flag or
     file and the reason; ``drakit node-plugin`` prints the message and exits non-zero.
     """
-
-
-@dataclass(frozen=True)
-class ClaimRef:
-    """A ResourceClaim by namespace, name and UID: how the kubelet names it in a
-    prepare/unprepare call, and what a backend's ``unprepare`` gets. The UID is the key."""
-
-    namespace: str
-    uid: str
-    name: str
 
 
 @dataclass(frozen=True)
@@ -78,34 +69,6 @@ class PrepareResult:
 
     devices: tuple[PreparedDevice, ...] = ()
     error: str = ""
-
-
-class HealthStatus(enum.Enum):
-    """Device health as the kubelet's health API knows it."""
-
-    UNKNOWN = "Unknown"
-    HEALTHY = "Healthy"
-    UNHEALTHY = "Unhealthy"
-
-
-@dataclass(frozen=True)
-class DeviceHealth:
-    """Health of one device.
-
-    ``last_updated`` is Unix seconds. ``health_check_timeout_seconds`` <= 0
-    means the kubelet's default (30 s); the plugin re-sends the full report
-    often enough for the shortest timeout it advertises. ``reason`` classifies an
-    Unhealthy report for the health policy (``--health-taint-effect REASON=EFFECT``; hostdev
-    says ``DeviceNodeMissing``); a short CamelCase word, empty when the backend has none.
-    """
-
-    pool_name: str
-    device_name: str
-    health: HealthStatus
-    last_updated: int
-    health_check_timeout_seconds: int = 0
-    message: str = ""
-    reason: str = ""
 
 
 class HealthSubscription(Protocol):

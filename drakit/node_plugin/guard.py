@@ -32,9 +32,9 @@ from typing import Any
 from drakit.allocator.allocated import AllocatedState
 from drakit.allocator.model import Device, DeviceID, DeviceRequestAllocationResult, ResourceClaim
 from drakit.allocator.quantity import Quantity, nanos
-from drakit.node_plugin.backends.base import PoolDescription
 from drakit.node_plugin.checkpoint import ClaimEntry
-from drakit.node_plugin.driver import ClaimRef
+from drakit.plugin.backend import PoolDescription
+from drakit.plugin.claims import ClaimRef
 
 
 def claim_from_results(

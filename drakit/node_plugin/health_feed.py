@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from drakit.node_plugin.driver import DeviceHealth
+from drakit.plugin.health import DeviceHealth
 
 _DeviceKey = tuple[str, str]
 

@@ -1,10 +1,12 @@
 """The node plugin's composition root: every long-lived part is built here, once.
 
 :func:`build` turns a validated :class:`~drakit.node_plugin.driver.PluginConfig` into the parts
-:class:`~drakit.node_plugin.app.NodePlugin` runs: the backend, one API client (with the limits the
-CLI read), one Event recorder shared by core and publisher, the serialize lock, the core and
-the ResourceSlice publisher. ``NodePlugin`` owns their start/stop order. Tests hand
-``NodePlugin`` their own :class:`Parts` (or just a core) instead.
+:class:`~drakit.node_plugin.app.NodePlugin` runs: the backend (``--backend``), one API client
+(with the limits the CLI read), then what :func:`assemble` builds around those two: one Event
+recorder shared by core and publisher, the serialize lock, the core and the ResourceSlice
+publisher. A program that embeds the plugin (``drakit.plugin.KubeletPlugin``) brings its own
+backend, and maybe its own API client, to :func:`assemble`. ``NodePlugin`` owns the parts'
+start/stop order. Tests hand ``NodePlugin`` their own :class:`Parts` (or just a core) instead.
 """
 
 from __future__ import annotations
@@ -18,13 +20,7 @@ from drakit.kubeapi.errors import ConfigError as KubeConfigError
 from drakit.kubeapi.events import EventRecorder
 from drakit.kubeapi.lightclient import load_light_client
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
-from drakit.node_plugin.backends.base import (
-    Backend,
-    BackendConfigError,
-    health_report,
-    metrics_reporter,
-)
-from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.backend_loader import load_backend
 from drakit.node_plugin.checkpoint import FILE_NAME as CHECKPOINT_FILE
 from drakit.node_plugin.core import PrepareCore
 from drakit.node_plugin.driver import CoreConfigError, DriverCore, PluginConfig
@@ -32,8 +28,21 @@ from drakit.node_plugin.metrics import PluginMetrics
 from drakit.node_plugin.publisher import Publisher
 from drakit.node_plugin.publisher.publisher import DEFAULT_HEALTH_INTERVAL
 from drakit.node_plugin.serialize import LOCK_FILE_NAME, SerializeLock
+from drakit.plugin.backend import Backend
+from drakit.plugin.errors import BackendConfigError, ErrorHandler
+from drakit.plugin.health import health_report
+from drakit.plugin.metrics import metrics_reporter
 
-__all__ = ["Parts", "Service", "Wiring", "build", "build_publisher", "serialize_lock"]
+__all__ = [
+    "Parts",
+    "Service",
+    "Wiring",
+    "api_client",
+    "assemble",
+    "build",
+    "build_publisher",
+    "serialize_lock",
+]
 
 
 class Service(Protocol):
@@ -73,10 +82,12 @@ def build_publisher(
     api: Any,
     metrics: PluginMetrics,
     events: EventRecorder | None = None,
+    *,
+    on_error: ErrorHandler | None = None,
 ) -> Publisher:
     """The ResourceSlice publisher of ``config``'s driver and node, metrics on ``metrics``;
     devices the backend reports Unhealthy (if it reports health) get the taint of
-    ``config``'s health policy."""
+    ``config``'s health policy; failures to publish or watch go to ``on_error``."""
     return Publisher(
         api,
         config.driver_name,
@@ -88,6 +99,7 @@ def build_publisher(
         health_policy=getattr(config, "health_policy", None),
         health_interval=getattr(config, "health_check_seconds", DEFAULT_HEALTH_INTERVAL),
         detect_cluster=True,
+        on_error=on_error,
     )
 
 
@@ -114,8 +126,28 @@ def build_crosscheck(
     )
 
 
-def build(config: PluginConfig, metrics: PluginMetrics) -> Parts:
-    """The real parts; CoreConfigError names the flag or file and the reason."""
+def api_client(config: PluginConfig) -> Any:
+    """The light API client of ``config`` (its kubeconfig, else the pod's service account,
+    with its client limits); CoreConfigError naming ``--kubeconfig`` and the reason."""
+    try:
+        # The light client: the plugin needs GET and a few writes, not the kubernetes
+        # package's every API model (about 14 MiB of resident memory).
+        return load_light_client(
+            config.kubeconfig,
+            user_agent=f"drakit-node-plugin/{config.driver_name}",
+            qps=config.kube_api_qps,
+            burst=config.kube_api_burst,
+        )
+    except KubeConfigError as exc:
+        raise CoreConfigError(f"--kubeconfig: {exc}") from exc
+
+
+def build(
+    config: PluginConfig, metrics: PluginMetrics, on_error: ErrorHandler | None = None
+) -> Parts:
+    """The parts of ``drakit node-plugin``: the backend ``--backend`` names, the API client of
+    ``--kubeconfig``, and :func:`assemble`'s; CoreConfigError names the flag or file and the
+    reason."""
     try:
         backend = load_backend(
             config.backend,
@@ -125,31 +157,37 @@ def build(config: PluginConfig, metrics: PluginMetrics) -> Parts:
         )
     except BackendConfigError as exc:
         raise CoreConfigError(str(exc)) from exc
-    reporter = metrics_reporter(backend)
-    if reporter is not None:  # the backend's own metrics, served on the plugin's endpoint
-        metrics.registry.register(reporter.metrics)
     try:
-        # The light client: the plugin needs GET and a few writes, not the kubernetes
-        # package's every API model (about 14 MiB of resident memory).
-        api = load_light_client(
-            config.kubeconfig,
-            user_agent=f"drakit-node-plugin/{config.driver_name}",
-            qps=config.kube_api_qps,
-            burst=config.kube_api_burst,
-        )
-    except KubeConfigError as exc:
+        api = api_client(config)
+    except CoreConfigError:
         backend.close()
-        raise CoreConfigError(f"--kubeconfig: {exc}") from exc
+        raise
+    return assemble(config, metrics, backend, api, on_error)
+
+
+def assemble(
+    config: PluginConfig,
+    metrics: PluginMetrics,
+    backend: Backend,
+    api: Any,
+    on_error: ErrorHandler | None = None,
+) -> Parts:
+    """The parts around ``backend`` and ``api``: Event recorder, serialize lock, core,
+    publisher (its failures to ``on_error``) and the PodResources cross-check if enabled.
+    The backend is closed after the core stopped (the last closers)."""
     events = EventRecorder(
         api,
         reporting_controller=config.driver_name,
         reporting_instance=f"{config.driver_name}-{config.node_name}",
     )
+    reporter = metrics_reporter(backend)
+    if reporter is not None:  # the backend's own metrics, served on the plugin's endpoint
+        metrics.registry.register(reporter.metrics)
     lock = serialize_lock(config)
     core = PrepareCore(
         config, metrics, backend, Resource(api, RESOURCE_CLAIMS), events=events, serialize=lock
     )
-    publisher = build_publisher(config, backend, api, metrics, events)
+    publisher = build_publisher(config, backend, api, metrics, events, on_error=on_error)
     return Parts(
         core=core,
         serialize=lock,

@@ -130,8 +130,10 @@ def test_the_benchmark_tables_show_every_figure_of_the_results_file() -> None:
 def test_the_api_reference_documents_every_public_name_where_it_is_defined() -> None:
     html = (build_site().site / "reference" / "plugin.html").read_text()
     for name in drakit.plugin.__all__:
-        where = f"{getattr(drakit.plugin, name).__module__}.{name}"
+        where = mkdocs_hooks.reference_target(name)
         assert f'id="{where}"' in html, f"{where} was not rendered"
+    for name in drakit.plugin.plainconfig.__all__:  # the public module's own names
+        assert f'id="drakit.plugin.plainconfig.{name}"' in html, name
     assert ":class:<code>" not in html  # the hook drops the docstrings' Sphinx roles
 
 
@@ -139,6 +141,17 @@ def test_a_public_name_missing_from_the_reference_page_is_added_by_the_build_hoo
     source = (ROOT / "docs" / "reference" / "plugin.md").read_text()
     assert "<!-- api:unlisted -->" in source
     first = drakit.plugin.__all__[0]
-    line = f"::: {getattr(drakit.plugin, first).__module__}.{first}"
+    line = f"::: {mkdocs_hooks.reference_target(first)}"
     without = "\n".join(x for x in source.splitlines() if x != line)
     assert line in mkdocs_hooks.unlisted_api(without).splitlines()
+
+
+def test_the_guide_shows_the_embedding_example_file_as_it_is() -> None:
+    # The guide includes docs/examples/embedding.py with a snippet line; a formatter that
+    # took that line for Python once broke it, and the page then showed no example at all.
+    html = (build_site().site / "writing-a-driver.html").read_text()
+    example = (ROOT / "docs" / "examples" / "embedding.py").read_text()
+    # Highlighting splits lines into spans: look for names that occur only in the file.
+    for name in ("InventoryBackend", "NPU_INVENTORY", "NPU driver stopped"):
+        assert name in example
+        assert name in html, name

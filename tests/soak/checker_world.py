@@ -20,10 +20,10 @@ import yaml
 from drakit.kubeapi.errors import ApiError
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
-from drakit.node_plugin.backends.base import ContainerEdits
 from drakit.node_plugin.cdi import CDIDevice, CDISpecs
 from drakit.node_plugin.checkpoint import COMPLETED, Checkpoint, ClaimEntry
 from drakit.node_plugin.driver import PreparedDevice
+from drakit.plugin import ContainerEdits
 from soak.checker import Bounds, Checker, NodeView
 
 FINALIZER = "resource.kubernetes.io/delete-protection"

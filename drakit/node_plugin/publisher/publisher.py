@@ -28,6 +28,9 @@ How it works:
   retried until the backend reports a change; fields the apiserver drops are reported once
   and then accepted as stored, so they cause no update loop. API failures are retried with
   per-pool exponential backoff.
+* Every such failure (a sync that failed, an invalid pool, dropped fields, a list or watch of
+  the informers that failed) also goes to ``on_error`` as a recoverable
+  :class:`~drakit.plugin.BackgroundError`: the error hook of an embedding program.
 """
 
 from __future__ import annotations
@@ -62,10 +65,11 @@ from drakit.node_plugin.publisher.sync import (
 )
 from drakit.node_plugin.publisher.versionfields import trim_pool
 from drakit.node_plugin.publisher.view import POOL_INDEX, SliceView, pool_index
+from drakit.plugin.errors import BackgroundError, ErrorHandler
 from drakit.telemetry.logs import get_logger
 from drakit.telemetry.metrics import Registry
 
-__all__ = ["PoolDescriptionLike", "PoolSource", "Publisher"]
+__all__ = ["DroppedFieldsError", "PoolDescriptionLike", "PoolSource", "Publisher"]
 
 _log = get_logger(__name__)
 
@@ -75,10 +79,14 @@ DEFAULT_REPAIR_DELAY = 0.5
 DEFAULT_HEALTH_INTERVAL = 10.0
 
 
+class DroppedFieldsError(Exception):
+    """The apiserver stored less of a slice than was sent (what ``on_error`` gets for it)."""
+
+
 class PoolDescriptionLike(Protocol):
     """What the publisher reads of a backend's pool.
 
-    ``drakit.node_plugin.backends.base.PoolDescription`` has this shape.
+    ``drakit.plugin.PoolDescription`` has this shape.
     """
 
     @property
@@ -92,7 +100,7 @@ class PoolDescriptionLike(Protocol):
 
 
 class HealthReport(Protocol):
-    """One device's health (``drakit.node_plugin.driver.DeviceHealth`` has this shape)."""
+    """One device's health (``drakit.plugin.DeviceHealth`` has this shape)."""
 
     @property
     def pool_name(self) -> str: ...
@@ -116,7 +124,7 @@ class Publisher:
     """Publishes the backend's pools as ResourceSlices of ``driver`` on ``node_name``.
 
     ``start``/``stop`` may each be called once; ``resync`` asks the backend again and syncs
-    every pool. Thread-safe.
+    every pool. ``on_error`` gets every failure to publish or watch (see above). Thread-safe.
     """
 
     def __init__(
@@ -137,6 +145,7 @@ class Publisher:
         detect_cluster: bool = False,
         clock: Callable[[], float] = time.monotonic,
         queue: WorkQueue[str] | None = None,
+        on_error: ErrorHandler | None = None,
     ) -> None:
         """``slice_fields``: the optional fields this cluster keeps (None: all). With
         ``detect_cluster`` the publisher asks the apiserver at start instead
@@ -214,6 +223,7 @@ class Publisher:
                 clock=clock,
             )
         self._queue: WorkQueue[str] = queue
+        self._on_error = on_error
         self._lock = threading.Lock()
         self._desired: dict[str, PoolState] = {}
         self._invalid: dict[str, PoolState] = {}  # reported and not retried until it changes
@@ -297,6 +307,7 @@ class Publisher:
                     on_add=lambda obj, _initial: self.slice_changed(obj),
                     on_update=lambda _old, new: self.slice_changed(new),
                     on_delete=lambda obj: self.slice_changed(obj, deleted=True),
+                    on_error=lambda err: self._report("watch ResourceSlices", err),
                 )
             )
             informer.start()
@@ -339,10 +350,18 @@ class Publisher:
     # -- work ----------------------------------------------------------------------------------
 
     def _handle(self, key: str) -> None:
-        if key == _RESCAN:
-            self._rescan()
-        else:
-            self._sync_pool(key)
+        try:
+            if key == _RESCAN:
+                self._rescan()
+            else:
+                self._sync_pool(key)
+        except Exception as err:
+            self._report("publish ResourceSlices", err)
+            raise  # the queue logs it and retries the key with backoff
+
+    def _report(self, what: str, err: BaseException) -> None:
+        if self._on_error is not None:
+            self._on_error(BackgroundError(what, err, recoverable=True))
 
     def _rescan(self) -> None:
         pools = self._backend.discover()
@@ -476,6 +495,7 @@ class Publisher:
             self.metrics.dropped_fields_total.inc()
             _log.warning("ResourceSlice fields dropped by the apiserver", detail=str(dropped))
             self._warn("DroppedResourceSliceFields", str(dropped))
+            self._report("publish ResourceSlices", DroppedFieldsError(str(dropped)))
 
     def _report_invalid(self, pool: str, desired: PoolState | None, err: InvalidPoolError) -> None:
         self.metrics.syncs_total.labels("invalid").inc()
@@ -490,6 +510,7 @@ class Publisher:
             problems=list(err.reasons),
         )
         self._warn("InvalidDeviceDescription", str(err))
+        self._report("publish ResourceSlices", err)
 
     def _warn(self, reason: str, note: str) -> None:
         node = self.node

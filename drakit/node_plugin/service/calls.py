@@ -19,7 +19,6 @@ from typing import TypeVar
 from drakit.node_plugin.driver import (
     AfterReply,
     CallContext,
-    ClaimRef,
     DriverCore,
     PrepareResult,
     not_deferred,
@@ -27,6 +26,7 @@ from drakit.node_plugin.driver import (
 )
 from drakit.node_plugin.metrics import PluginMetrics
 from drakit.node_plugin.service.slowcalls import SlowCalls
+from drakit.plugin.claims import ClaimRef
 from drakit.telemetry.logs import StructuredLogger, get_logger
 
 _log = get_logger(__name__)

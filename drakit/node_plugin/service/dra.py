@@ -1,6 +1,6 @@
 """DRAPlugin servicers for the kubelet's DRA API v1 and v1beta1.
 
-Thin by design: protobuf in, :class:`~drakit.node_plugin.driver.ClaimRef` out to
+Thin by design: protobuf in, :class:`~drakit.plugin.ClaimRef` out to
 :class:`~drakit.node_plugin.service.calls.DriverCalls`, protobuf back. v1beta1 is v1
 without ``share_id``; a v1beta1 kubelet cannot use consumable-capacity shares,
 so the field is dropped rather than faked.
@@ -17,9 +17,10 @@ from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
 from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
 from drakit.kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
 from drakit.kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
-from drakit.node_plugin.driver import ClaimRef, PreparedDevice
+from drakit.node_plugin.driver import PreparedDevice
 from drakit.node_plugin.service.calls import DriverCalls, call_deadline, claim_count_problem
 from drakit.node_plugin.service.direct import DirectUnary
+from drakit.plugin.claims import ClaimRef
 
 # Names the kubelet knows these services by in GetInfo's supported_versions.
 V1_VERSION = "v1.DRAPlugin"

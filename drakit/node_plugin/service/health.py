@@ -4,6 +4,8 @@
 happens, and the full report again at least every ``resend_seconds`` (and
 well within the shortest per-device ``health_check_timeout_seconds``) so the
 kubelet never lets a device decay to Unknown because the plugin was quiet.
+A stream that fails (the backend's health report raised) ends with the error, which also
+goes to ``on_error``; the kubelet opens a new one.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from drakit.kubeletapi.gen.dra_health.v1 import api_pb2 as v1
 from drakit.kubeletapi.gen.dra_health.v1 import api_pb2_grpc as v1_grpc
 from drakit.kubeletapi.gen.dra_health.v1alpha1 import api_pb2 as v1alpha1
 from drakit.kubeletapi.gen.dra_health.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
-from drakit.node_plugin.driver import DeviceHealth, DriverCore, HealthStatus, HealthSubscription
+from drakit.node_plugin.driver import DriverCore, HealthSubscription
+from drakit.plugin.errors import BackgroundError, ErrorHandler
+from drakit.plugin.health import DeviceHealth, HealthStatus
 from drakit.telemetry.logs import get_logger
 
 V1_VERSION = "v1.DRAResourceHealth"
@@ -70,9 +74,15 @@ def resend_interval(devices: Sequence[DeviceHealth], ceiling: float) -> float:
 class HealthStreams:
     """Runs watch streams for one core; ``stop`` ends them all (for shutdown)."""
 
-    def __init__(self, core: DriverCore, resend_seconds: float = DEFAULT_RESEND_SECONDS) -> None:
+    def __init__(
+        self,
+        core: DriverCore,
+        resend_seconds: float = DEFAULT_RESEND_SECONDS,
+        on_error: ErrorHandler | None = None,
+    ) -> None:
         self._core = core
         self._resend_seconds = resend_seconds
+        self._on_error = on_error
         self._lock = threading.Lock()
         self._open: set[HealthSubscription] = set()
         self._stopped = False
@@ -96,6 +106,11 @@ class HealthStreams:
         log.info("Health stream opened", peer=context.peer())
         try:
             yield from self._stream(api, subscription)
+        except Exception as err:
+            # gRPC logs the failure and ends the stream with it; the hook hears of it too.
+            if self._on_error is not None:
+                self._on_error(BackgroundError("stream device health to the kubelet", err))
+            raise
         finally:
             subscription.close()
             with self._lock:

@@ -35,6 +35,7 @@ from drakit.node_plugin.service.health import (
 from drakit.node_plugin.service.registration import SERVICE as REGISTRATION_SERVICE
 from drakit.node_plugin.service.registration import RegistrationServicer, RegistrationStatus
 from drakit.node_plugin.sockets import SocketIdentity, remove_dead_sockets, remove_stale_socket
+from drakit.plugin.errors import ErrorHandler
 from drakit.telemetry.logs import get_logger
 
 _log = get_logger(__name__)
@@ -57,9 +58,10 @@ class UnixServer:
         of this driver; those nobody listens on any more are removed at start."""
         self.socket_path = socket_path
         self._dead_siblings = dead_siblings
-        self.server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
+        self._executor = futures.ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix="grpc"
         )
+        self.server = grpc.server(self._executor)
         self._identity: SocketIdentity | None = None
 
     def start(self) -> None:
@@ -96,9 +98,13 @@ class UnixServer:
             self._identity.remove_if_still_ours()
 
     def stop(self, grace: float) -> None:
-        """Refuse new calls, let in-flight ones finish within ``grace``, remove the socket."""
+        """Refuse new calls, let in-flight ones finish within ``grace``, remove the socket,
+        and end the worker threads (gRPC leaves the executor it was given running: a plugin
+        stopped inside a program that goes on would keep them)."""
         self.server.stop(grace).wait()
         self.remove_socket()
+        # Idle workers end at once; one still in a call past the grace ends when it returns.
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 class DraServer(UnixServer):
@@ -113,10 +119,12 @@ class DraServer(UnixServer):
         max_workers: int = 16,
         *,
         health_versions: Collection[str] | None = None,
+        on_error: ErrorHandler | None = None,
     ) -> None:
         """``health_versions``: the DRAResourceHealth versions to advertise (those the
         node's kubelet calls, e.g. only ``v1alpha1.DRAResourceHealth`` before 1.37);
-        None advertises both. Both are served either way."""
+        None advertises both. Both are served either way. ``on_error`` hears of every
+        health stream that fails."""
         # The folder is this driver's own (<plugins>/<driver>/): every socket in it is one
         # of its instances.
         super().__init__(socket_path, max_workers, dead_siblings="*.sock")
@@ -126,7 +134,7 @@ class DraServer(UnixServer):
         self.direct = DirectUnary.attach(self.server, max_threads=max_workers)
         self.grpc_health = health.HealthServicer(experimental_non_blocking=True)
         health_pb2_grpc.add_HealthServicer_to_server(self.grpc_health, self.server)
-        self.health_streams = HealthStreams(core, health_resend_seconds)
+        self.health_streams = HealthStreams(core, health_resend_seconds, on_error)
         services = add_dra_servicers(self.server, calls, self.direct)
         if core.supports_health():
             services += [

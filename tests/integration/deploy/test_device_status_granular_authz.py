@@ -25,7 +25,6 @@ import pytest
 from deploy_support import Helm, by_kind, load_objects, token_kubeconfig
 from helpers.rawclaims import allocate_raw, create_raw_claim, raw_claim_text, send
 
-from drakit.controller.bindingcheck import BindingClaim, BindingDevice, BindingVerdict
 from drakit.controller.bindingconditions import BindingConditionsController, DriverControllerConfig
 from drakit.kubeapi.lightclient import LightApiClient, load_light_client
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
@@ -33,7 +32,8 @@ from drakit.localcluster import LocalCluster
 from drakit.localcluster.cluster import ClusterConfig
 from drakit.localcluster.kubeversions import default_feature_gates
 from drakit.node_plugin.device_status import DeviceStatusWriter
-from drakit.node_plugin.driver import ClaimRef
+from drakit.plugin.binding import BindingClaim, BindingDevice, BindingVerdict
+from drakit.plugin.claims import ClaimRef
 
 pytestmark = pytest.mark.integration
 

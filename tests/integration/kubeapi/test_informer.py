@@ -284,3 +284,17 @@ def test_a_transform_shapes_what_the_store_keeps_from_the_list_and_the_watch(
         assert set(kept) == {"metadata"}
         assert set(kept["metadata"]) == {"name", "namespace", "resourceVersion"}
     assert rec.snapshot() == [("add", "listed", True), ("add", "watched", False)]
+
+
+def test_each_failed_list_or_watch_goes_to_the_handlers_on_error_with_the_api_error(
+    claims: Resource, namespace: str, eventually: Any
+) -> None:
+    heard: list[Exception] = []
+    informer = Informer(claims, namespace=namespace, field_selector="spec.bogus=1")
+    informer.add_handlers(EventHandlers(on_error=heard.append))
+    informer.start()
+    try:
+        eventually(lambda: len(heard) >= 2, "two failed lists reported")  # one per retry
+    finally:
+        informer.stop()
+    assert type(heard[0]).__name__ == "BadRequest" and "spec.bogus" in str(heard[0])

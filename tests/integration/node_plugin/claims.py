@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
-from drakit.node_plugin.driver import CallContext, ClaimRef, PluginConfig
+from drakit.node_plugin.driver import CallContext, PluginConfig
 from drakit.node_plugin.serialize import SerializeLock
+from drakit.plugin import ClaimRef
 
 DRIVER = "gpu.example.com"
 NODE = "node-a"

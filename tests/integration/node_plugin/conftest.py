@@ -10,7 +10,7 @@ import pytest
 from claims import DRIVER, NODE, claims_resource, make_config
 
 from drakit.kubeapi.client import RateLimitedApiClient
-from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.backend_loader import load_backend
 from drakit.node_plugin.core import PrepareCore
 from drakit.node_plugin.metrics import PluginMetrics
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import signal
 
-from drakit.node_plugin.backends.base import BackendPrepared, ClaimToPrepare, RequestContext
-from drakit.node_plugin.backends.example import ExampleBackend
+from drakit.backends.example import ExampleBackend
+from drakit.plugin import BackendPrepared, ClaimToPrepare, RequestContext
 
 
 class KillInPrepareBackend(ExampleBackend):

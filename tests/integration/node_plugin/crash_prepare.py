@@ -15,10 +15,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from claims import DRIVER, NODE, call, claims_resource, make_config
 
 from drakit.kubeapi.lightclient import load_light_client
-from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.backend_loader import load_backend
 from drakit.node_plugin.core import PrepareCore
-from drakit.node_plugin.driver import ClaimRef
 from drakit.node_plugin.metrics import PluginMetrics
+from drakit.plugin import ClaimRef
 
 
 def main() -> None:

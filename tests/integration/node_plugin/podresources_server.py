@@ -15,7 +15,7 @@ from claims import DRIVER, NODE
 
 from drakit.kubeletapi.gen.podresources.v1 import api_pb2 as pb
 from drakit.kubeletapi.gen.podresources.v1 import api_pb2_grpc as pb_grpc
-from drakit.node_plugin.driver import ClaimRef
+from drakit.plugin import ClaimRef
 
 
 class FakeKubelet(pb_grpc.PodResourcesListerServicer):

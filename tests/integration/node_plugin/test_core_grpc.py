@@ -18,6 +18,7 @@ import pytest
 from claims import DRIVER, NODE, claims_resource, create_claim, make_config, result
 from conftest import EXAMPLE_CONFIG, RecordingEvents
 
+from drakit.backends.example import ExampleBackend
 from drakit.kubeapi.client import RateLimitedApiClient
 from drakit.kubeapi.resources import Resource
 from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
@@ -28,11 +29,10 @@ from drakit.kubeletapi.gen.dra_health.v1 import api_pb2 as health_v1
 from drakit.kubeletapi.gen.dra_health.v1 import api_pb2_grpc as health_v1_grpc
 from drakit.localcluster import LocalCluster
 from drakit.node_plugin.app import NodePlugin
-from drakit.node_plugin.backends.example import ExampleBackend
-from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.backend_loader import load_backend
 from drakit.node_plugin.core import PrepareCore
-from drakit.node_plugin.driver import ClaimRef, HealthStatus
 from drakit.node_plugin.metrics import PluginMetrics
+from drakit.plugin import ClaimRef, HealthStatus
 
 pytestmark = pytest.mark.integration
 

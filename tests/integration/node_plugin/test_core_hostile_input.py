@@ -21,6 +21,7 @@ from claims import DRIVER, NODE, claims_resource, create_claim, make_config, res
 from conftest import EXAMPLE_CONFIG, RecordingEvents
 from kubernetes import client
 
+from drakit.backends.example import ExampleBackend
 from drakit.kubeapi.client import RateLimitedApiClient
 from drakit.kubeapi.errors import InvalidPathSegment, NotFound
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
@@ -28,14 +29,12 @@ from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
 from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
 from drakit.localcluster import LocalCluster
 from drakit.node_plugin.app import NodePlugin
-from drakit.node_plugin.backends.base import BackendPrepared, ClaimToPrepare, RequestContext
-from drakit.node_plugin.backends.example import ExampleBackend
-from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.backend_loader import load_backend
 from drakit.node_plugin.checkpoint import FILE_NAME, read_document
 from drakit.node_plugin.core import PrepareCore
-from drakit.node_plugin.driver import ClaimRef
 from drakit.node_plugin.metrics import PluginMetrics
 from drakit.node_plugin.service.calls import MAX_CLAIMS_PER_CALL
+from drakit.plugin import BackendPrepared, ClaimRef, ClaimToPrepare, RequestContext
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ import pytest
 from claims import DRIVER, call, create_claim, opaque, result
 from conftest import EXAMPLE_CONFIG, CoreFactory
 
+from drakit.backends.example import ExampleBackend
 from drakit.kubeapi.resources import Resource
-from drakit.node_plugin.backends.base import BackendContext
-from drakit.node_plugin.backends.example import ExampleBackend
+from drakit.plugin import BackendContext
 from drakit.telemetry.metrics import Registry
 
 pytestmark = pytest.mark.integration

@@ -11,19 +11,13 @@ import pytest
 from claims import DRIVER, call, create_claim, opaque, result
 from conftest import EXAMPLE_CONFIG, CoreFactory, RecordingEvents
 
+from drakit.backends.example import ExampleBackend
 from drakit.kubeapi.client import RateLimitedApiClient
 from drakit.kubeapi.events import EventRecorder
 from drakit.kubeapi.resources import EVENTS, Resource
-from drakit.node_plugin.backends.base import (
-    BackendContext,
-    BackendPrepared,
-    ClaimToPrepare,
-    RequestContext,
-)
-from drakit.node_plugin.backends.example import ExampleBackend
-from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.backend_loader import load_backend
 from drakit.node_plugin.checkpoint import FILE_NAME, read_document
-from drakit.node_plugin.driver import ClaimRef
+from drakit.plugin import BackendContext, BackendPrepared, ClaimRef, ClaimToPrepare, RequestContext
 
 pytestmark = pytest.mark.integration
 

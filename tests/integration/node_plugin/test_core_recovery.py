@@ -18,7 +18,7 @@ from conftest import CoreFactory, RecordingEvents
 from drakit.kubeapi.resources import Resource
 from drakit.localcluster import LocalCluster
 from drakit.node_plugin.checkpoint import FILE_NAME, STARTED, journal_path_of, read_document
-from drakit.node_plugin.driver import ClaimRef
+from drakit.plugin import ClaimRef
 
 pytestmark = pytest.mark.integration
 

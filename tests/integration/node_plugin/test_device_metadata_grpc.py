@@ -24,10 +24,10 @@ from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
 from drakit.kubeletapi.gen.dra.v1beta1 import api_pb2 as v1beta1
 from drakit.kubeletapi.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from drakit.node_plugin.app import NodePlugin
-from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.backend_loader import load_backend
 from drakit.node_plugin.core import PrepareCore
-from drakit.node_plugin.driver import ClaimRef
 from drakit.node_plugin.metrics import PluginMetrics
+from drakit.plugin import ClaimRef
 
 pytestmark = pytest.mark.integration
 

@@ -11,21 +11,21 @@ from claims import DRIVER, NODE, call, create_claim, result
 from conftest import EXAMPLE_CONFIG, CoreFactory, RecordingEvents
 from helpers.rawclaims import PARAMETERS, allocate_raw, create_raw_claim, raw_claim_text, send
 
+from drakit.backends.example import ExampleBackend
 from drakit.kubeapi.deepjson import MAX_DEPTH
 from drakit.kubeapi.lightclient import load_light_client
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 from drakit.localcluster import LocalCluster
-from drakit.node_plugin.backends.base import (
+from drakit.node_plugin.device_status import DeviceStatusWriter
+from drakit.plugin import (
     BackendContext,
     BackendPrepared,
+    ClaimRef,
     ClaimToPrepare,
     DeviceStatus,
     NetworkData,
     RequestContext,
 )
-from drakit.node_plugin.backends.example import ExampleBackend
-from drakit.node_plugin.device_status import DeviceStatusWriter
-from drakit.node_plugin.driver import ClaimRef
 
 pytestmark = pytest.mark.integration
 

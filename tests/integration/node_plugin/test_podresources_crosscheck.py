@@ -24,9 +24,9 @@ from drakit.node_plugin.app import NodePlugin
 from drakit.node_plugin.checkpoint import FILE_NAME
 from drakit.node_plugin.crosscheck import LEAK, LOST_CLAIM, UNKNOWN_DEVICE, CrossCheckConfig
 from drakit.node_plugin.crosscheck_service import NODE_VIEW_PATH, CrossCheck
-from drakit.node_plugin.driver import ClaimRef
 from drakit.node_plugin.metrics import PluginMetrics
 from drakit.node_plugin.podresources import PodResourcesClient
+from drakit.plugin import ClaimRef
 
 pytestmark = pytest.mark.integration
 

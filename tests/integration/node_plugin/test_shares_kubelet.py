@@ -22,19 +22,14 @@ from conftest import EXAMPLE_CONFIG
 from harness.cdi import assert_cdi_ids_resolve
 from harness.kubelet import KubeletHarness, build_harness_binary
 
+from drakit.backends.example import ExampleBackend
 from drakit.kubeapi.resources import NODES, PODS, Resource
 from drakit.localcluster import LocalCluster
 from drakit.node_plugin.app import NodePlugin
-from drakit.node_plugin.backends.base import (
-    BackendContext,
-    BackendPrepared,
-    ClaimToPrepare,
-    RequestContext,
-)
-from drakit.node_plugin.backends.example import ExampleBackend
 from drakit.node_plugin.core import PrepareCore
 from drakit.node_plugin.driver import PluginConfig
 from drakit.node_plugin.metrics import PluginMetrics
+from drakit.plugin import BackendContext, BackendPrepared, ClaimToPrepare, RequestContext
 
 pytestmark = pytest.mark.integration
 

@@ -31,7 +31,7 @@ WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 
 @dataclass(frozen=True)
 class Pool:
-    """A backend pool, shaped like ``drakit.node_plugin.backends.base.PoolDescription``."""
+    """A backend pool, shaped like ``drakit.plugin.PoolDescription``."""
 
     name: str
     devices: tuple[Device, ...] = ()

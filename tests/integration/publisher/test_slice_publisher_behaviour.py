@@ -22,16 +22,15 @@ from publisher_support import (
 )
 
 from drakit.allocator.model import CounterSet, Device
+from drakit.backends.example import ExampleBackend
 from drakit.kubeapi.errors import NotFound
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import EVENTS, NODES, Resource
-from drakit.node_plugin.backends.base import BackendContext
-from drakit.node_plugin.backends.example import ExampleBackend
-from drakit.node_plugin.driver import HealthStatus
 from drakit.node_plugin.health.policy import HealthPolicy
 from drakit.node_plugin.metrics import PluginMetrics
 from drakit.node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL
 from drakit.node_plugin.wiring import build_publisher
+from drakit.plugin import BackendContext, HealthStatus
 from drakit.telemetry.endpoint import render_text
 
 pytestmark = pytest.mark.integration

@@ -69,7 +69,7 @@ def test_json_documents_are_read_without_importing_pyyaml(tmp_path: Path) -> Non
         "import sys\n"
         "from pathlib import Path\n"
         "from drakit.kubeapi.lightclient import from_kubeconfig\n"
-        "from drakit.node_plugin.backends.registry import read_backend_config\n"
+        "from drakit.node_plugin.backend_loader import read_backend_config\n"
         f"folder = Path({str(tmp_path)!r})\n"
         "from_kubeconfig(folder / 'kubeconfig')\n"
         "(folder / 'example.yaml').write_text('{\"gpus\": 32}')\n"

@@ -12,18 +12,11 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from drakit.node_plugin.driver import (
-    CallContext,
-    ClaimRef,
-    DeviceHealth,
-    HealthStatus,
-    PluginConfig,
-    PreparedDevice,
-    PrepareResult,
-)
+from drakit.node_plugin.driver import CallContext, PluginConfig, PreparedDevice, PrepareResult
 from drakit.node_plugin.health_feed import HealthFeed, HealthFeedSubscription
 from drakit.node_plugin.metrics import PluginMetrics
 from drakit.node_plugin.wiring import Parts, serialize_lock
+from drakit.plugin import ClaimRef, DeviceHealth, HealthStatus
 
 POOL = "node-a"
 

@@ -9,20 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from drakit.node_plugin.backends.base import (
+from drakit.node_plugin.backend_loader import load_backend
+from drakit.node_plugin.device_health import HealthMonitor
+from drakit.plugin import (
     BackendBase,
     BackendConfigError,
     BackendContext,
     ClaimToPrepare,
+    DeviceHealth,
     EmptyConfig,
     HealthReporter,
+    HealthStatus,
     PoolDescription,
     RequestContext,
-    health_report,
 )
-from drakit.node_plugin.backends.registry import load_backend
-from drakit.node_plugin.device_health import HealthMonitor
-from drakit.node_plugin.driver import DeviceHealth, HealthStatus
+from drakit.plugin.health import health_report
 
 OLD_STYLE = """
 from drakit.plugin import BackendBase, BackendPrepared

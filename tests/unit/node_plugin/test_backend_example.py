@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from drakit.node_plugin.backends.base import (
+from drakit.backends.example import ExampleBackend, GpuConfig
+from drakit.node_plugin.backend_loader import load_backend
+from drakit.plugin import (
     BackendConfigError,
     ClaimToPrepare,
     DeviceToPrepare,
+    HealthStatus,
     RequestContext,
 )
-from drakit.node_plugin.backends.example import ExampleBackend, GpuConfig
-from drakit.node_plugin.backends.registry import load_backend
-from drakit.node_plugin.driver import HealthStatus
 
 
 class NotABackend:
@@ -122,9 +122,7 @@ def test_example_health_change_reaches_subscribers() -> None:
 
 
 def test_custom_backend_is_loaded_by_module_and_class() -> None:
-    backend = load_backend(
-        "drakit.node_plugin.backends.example:ExampleBackend", driver_name="d", node_name="n"
-    )
+    backend = load_backend("drakit.backends.example:ExampleBackend", driver_name="d", node_name="n")
     assert backend.name == "example"
     with pytest.raises(BackendConfigError, match="not a built-in backend"):
         load_backend("nosuch", driver_name="d", node_name="n")

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from drakit.node_plugin.backends.base import (
+from drakit.backends.hostdev import HostDevBackend, device_name
+from drakit.node_plugin.backend_loader import load_backend
+from drakit.plugin import (
     BackendConfigError,
     ClaimToPrepare,
     DeviceToPrepare,
+    HealthStatus,
     RequestContext,
 )
-from drakit.node_plugin.backends.hostdev import HostDevBackend, device_name
-from drakit.node_plugin.backends.registry import load_backend
-from drakit.node_plugin.driver import HealthStatus
 
 
 def hostdev(**config: object) -> HostDevBackend:

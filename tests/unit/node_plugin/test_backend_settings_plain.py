@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from drakit.node_plugin.backends import example, hostdev
-from drakit.node_plugin.backends.base import BackendConfigError
-from drakit.node_plugin.backends.example_models import ExampleSettings
-from drakit.node_plugin.backends.hostdev_models import HostDevSettings
-from drakit.node_plugin.backends.plainconfig import Check, NotPlainError
-from drakit.node_plugin.backends.registry import load_backend
+from drakit.backends import example, hostdev
+from drakit.backends.example_models import ExampleSettings
+from drakit.backends.hostdev_models import HostDevSettings
+from drakit.node_plugin.backend_loader import load_backend
+from drakit.plugin import BackendConfigError
+from drakit.plugin.plainconfig import Check, NotPlainError
 
 EXAMPLE_PLAIN = [
     {},

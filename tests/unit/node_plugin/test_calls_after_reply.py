@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from fake_core import FakeCore
 
-from drakit.node_plugin.driver import ClaimRef
 from drakit.node_plugin.metrics import PluginMetrics
 from drakit.node_plugin.service.calls import DriverCalls
+from drakit.plugin import ClaimRef
 
 CLAIM = ClaimRef("default", "uid-1", "claim-uid-1")
 

@@ -6,8 +6,8 @@ import json
 import threading
 from pathlib import Path
 
-from drakit.node_plugin.backends.base import ContainerEdits, DeviceNodeEdit, MountEdit
 from drakit.node_plugin.cdi import CDIDevice, CDISpecs, minimum_version
+from drakit.plugin import ContainerEdits, DeviceNodeEdit, MountEdit
 
 UID = "0b5a4c1e-6d2f-4a8b-9c3d-1e2f3a4b5c6d"
 

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from drakit.node_plugin.claims import ClaimError, ClaimReader
-from drakit.node_plugin.driver import ClaimRef
+from drakit.plugin import ClaimRef
 
 DRIVER = "gpu.example.com"
 REF = ClaimRef("ns", "uid-1", "claim-1")

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from drakit.kubeapi.lightclient import LightApiClient
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
 from drakit.node_plugin.claims import ClaimError, ClaimReader
-from drakit.node_plugin.driver import ClaimRef
+from drakit.plugin import ClaimRef
 
 
 @pytest.fixture(

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from drakit.node_plugin.claimcheck import claim_ref_problem
-from drakit.node_plugin.driver import ClaimRef
+from drakit.plugin import ClaimRef
 
 UID = "5b8e1f7e-0000-4000-8000-000000000000"
 

@@ -106,14 +106,14 @@ def test_a_model_given_as_a_function_is_read_only_for_a_request_with_config() ->
 def test_the_example_backends_lazily_loaded_model_refuses_bad_opaque_config(
     params: dict[str, Any], problem: str
 ) -> None:
-    from drakit.node_plugin.backends.example import ExampleBackend  # noqa: PLC0415
+    from drakit.backends.example import ExampleBackend  # noqa: PLC0415
 
     with pytest.raises(ConfigError, match=re.escape(problem)):
         resolve_config([cfg(params)], "d", "gpu", lambda: ExampleBackend.config_model)
 
 
 def test_the_hostdev_backend_accepts_an_empty_opaque_config_and_nothing_else() -> None:
-    from drakit.node_plugin.backends.hostdev import HostDevBackend  # noqa: PLC0415
+    from drakit.backends.hostdev import HostDevBackend  # noqa: PLC0415
 
     model = HostDevBackend.config_model
     assert resolve_config([cfg({})], "d", "dev", model) == model()

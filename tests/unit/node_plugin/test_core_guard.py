@@ -7,9 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from drakit.allocator.model import CounterSet, Device, DeviceRequestAllocationResult
-from drakit.node_plugin.backends.base import PoolDescription
 from drakit.node_plugin.checkpoint import COMPLETED, ClaimEntry
-from drakit.node_plugin.driver import ClaimRef
 from drakit.node_plugin.guard import (
     Inventory,
     bookkept_conflicts,
@@ -17,6 +15,7 @@ from drakit.node_plugin.guard import (
     find_conflicts,
     may_conflict,
 )
+from drakit.plugin import ClaimRef, PoolDescription
 
 DRIVER = "d"
 POOL = PoolDescription(

@@ -16,20 +16,21 @@ from typing import Any
 import pytest
 
 from drakit.kubeapi.errors import NotFound
-from drakit.node_plugin.backends.base import (
+from drakit.node_plugin.backend_loader import load_backend
+from drakit.node_plugin.cdi import CDIDevice
+from drakit.node_plugin.checkpoint import COMPLETED, FILE_NAME, Checkpoint, ClaimEntry
+from drakit.node_plugin.core import PrepareCore
+from drakit.node_plugin.driver import CallContext, PluginConfig
+from drakit.node_plugin.metrics import PluginMetrics
+from drakit.node_plugin.serialize import SerializeLock
+from drakit.plugin import (
     BackendError,
     BackendPrepared,
+    ClaimRef,
     ClaimToPrepare,
     ContainerEdits,
     RequestContext,
 )
-from drakit.node_plugin.backends.registry import load_backend
-from drakit.node_plugin.cdi import CDIDevice
-from drakit.node_plugin.checkpoint import COMPLETED, FILE_NAME, Checkpoint, ClaimEntry
-from drakit.node_plugin.core import PrepareCore
-from drakit.node_plugin.driver import CallContext, ClaimRef, PluginConfig
-from drakit.node_plugin.metrics import PluginMetrics
-from drakit.node_plugin.serialize import SerializeLock
 
 DRIVER = "gpu.example.com"
 NODE = "node-a"

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from drakit.allocator.model import DeviceAttribute
-from drakit.node_plugin.backends.base import DeviceMetadata, DeviceToPrepare, NetworkData
 from drakit.node_plugin.device_metadata import (
     ClaimIdentity,
     DeviceMetadataError,
@@ -16,6 +15,7 @@ from drakit.node_plugin.device_metadata import (
     UnsafeClaimNameError,
     container_path,
 )
+from drakit.plugin import DeviceMetadata, DeviceToPrepare, NetworkData
 
 DRIVER = "gpu.example.com"
 UID = "0f6b4c8e-1111-4d5e-9a7b-aaaaaaaaaaaa"

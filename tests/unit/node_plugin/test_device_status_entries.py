@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from drakit.node_plugin.backends.base import DeviceStatus, DeviceToPrepare, NetworkData
 from drakit.node_plugin.device_status import (
     DeviceStatusError,
     build_entries,
@@ -13,6 +12,7 @@ from drakit.node_plugin.device_status import (
     merged_devices,
     without_devices,
 )
+from drakit.plugin import DeviceStatus, DeviceToPrepare, NetworkData
 
 DRIVER = "gpu.example.com"
 NOW = "2026-12-03T10:00:00Z"

@@ -20,8 +20,9 @@ from plugin_harness import PluginFactory, channel_to
 
 from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
 from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
-from drakit.node_plugin.driver import CallContext, ClaimRef, PrepareResult
+from drakit.node_plugin.driver import CallContext, PrepareResult
 from drakit.node_plugin.service.direct import DirectUnary
+from drakit.plugin import ClaimRef
 
 PREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
 

@@ -16,8 +16,9 @@ from plugin_harness import PluginFactory, channel_to
 
 from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
 from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
-from drakit.node_plugin.driver import CallContext, ClaimRef, PrepareResult
+from drakit.node_plugin.driver import CallContext, PrepareResult
 from drakit.node_plugin.service.direct_support import TESTED_GRPCIO, untested_reason
+from drakit.plugin import ClaimRef
 
 DIRECT_LOGGER = "drakit.node_plugin.service.direct"
 

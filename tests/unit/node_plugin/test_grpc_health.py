@@ -12,9 +12,9 @@ from drakit.kubeletapi.gen.dra_health.v1 import api_pb2 as v1
 from drakit.kubeletapi.gen.dra_health.v1 import api_pb2_grpc as v1_grpc
 from drakit.kubeletapi.gen.dra_health.v1alpha1 import api_pb2 as v1alpha1
 from drakit.kubeletapi.gen.dra_health.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
-from drakit.node_plugin.driver import DeviceHealth, HealthStatus
 from drakit.node_plugin.health_feed import HealthFeed
 from drakit.node_plugin.service.health import resend_interval
+from drakit.plugin import DeviceHealth, HealthStatus
 
 
 def summary(response: Any) -> dict[str, tuple[int, str]]:

@@ -73,9 +73,9 @@ _LAZY_PYDANTIC_PROBE = """
 import sys
 import drakit.cli, drakit.cli.node_plugin
 import drakit.node_plugin.app, drakit.node_plugin.core, drakit.node_plugin.wiring
-from drakit.node_plugin.backends.registry import load_backend
+from drakit.node_plugin.backend_loader import load_backend
 from drakit.node_plugin.claims import ClaimReader
-from drakit.node_plugin.driver import ClaimRef
+from drakit.plugin import ClaimRef
 
 example = load_backend("example", driver_name="d", node_name="n", config={"gpus": 4})
 load_backend("hostdev", driver_name="d", node_name="n", config={"devices": [{"glob": "/dev/null"}]})

@@ -11,8 +11,9 @@ from plugin_harness import DRIVER, PluginFactory, channel_to
 
 from drakit.kubeletapi.gen.dra.v1 import api_pb2 as v1
 from drakit.kubeletapi.gen.dra.v1 import api_pb2_grpc as v1_grpc
-from drakit.node_plugin.driver import CallContext, ClaimRef, PrepareResult
+from drakit.node_plugin.driver import CallContext, PrepareResult
 from drakit.node_plugin.probe import problem
+from drakit.plugin import ClaimRef
 
 # DraServer's bound on concurrent DRAPlugin calls (its max_workers).
 PREPARE_SLOTS = 16

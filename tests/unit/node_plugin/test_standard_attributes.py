@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from drakit.allocator.model import DeviceAttribute
-from drakit.node_plugin.backends.registry import load_backend
-from drakit.node_plugin.backends.standard_attributes import (
-    NUMA_NODE,
-    PCI_BUS_ID,
-    PCIE_ROOT,
+from drakit.node_plugin.backend_loader import load_backend
+from drakit.plugin import pci_device_attributes
+from drakit.plugin.pci import (
+    NUMA_NODE_ATTRIBUTE,
+    PCI_BUS_ID_ATTRIBUTE,
+    PCIE_ROOT_ATTRIBUTE,
     pci_attributes,
     pci_bus_id_of_device_node,
 )
-from drakit.plugin import pci_device_attributes
 
 GPU_BDF = "0000:3b:00.0"
 GPU_PATH = "devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0"
@@ -46,14 +46,14 @@ def fake_char_node(sysfs: Path, major: int, minor: int, node_path: str) -> None:
 def test_pci_device_has_bus_id_root_complex_and_numa_node(tmp_path: Path) -> None:
     fake_pci_device(tmp_path, GPU_BDF, GPU_PATH, "1")
     assert pci_attributes(GPU_BDF, str(tmp_path)) == {
-        PCI_BUS_ID: DeviceAttribute("string", GPU_BDF),
-        PCIE_ROOT: DeviceAttribute("string", "pci0000:3a"),
-        NUMA_NODE: DeviceAttribute("int", 1),
+        PCI_BUS_ID_ATTRIBUTE: DeviceAttribute("string", GPU_BDF),
+        PCIE_ROOT_ATTRIBUTE: DeviceAttribute("string", "pci0000:3a"),
+        NUMA_NODE_ATTRIBUTE: DeviceAttribute("int", 1),
     }
 
 
 def test_attribute_names_are_kubernetes_standard_names() -> None:
-    assert (PCI_BUS_ID, PCIE_ROOT, NUMA_NODE) == (
+    assert (PCI_BUS_ID_ATTRIBUTE, PCIE_ROOT_ATTRIBUTE, NUMA_NODE_ATTRIBUTE) == (
         "resource.kubernetes.io/pciBusID",
         "resource.kubernetes.io/pcieRoot",
         "resource.kubernetes.io/numaNode",
@@ -62,30 +62,33 @@ def test_attribute_names_are_kubernetes_standard_names() -> None:
 
 def test_device_without_numa_affinity_gets_no_numa_node(tmp_path: Path) -> None:
     fake_pci_device(tmp_path, GPU_BDF, GPU_PATH, "-1")
-    assert NUMA_NODE not in pci_attributes(GPU_BDF, str(tmp_path))
+    assert NUMA_NODE_ATTRIBUTE not in pci_attributes(GPU_BDF, str(tmp_path))
 
 
 def test_device_without_numa_node_file_gets_no_numa_node(tmp_path: Path) -> None:
     fake_pci_device(tmp_path, GPU_BDF, GPU_PATH, None)
-    assert set(pci_attributes(GPU_BDF, str(tmp_path))) == {PCI_BUS_ID, PCIE_ROOT}
+    assert set(pci_attributes(GPU_BDF, str(tmp_path))) == {
+        PCI_BUS_ID_ATTRIBUTE,
+        PCIE_ROOT_ATTRIBUTE,
+    }
 
 
 def test_device_sysfs_does_not_list_has_only_its_bus_id(tmp_path: Path) -> None:
     assert pci_attributes(GPU_BDF, str(tmp_path)) == {
-        PCI_BUS_ID: DeviceAttribute("string", GPU_BDF)
+        PCI_BUS_ID_ATTRIBUTE: DeviceAttribute("string", GPU_BDF)
     }
 
 
 def test_bus_link_that_does_not_end_at_the_device_gives_no_root(tmp_path: Path) -> None:
     fake_pci_device(tmp_path, "0000:3b:00.1", GPU_PATH, "0")
-    assert PCIE_ROOT not in pci_attributes("0000:3b:00.1", str(tmp_path))
+    assert PCIE_ROOT_ATTRIBUTE not in pci_attributes("0000:3b:00.1", str(tmp_path))
 
 
 def test_absolute_bus_link_gives_no_root(tmp_path: Path) -> None:
     (tmp_path / GPU_PATH).mkdir(parents=True)
     (tmp_path / "bus/pci/devices").mkdir(parents=True)
     (tmp_path / "bus/pci/devices" / GPU_BDF).symlink_to(tmp_path / GPU_PATH)
-    assert PCIE_ROOT not in pci_attributes(GPU_BDF, str(tmp_path))
+    assert PCIE_ROOT_ATTRIBUTE not in pci_attributes(GPU_BDF, str(tmp_path))
 
 
 @pytest.mark.parametrize("bad", ["", "3b:00.0", "0000:3B:00.0", "0000:3b:00.10", "0000:3b:0.0"])
@@ -124,9 +127,9 @@ def test_hostdev_publishes_standard_attributes_of_a_pci_device_node(tmp_path: Pa
         config={"devices": [{"glob": "/dev/null"}], "sysfsRoot": str(tmp_path)},
     )
     (device,) = backend.discover()[0].devices
-    assert device.attributes[PCI_BUS_ID].value == GPU_BDF
-    assert device.attributes[PCIE_ROOT].value == "pci0000:3a"
-    assert device.attributes[NUMA_NODE] == DeviceAttribute("int", 0)
+    assert device.attributes[PCI_BUS_ID_ATTRIBUTE].value == GPU_BDF
+    assert device.attributes[PCIE_ROOT_ATTRIBUTE].value == "pci0000:3a"
+    assert device.attributes[NUMA_NODE_ATTRIBUTE] == DeviceAttribute("int", 0)
     assert device.attributes["path"].value == "/dev/null"
 
 
@@ -166,6 +169,6 @@ def test_hostdev_reads_the_hosts_own_sysfs_for_a_pci_block_device() -> None:
     (device,) = backend.discover()[0].devices
     root = Path("/sys/bus/pci/devices", bus_id).resolve().relative_to("/sys/devices").parts[0]
     numa = int(Path("/sys/bus/pci/devices", bus_id, "numa_node").read_text())
-    assert device.attributes[PCI_BUS_ID].value == bus_id
-    assert device.attributes[PCIE_ROOT].value == root
-    assert (NUMA_NODE in device.attributes) == (numa >= 0)
+    assert device.attributes[PCI_BUS_ID_ATTRIBUTE].value == bus_id
+    assert device.attributes[PCIE_ROOT_ATTRIBUTE].value == root
+    assert (NUMA_NODE_ATTRIBUTE in device.attributes) == (numa >= 0)

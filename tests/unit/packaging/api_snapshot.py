@@ -1,5 +1,6 @@
 """A text snapshot of drakit's public Python API: every name in the ``__all__`` of
-``drakit.plugin`` and ``drakit.testing`` (the test kit).
+``drakit.plugin`` and ``drakit.testing`` (the test kit), and of the public modules they
+list (``drakit.plugin.plainconfig``).
 
 For each name: functions with their signatures; classes with their bases, decorators that
 change their contract (dataclass options), fields (dataclass and pydantic), enum members,
@@ -22,7 +23,9 @@ import enum
 import importlib
 import inspect
 import sys
-from pathlib import Path
+import typing
+from pathlib import Path, PurePath
+from types import ModuleType
 from typing import Any
 
 SNAPSHOT = Path(__file__).with_name("public_api.txt")
@@ -36,17 +39,27 @@ _SIMPLE = (bool, int, float, str, type(None))
 
 
 def render() -> str:
-    """The snapshot text for every module in :data:`MODULES`."""
+    """The snapshot text for every module in :data:`MODULES`, and for every module that one
+    of them makes public by listing it in its ``__all__`` (``drakit.plugin.plainconfig``)."""
     parts = [HEADER]
-    for name in MODULES:
+    pending = list(MODULES)
+    while pending:
+        name = pending.pop(0)
         module = importlib.import_module(name)
         parts.append(f"\nmodule {name}\n")
         for public in sorted(module.__all__):
-            parts.append(_entry(public, getattr(module, public)))
+            obj = getattr(module, public)
+            if isinstance(obj, ModuleType):
+                pending.insert(0, obj.__name__)
+            parts.append(_entry(public, obj))
     return "".join(parts)
 
 
 def _entry(name: str, obj: Any) -> str:
+    if isinstance(obj, ModuleType):
+        return f"\nmodule {name} = {obj.__name__}\n"
+    if typing.get_origin(obj) is not None:
+        return f"\n{name} = {_annotation(obj)}\n"  # a type alias
     if inspect.isclass(obj):
         return _class(name, obj)
     if callable(obj):
@@ -207,6 +220,8 @@ def _value(value: Any) -> str:
         return repr(value)
     if isinstance(value, enum.Enum):
         return f"{type(value).__name__}.{value.name}"
+    if isinstance(value, PurePath):
+        return f"Path({str(value)!r})"
     return f"<{type(value).__name__}>"
 
 

@@ -37,13 +37,35 @@ def test_snapshot_names_every_public_name_once() -> None:
     import drakit.plugin  # noqa: PLC0415
 
     text = api_snapshot.render()
+    section = text.split("\nmodule drakit.plugin\n")[1].split("\nmodule drakit.plugin.")[0]
     for name in drakit.plugin.__all__:
         declared = [
             line
-            for line in text.splitlines()
-            if line.startswith((f"class {name}(", f"class {name}:", f"def {name}("))
+            for line in section.splitlines()
+            if line.startswith(
+                (
+                    f"class {name}(",
+                    f"class {name}:",
+                    f"def {name}(",
+                    f"{name}: ",
+                    f"{name} = ",
+                    f"module {name} = ",
+                )
+            )
         ]
         assert len(declared) == 1, f"{name}: {declared}"
+
+
+def test_a_public_module_of_drakit_plugin_is_snapshotted_with_its_own_names() -> None:
+    from drakit.plugin import plainconfig  # noqa: PLC0415
+
+    text = api_snapshot.render()
+    assert "\nmodule plainconfig = drakit.plugin.plainconfig\n" in text
+    section = text.split("\nmodule drakit.plugin.plainconfig\n")[1].split("\nmodule ")[0]
+    starts = ("class {}(", "class {}:", "def {}(", "{} = ")
+    for name in plainconfig.__all__:
+        forms = tuple(start.format(name) for start in starts)
+        assert any(line.startswith(forms) for line in section.splitlines()), name
 
 
 def test_a_field_default_or_frozenness_change_changes_the_snapshot() -> None:

@@ -24,7 +24,15 @@ from helpers.cleanbuild import clean_build_env
 ROOT = Path(__file__).resolve().parents[3]
 LAYERED = ("allocator", "controller", "kubeapi", "kubeletapi", "node_plugin", "telemetry")
 # The development tools: the drakit-localcluster distribution's, never drakit's.
-DEV_TOOLS = ("drakit/localcluster/", "drakit/demo/", "drakit/testing/")
+DEV_TOOLS = (
+    "drakit/localcluster/",
+    "drakit/demo/",
+    "drakit/testing/",
+    # the development commands: the dev distribution's modules of drakit.cli
+    "drakit/cli/dev.py",
+    "drakit/cli/local_cluster.py",
+    "drakit/cli/local_node.py",
+)
 DEV_TOOLS_SOURCE = ROOT / "distributions" / "drakit-localcluster"
 
 

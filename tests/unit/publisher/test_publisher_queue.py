@@ -14,6 +14,7 @@ from helpers.clock import FakeClock
 
 from drakit.kubeapi.workqueue import WorkQueue
 from drakit.node_plugin.publisher import Publisher
+from drakit.plugin import BackgroundError
 from drakit.telemetry.metrics import Registry
 
 DRIVER = "gpu.example.com"
@@ -97,3 +98,34 @@ def test_resync_asks_the_backend_again_at_once(publisher: Publisher, queue: Work
     keys: list[str] = []
     queue.run_pending(keys.append)
     assert keys == [""]  # the rescan key: discover() again, then the changed pools
+
+
+class FailingDevices(NoDevices):
+    def discover(self) -> Sequence[Any]:
+        raise OSError("device scan failed")
+
+
+def test_a_failed_publish_goes_to_the_error_hook_as_recoverable_and_is_retried(
+    clock: FakeClock, queue: WorkQueue[str]
+) -> None:
+    heard: list[BackgroundError] = []
+    publisher = Publisher(
+        None,
+        DRIVER,
+        "node-a",
+        FailingDevices(),
+        registry=Registry(),
+        events=object(),  # type: ignore[arg-type]
+        clock=clock,
+        queue=queue,
+        on_error=heard.append,
+    )
+    publisher.resync()
+    queue.run_pending(publisher._handle)
+    (error,) = heard
+    assert (error.what, error.recoverable, str(error.cause)) == (
+        "publish ResourceSlices",
+        True,
+        "device scan failed",
+    )
+    assert queue.pending_delayed() == 1  # the queue retries it after its backoff

@@ -17,7 +17,7 @@ Help texts carry ``[BETA]``, as Kubernetes' metrics library writes them for BETA
 
 from __future__ import annotations
 
-from drakit.plugin import Counter, Histogram, Registry
+from drakit.plugin.metrics import Counter, Histogram, Registry
 
 NAMESPACE = "dra_example_driver"
 #: Prometheus' (and Kubernetes' metrics library's) DefBuckets.

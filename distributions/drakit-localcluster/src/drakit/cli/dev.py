@@ -245,8 +245,8 @@ def describe_event(event: dict[str, object]) -> str:
 
 def _check_backend(spec: str, cwd: Path) -> str:
     """``spec`` if its class imports (from ``cwd`` too); ConfigError naming the problem."""
-    from drakit.node_plugin.backends.base import BackendConfigError  # noqa: PLC0415
-    from drakit.node_plugin.backends.registry import resolve_backend_class  # noqa: PLC0415
+    from drakit.node_plugin.backend_loader import resolve_backend_class  # noqa: PLC0415
+    from drakit.plugin.errors import BackendConfigError  # noqa: PLC0415
 
     sys.path.insert(0, str(cwd))
     try:

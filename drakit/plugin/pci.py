@@ -28,10 +28,22 @@ from pathlib import Path, PurePosixPath
 
 from drakit.allocator.model import DeviceAttribute
 
+__all__ = [
+    "NUMA_NODE_ATTRIBUTE",
+    "PCIE_ROOT_ATTRIBUTE",
+    "PCI_BUS_ID_ATTRIBUTE",
+    "pci_bus_id_of_device_node",
+    "pci_device_attributes",
+]
+
 STANDARD_PREFIX = "resource.kubernetes.io/"
-PCI_BUS_ID = STANDARD_PREFIX + "pciBusID"
-PCIE_ROOT = STANDARD_PREFIX + "pcieRoot"
-NUMA_NODE = STANDARD_PREFIX + "numaNode"
+PCI_BUS_ID_ATTRIBUTE = STANDARD_PREFIX + "pciBusID"
+"""``resource.kubernetes.io/pciBusID``: the attribute name of a device's PCI bus ID."""
+PCIE_ROOT_ATTRIBUTE = STANDARD_PREFIX + "pcieRoot"
+"""``resource.kubernetes.io/pcieRoot``: the attribute name of a device's PCIe root complex
+(what a ``matchAttribute`` constraint names to keep a claim's devices under one root)."""
+NUMA_NODE_ATTRIBUTE = STANDARD_PREFIX + "numaNode"
+"""``resource.kubernetes.io/numaNode``: the attribute name of a device's NUMA node."""
 SYSFS_ROOT = "/sys"
 
 _BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]")
@@ -56,14 +68,27 @@ def pci_attributes(pci_bus_id: str, sysfs_root: str = SYSFS_ROOT) -> dict[str, D
             f"PCI bus ID {pci_bus_id!r} is not in extended BDF form "
             "(domain:bus:device.function, lower-case hex, e.g. 0000:3b:00.0)"
         )
-    attributes = {PCI_BUS_ID: DeviceAttribute("string", pci_bus_id)}
+    attributes = {PCI_BUS_ID_ATTRIBUTE: DeviceAttribute("string", pci_bus_id)}
     root = pcie_root(pci_bus_id, sysfs_root)
     if root is not None:
-        attributes[PCIE_ROOT] = DeviceAttribute("string", root)
+        attributes[PCIE_ROOT_ATTRIBUTE] = DeviceAttribute("string", root)
     node = numa_node(pci_bus_id, sysfs_root)
     if node is not None:
-        attributes[NUMA_NODE] = DeviceAttribute("int", node)
+        attributes[NUMA_NODE_ATTRIBUTE] = DeviceAttribute("int", node)
     return attributes
+
+
+def pci_device_attributes(
+    pci_bus_id: str, *, sysfs_root: str = SYSFS_ROOT
+) -> dict[str, DeviceAttribute]:
+    """Kubernetes' standard attributes of a PCI device, from sysfs, for ``Device.attributes``.
+
+    ``resource.kubernetes.io/pciBusID`` always, ``…/pcieRoot`` and ``…/numaNode`` when
+    sysfs has them (a ``numa_node`` of -1 gives none), in upstream's formats. ValueError
+    for a bus ID not in extended BDF form (``0000:3b:00.0``). Find the bus ID of a device
+    node with :func:`pci_bus_id_of_device_node`.
+    """
+    return pci_attributes(pci_bus_id, sysfs_root)
 
 
 def pcie_root(pci_bus_id: str, sysfs_root: str = SYSFS_ROOT) -> str | None:

@@ -1,4 +1,5 @@
-"""Choosing a backend: ``--backend example|hostdev|module:Class`` and ``--backend-config``."""
+"""Choosing a backend: ``--backend example|hostdev|module:Class`` and ``--backend-config``;
+and checking a backend object before the plugin runs it (also one an embedding program made)."""
 
 from __future__ import annotations
 
@@ -6,24 +7,18 @@ import importlib
 import inspect
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, cast
 
 from drakit.allocator.model import Device
 from drakit.kubeapi.documents import DocumentError, parse_document, parse_json
-from drakit.node_plugin.backends.base import (
-    Backend,
-    BackendConfigError,
-    BackendContext,
-    PoolDescription,
-)
 from drakit.node_plugin.publisher.layout import InvalidPoolError, check_pool
-
-if TYPE_CHECKING:
-    import pydantic
+from drakit.plugin.backend import Backend, PoolDescription
+from drakit.plugin.context import BackendContext
+from drakit.plugin.errors import BackendConfigError
 
 BUILTIN_BACKENDS = {
-    "example": "drakit.node_plugin.backends.example:ExampleBackend",
-    "hostdev": "drakit.node_plugin.backends.hostdev:HostDevBackend",
+    "example": "drakit.backends.example:ExampleBackend",
+    "hostdev": "drakit.backends.hostdev:HostDevBackend",
 }
 
 
@@ -46,23 +41,6 @@ def read_backend_config(path: Path | None) -> dict[str, Any]:
             f"--backend-config {path}: top level must be a mapping, got {type(data).__name__}"
         )
     return data
-
-
-SettingsT = TypeVar("SettingsT", bound="pydantic.BaseModel")
-
-
-def settings_source(context: BackendContext) -> str:
-    """Where a backend's settings came from, as its error messages name it."""
-    if context.config_path:
-        return f"--backend-config {context.config_path}"
-    return "--backend-config (not given)"
-
-
-def validate_settings(model: type[SettingsT], context: BackendContext, backend: str) -> SettingsT:
-    """Validate ``context.config`` with ``model``; BackendConfigError naming each bad field."""
-    from drakit.node_plugin.backends import models  # noqa: PLC0415 (pydantic on first use)
-
-    return models.validate_settings(model, context.config, settings_source(context), backend)
 
 
 def resolve_backend_class(spec: str) -> type[Any]:
@@ -106,6 +84,17 @@ def load_backend(
         raise BackendConfigError(
             f"--backend {spec!r}: {cls.__name__}(context) failed: {exc}"
         ) from exc
+    check_backend(f"--backend {spec!r}", backend)
+    return cast(Backend, backend)
+
+
+def check_backend(where: str, backend: object) -> None:
+    """Refuse a backend object the plugin cannot run: a missing part of :class:`Backend`,
+    ``prepare``/``unprepare`` that cannot take the core's arguments, a ``discover`` that
+    fails or describes its devices wrongly. BackendConfigError starting with ``where``
+    (``--backend 'example'``, or how an embedding program's backend is named) names the
+    part and the reason."""
+    cls = type(backend)
     missing = [
         name
         for name in ("discover", "subscribe", "prepare", "unprepare", "close")
@@ -113,12 +102,10 @@ def load_backend(
     ] + [name for name in ("name", "config_model") if not _has_attribute(backend, name)]
     if missing:
         raise BackendConfigError(
-            f"--backend {spec!r}: {cls.__name__} does not implement Backend "
-            f"(missing: {', '.join(missing)})"
+            f"{where}: {cls.__name__} does not implement Backend (missing: {', '.join(missing)})"
         )
-    check_call_signatures(spec, backend)
-    check_discovery(spec, cast(Backend, backend))
-    return cast(Backend, backend)
+    check_call_signatures(where, backend)
+    check_discovery(where, cast(Backend, backend))
 
 
 _ABSENT = object()
@@ -126,7 +113,7 @@ _ABSENT = object()
 
 def _has_attribute(backend: object, name: str) -> bool:
     """``hasattr`` that does not run descriptors: reading ``config_model`` would import
-    a lazily loaded model (:class:`~drakit.node_plugin.backends.base.LazyConfigModel`)."""
+    a lazily loaded model (:class:`~drakit.plugin.LazyConfigModel`)."""
     return inspect.getattr_static(backend, name, _ABSENT) is not _ABSENT
 
 
@@ -137,14 +124,14 @@ _CALLS = (
 )
 
 
-def check_call_signatures(spec: str, backend: object) -> None:
+def check_call_signatures(where: str, backend: object) -> None:
     """Refuse at start-up a backend whose ``prepare``/``unprepare`` cannot take the
     arguments the core passes (e.g. one written for ``prepare(claim)`` or
     ``unprepare(claim_uid, state)``), instead of failing every claim later."""
     for method, arguments in _CALLS:
         if not _accepts(getattr(backend, method), arguments):
             raise BackendConfigError(
-                f"--backend {spec!r}: {type(backend).__name__}.{method} must accept "
+                f"{where}: {type(backend).__name__}.{method} must accept "
                 f"({', '.join(arguments)}); see drakit.plugin.Backend"
             )
 
@@ -162,10 +149,10 @@ def _accepts(function: Any, arguments: tuple[str, ...]) -> bool:
     return True
 
 
-def check_discovery(spec: str, backend: Backend) -> None:
+def check_discovery(where: str, backend: Backend) -> None:
     """Call ``discover()`` once at start-up and check what it returns, so a mistake is one
     clear error naming backend, pool and device instead of a publisher failing later."""
-    where = f"--backend {spec!r}: {type(backend).__name__}.discover()"
+    where = f"{where}: {type(backend).__name__}.discover()"
     try:
         pools = backend.discover()
     except Exception as exc:
@@ -187,7 +174,7 @@ def check_discovery(spec: str, backend: Backend) -> None:
             if not isinstance(device, Device):
                 raise BackendConfigError(
                     f"{where}: pool {pool.name!r}: devices[{d_index}] is "
-                    f"{type(device).__name__}, not allocator.model.Device"
+                    f"{type(device).__name__}, not drakit.plugin.Device"
                 )
         try:
             check_pool(pool.name, pool.devices, pool.shared_counters)

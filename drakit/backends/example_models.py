@@ -4,7 +4,7 @@ Imported only when needed (pydantic costs the plugin about 8 MiB of RSS): when a
 carries opaque config for the driver (:class:`GpuConfig`, the backend's
 ``config_model``), or when ``--backend-config`` is not plainly valid
 (:class:`ExampleSettings` then coerces it or names each bad field; the plain check is
-``drakit.node_plugin.backends.example.SETTINGS``).
+``drakit.backends.example.SETTINGS``).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
-from drakit.allocator.quantity import QuantityError, parse_quantity
+from drakit.plugin import Quantity
 
 
 def _quantity(value: Any) -> str:
     try:
-        parse_quantity(str(value))
-    except QuantityError as exc:
+        Quantity.parse(str(value))
+    except ValueError as exc:
         raise ValueError(f"{value!r} is not a Kubernetes quantity: {exc}") from exc
     return str(value)
 

@@ -8,7 +8,7 @@ condition* makes kube-scheduler give up the node, deallocate the claim and try a
 ``drakit driver-controller --binding-check MODULE:CLASS`` asks the driver's
 :class:`BindingCheck` about every allocated device of its driver that still waits for
 conditions and writes what the check answers (:class:`BindingVerdict`) into the claim's
-status. Exported from :mod:`drakit.plugin`.
+status. Exported from :mod:`drakit.plugin`; the controller imports the types from here.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The hostdev backend's ``--backend-config`` as a pydantic model.
 
 Imported only when the settings are not plainly valid (the plain check is
-``drakit.node_plugin.backends.hostdev.SETTINGS``): :class:`HostDevSettings` then coerces them
+``drakit.backends.hostdev.SETTINGS``): :class:`HostDevSettings` then coerces them
 or names each bad field. pydantic costs the plugin about 8 MiB of RSS.
 """
 

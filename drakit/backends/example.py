@@ -45,23 +45,26 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from drakit.allocator.model import CounterSet, Device
-from drakit.allocator.quantity import Quantity
-from drakit.node_plugin.backends import plainconfig as plain
-from drakit.node_plugin.backends.base import (
+from drakit.plugin import (
     BackendConfigError,
     BackendContext,
     BackendPrepared,
     ChangeListeners,
+    ClaimRef,
     ClaimToPrepare,
     ContainerEdits,
+    CounterSet,
+    Device,
+    DeviceHealth,
     DeviceMetadata,
     DeviceToPrepare,
+    HealthStatus,
     LazyConfigModel,
     PoolDescription,
+    Quantity,
     RequestContext,
 )
-from drakit.node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
+from drakit.plugin import plainconfig as plain
 
 if TYPE_CHECKING:
     import pydantic
@@ -84,7 +87,7 @@ else:
     def __getattr__(name: str) -> Any:
         """The pydantic models, imported on first use (see ``example_models``)."""
         if name in _MODELS:
-            from drakit.node_plugin.backends import example_models  # noqa: PLC0415
+            from drakit.backends import example_models  # noqa: PLC0415
 
             return getattr(example_models, name)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -162,7 +165,7 @@ class Settings:
         )
 
 
-#: ``ExampleSettings`` (node_plugin.backends.example_models) as a plain check: what it
+#: ``ExampleSettings`` (drakit.backends.example_models) as a plain check: what it
 #: accepts without coercion. Keep the two in step (a test compares them).
 SETTINGS = plain.obj(
     plain.Field("gpus", plain.integer(0, 128), 8),
@@ -236,14 +239,14 @@ class ExampleBackend:
 
     name: ClassVar[str] = "example"
     config_model: ClassVar[type[pydantic.BaseModel]] = LazyConfigModel(  # type: ignore[assignment]
-        "drakit.node_plugin.backends.example_models:GpuConfig"
+        "drakit.backends.example_models:GpuConfig"
     )
 
     def __init__(self, context: BackendContext) -> None:
         settings = Settings.from_dict(
             plain.settings(
                 SETTINGS,
-                "drakit.node_plugin.backends.example_models:ExampleSettings",
+                "drakit.backends.example_models:ExampleSettings",
                 context,
                 self.name,
             )
@@ -428,7 +431,7 @@ class ExampleBackend:
     def _sharing_env(prefix: str, config: pydantic.BaseModel) -> list[str]:
         """The sharing variables of a device's opaque config (the model is loaded by now:
         the config was validated with it)."""
-        from drakit.node_plugin.backends import example_models as m  # noqa: PLC0415
+        from drakit.backends import example_models as m  # noqa: PLC0415
 
         if not isinstance(config, m.GpuConfig) or config.sharing is None:
             return []

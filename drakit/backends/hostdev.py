@@ -17,8 +17,8 @@ Every character or block device matching a glob becomes one device named after
 its path (``/dev/net/tun`` -> ``dev-net-tun``) with attributes ``path``,
 ``major``, ``minor`` and ``type`` (``char``/``block``), plus Kubernetes' standard
 attributes ``resource.kubernetes.io/pciBusID``, ``pcieRoot`` and ``numaNode`` when
-sysfs places the node under a PCI device (``standard_attributes``). Prepare hands the
-container a CDI ``deviceNodes`` entry with the host path. A device node that
+sysfs places the node under a PCI device (``drakit.plugin.pci_device_attributes``).
+Prepare hands the container a CDI ``deviceNodes`` entry with the host path. A device node that
 disappears is reported Unhealthy with reason ``DeviceNodeMissing`` and stays in
 ``discover`` (so that the health policy's taint has a device to sit on, and the
 device-taint eviction controller can evict the pods using it); a poller tells
@@ -34,6 +34,7 @@ container runtime resolves.
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import re
 import stat
@@ -44,28 +45,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from drakit.allocator.model import Device, DeviceAttribute
-from drakit.node_plugin.backends import plainconfig as plain
-from drakit.node_plugin.backends import standard_attributes as standard
-from drakit.node_plugin.backends.base import (
+from drakit.plugin import (
     BackendContext,
     BackendError,
     BackendPrepared,
     ChangeListeners,
+    ClaimRef,
     ClaimToPrepare,
     ContainerEdits,
+    Device,
+    DeviceAttribute,
+    DeviceHealth,
     DeviceNodeEdit,
+    HealthStatus,
     LazyConfigModel,
     PoolDescription,
     RequestContext,
+    pci_bus_id_of_device_node,
+    pci_device_attributes,
 )
-from drakit.node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
-from drakit.telemetry.logs import get_logger
+from drakit.plugin import plainconfig as plain
 
 if TYPE_CHECKING:
     import pydantic
 
-_log = get_logger(__name__)
+_log = logging.getLogger(__name__)
+_SYSFS = "/sys"
 _NAME_UNSAFE = re.compile(r"[^a-z0-9]+")
 
 
@@ -88,7 +93,7 @@ class Settings:
     pool: str | None
     poll_seconds: float
     host_root: str
-    sysfs_root: str = standard.SYSFS_ROOT
+    sysfs_root: str = _SYSFS
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Settings:
@@ -113,7 +118,7 @@ def _host_root(value: Any) -> str:
     return _absolute_glob(value).rstrip("/")  # as HostDevSettings: "/" -> ""
 
 
-#: ``HostDevSettings`` (node_plugin.backends.hostdev_models) as a plain check: what it
+#: ``HostDevSettings`` (drakit.backends.hostdev_models) as a plain check: what it
 #: accepts without coercion. Keep the two in step (a test compares them).
 SETTINGS = plain.obj(
     plain.Field(
@@ -129,7 +134,7 @@ SETTINGS = plain.obj(
     plain.Field("pool", plain.optional(plain.text), None),
     plain.Field("poll_seconds", plain.positive_number, 10.0, alias="pollSeconds"),
     plain.Field("host_root", _host_root, "/", alias="hostRoot"),
-    plain.Field("sysfs_root", _absolute_glob, standard.SYSFS_ROOT, alias="sysfsRoot"),
+    plain.Field("sysfs_root", _absolute_glob, _SYSFS, alias="sysfsRoot"),
 )
 
 
@@ -166,10 +171,10 @@ def standard_attributes_of(
     kind: str, major: int, minor: int, sysfs_root: str
 ) -> tuple[tuple[str, DeviceAttribute], ...]:
     """The standard PCI attributes of device node ``major:minor``; () if it is not PCI."""
-    bus_id = standard.pci_bus_id_of_device_node(kind, major, minor, sysfs_root)
+    bus_id = pci_bus_id_of_device_node(kind, major, minor, sysfs_root)
     if bus_id is None:
         return ()
-    return tuple(sorted(standard.pci_attributes(bus_id, sysfs_root).items()))
+    return tuple(sorted(pci_device_attributes(bus_id, sysfs_root=sysfs_root).items()))
 
 
 def device_name(path: str) -> str:
@@ -179,7 +184,7 @@ def device_name(path: str) -> str:
 
 
 def scan(
-    globs: Sequence[DeviceGlob], host_root: str = "", sysfs_root: str = standard.SYSFS_ROOT
+    globs: Sequence[DeviceGlob], host_root: str = "", sysfs_root: str = _SYSFS
 ) -> dict[str, HostDevice]:
     """Device nodes matching ``globs`` now, by device name (first glob wins on overlaps).
 
@@ -222,14 +227,14 @@ class HostDevBackend:
 
     name: ClassVar[str] = "hostdev"
     config_model: ClassVar[type[pydantic.BaseModel]] = LazyConfigModel(  # type: ignore[assignment]
-        "drakit.node_plugin.backends.models:EmptyConfig"
+        "drakit.plugin.models:EmptyConfig"
     )
 
     def __init__(self, context: BackendContext) -> None:
         settings = Settings.from_dict(
             plain.settings(
                 SETTINGS,
-                "drakit.node_plugin.backends.hostdev_models:HostDevSettings",
+                "drakit.backends.hostdev_models:HostDevSettings",
                 context,
                 self.name,
             )
@@ -269,7 +274,7 @@ class HostDevBackend:
             self._devices = current
             self._seen.update(current)
             self._changed_at = int(time.time())
-        _log.info("Host devices changed", devices=sorted(current))
+        _log.info("Host devices changed", extra={"devices": sorted(current)})
         self._listeners.notify()
         return True
 

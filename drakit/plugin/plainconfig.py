@@ -1,18 +1,33 @@
 """Backend settings that are plainly valid, checked without pydantic.
 
-The built-in backends describe their ``--backend-config`` with pydantic models (the
-models say what is accepted, coerce and name every error), but pydantic costs the node
-plugin about 8 MiB of RSS. So a backend first checks its settings against a plain
-description of the same model (:func:`obj`, :class:`Field` and the checks below), which
-accepts only values that are valid as they are: JSON types exactly (an ``int`` for an
-integer, a ``str`` for text), every bound met, no unknown or doubled key. Anything else
-(a value the model would coerce, such as ``"8"`` for an integer, or an error) raises
-:class:`NotPlainError`, and :func:`settings` hands the document to the pydantic model, which
-coerces it or raises the same error as ever. What is accepted and every error stay the
-model's; the plain check only decides when the model need not be loaded.
+A backend describes its ``--backend-config`` with a pydantic model (the model says what is
+accepted, coerces and names every error), but pydantic costs the node plugin about 8 MiB of
+RSS. So a backend may first check its settings against a plain description of the same
+model, built from :func:`obj`, :class:`Field` and the checks below, which accepts only values
+that are valid as they are: JSON types exactly (an ``int`` for an integer, a ``str`` for
+text), every bound met, no unknown or doubled key. Anything else (a value the model would
+coerce, such as ``"8"`` for an integer, or an error) raises :class:`NotPlainError`, and
+:func:`settings` hands the document to the pydantic model, which coerces it or raises the
+same error as ever. What is accepted and every error stay the model's; the plain check only
+decides when the model need not be loaded::
+
+    from drakit.plugin import plainconfig as plain
+
+    SETTINGS = plain.obj(
+        plain.Field("slots", plain.integer(1, 64), 8),
+        plain.Field("mode", plain.one_of("fast", "safe"), "safe"),
+    )
+
+    class MyBackend(BackendBase):
+        def __init__(self, context: BackendContext) -> None:
+            super().__init__(context)
+            # a dict in the shape of MySettings.model_dump(); pydantic only when needed
+            self.settings = plain.settings(SETTINGS, "mypkg.models:MySettings", context, "mine")
 
 The plain result has the shape of the model's ``model_dump()``: field names, defaults
-filled in, nested models as dicts (a test compares the two).
+filled in, nested models as dicts. Keep the description in step with the model: a test
+that feeds both the same documents and compares ``settings`` with ``model_dump()`` (as
+drakit's built-in backends do) catches a drift.
 """
 
 from __future__ import annotations
@@ -24,8 +39,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from drakit.allocator.quantity import QuantityError, parse_quantity
-from drakit.node_plugin.backends.base import BackendContext
-from drakit.node_plugin.backends.registry import validate_settings
+from drakit.plugin.context import BackendContext
+from drakit.plugin.settings import validate_settings
+
+__all__ = [
+    "Check",
+    "Field",
+    "NotPlainError",
+    "boolean",
+    "integer",
+    "list_of",
+    "obj",
+    "one_of",
+    "optional",
+    "positive_number",
+    "quantity",
+    "settings",
+    "text",
+]
 
 #: A check: returns the value as the model would keep it, or raises NotPlainError.
 Check = Callable[[Any], Any]

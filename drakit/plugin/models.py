@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import pydantic
 
-from drakit.node_plugin.backends.base import BackendConfigError
+from drakit.plugin.errors import BackendConfigError
 
 
 class EmptyConfig(pydantic.BaseModel):
@@ -26,7 +26,7 @@ class EmptyConfig(pydantic.BaseModel):
 SettingsT = TypeVar("SettingsT", bound=pydantic.BaseModel)
 
 
-def validate_settings(
+def validate_model(
     model: type[SettingsT], config: Mapping[str, Any], where: str, backend: str
 ) -> SettingsT:
     """Validate ``config`` with ``model``; BackendConfigError naming ``where``, the
