@@ -4,6 +4,8 @@
 #
 #   hack/build-binaries.sh [TARGET...]
 #     TARGET: kube etcd grpcurl oracle kubelet-harness helm dra-example-driver
+#             kube-apiserver kube-scheduler kube-controller-manager (one control-plane
+#             binary each; `kube` is all three)
 #             node (the real node: kubelet, containerd, ctr, shim, runc, CNI plugins,
 #             crictl, pause; for another version its own kubelet, the rest linked)
 #             (default: kube etcd)
@@ -245,6 +247,7 @@ targets=("$@")
 for t in "${targets[@]}"; do
   case "$t" in
     kube) build_kube ;;
+    kube-apiserver | kube-scheduler | kube-controller-manager) build_kube "$t" ;;
     compat) build_kube kube-apiserver kube-scheduler; build_harness; build_etcd ;;
     etcd) build_etcd ;;
     grpcurl) build_tool grpcurl "$HACK/tools/grpcurl" github.com/fullstorydev/grpcurl/cmd/grpcurl grpcurl ;;
