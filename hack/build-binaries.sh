@@ -15,6 +15,8 @@
 #             unmodified from the module), the ginkgo CLI and the Go driver's
 #             binaries (reference/dra-example-*), pinned by hack/tools/dra-example-e2e
 #             (hack/test-reference.sh)
+#             cert-manager: cert-manager v1.20.2's certificate controllers and cainjector
+#             (hack/tools/cert-manager), for the Go driver's reference run
 #
 # DRAKIT_KUBE_VERSION picks one of the supported versions in versions.env
 # (KUBE_VERSIONS; default KUBE_VERSION). The default minor builds from each
@@ -254,6 +256,7 @@ for t in "${targets[@]}"; do
     oracle) build_tool dra-oracle "$HACK/oracle" . oracle ;;
     kubelet-harness) build_harness ;;
     helm) build_tool helm "$HACK/tools/helm" helm.sh/helm/v3/cmd/helm helm ;;
+    cert-manager) build_tool cert-manager "$HACK/tools/cert-manager" . cert-manager ;;
     node)
       if [[ $KUBE_VERSION != "$DEFAULT_KUBE_VERSION" ]]; then build_node_other_version; else build_node; fi ;;
     reference)
