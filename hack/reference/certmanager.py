@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,9 @@ CRDS = ResourceType(
 READY_TIMEOUT = 60.0
 
 
-def render_crds(helm: Path, chart: Path) -> list[dict[str, Any]]:
-    """The CRDs cert-manager's chart installs with ``crds.enabled=true``.
+def render_crds(helm: Path, chart: Path, kube_version: str) -> list[dict[str, Any]]:
+    """The CRDs cert-manager's chart installs with ``crds.enabled=true`` on a cluster of
+    ``kube_version`` (helm template's own default, v1.20, is below the chart's minimum).
 
     The module carries the chart as its release tool leaves it (``Chart.template.yaml``,
     version v0.0.0); a copy gets a ``Chart.yaml`` of this version.
@@ -61,7 +63,7 @@ def render_crds(helm: Path, chart: Path) -> list[dict[str, Any]]:
             .replace("{{IS_PRERELEASE}}", "false")
         )
         argv = [str(helm), "template", "cert-manager", str(staged), "--namespace", "cert-manager"]
-        argv += ["--set", "crds.enabled=true"]
+        argv += [f"--kube-version={kube_version}", "--set", "crds.enabled=true"]
         for name in templates:
             argv += ["--show-only", f"templates/{name}"]
         proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
@@ -106,8 +108,7 @@ def running(binary: Path, kubeconfig: str, logs: Path) -> Iterator[None]:
             )
             proc.start()
             stack.callback(proc.stop)
-            log = logs / f"cert-manager-{role}.log"
-            proc.wait_ready(lambda log=log, role=role: _started(log, role), READY_TIMEOUT)
+            proc.wait_ready(partial(_started, proc.log_path, role), READY_TIMEOUT)
             print(f"reference: cert-manager {role} {VERSION} running (pid {proc.pid})")
         yield
 

@@ -132,7 +132,7 @@ def main(argv: list[str]) -> int:
                 _import(node, name, archive)
             chart = _stage(args, cluster, node)
             with (
-                _cert_manager(args, cluster.kubeconfig),
+                _cert_manager(args, cluster),
                 _pod_logs_kept(node.paths.pod_logs, args.out / "logs" / "pods"),
             ):
                 code = _run_suite(args, cluster.kubeconfig, chart)
@@ -255,16 +255,17 @@ def _import(node: LocalNode, name: str, archive: Path) -> None:
 
 
 @contextmanager
-def _cert_manager(args: argparse.Namespace, kubeconfig: str) -> Iterator[None]:
+def _cert_manager(args: argparse.Namespace, cluster: LocalCluster) -> Iterator[None]:
     """cert-manager (certmanager.py) when given: its CRDs, controller and cainjector."""
     if args.cert_manager is None:
         yield
         return
     if args.cert_manager_chart is None or args.helm is None:
         raise StartError("--cert-manager needs --cert-manager-chart and --helm")
-    crds = certmanager.render_crds(args.helm, args.cert_manager_chart)
-    certmanager.install_crds(kubeconfig, crds)
-    with certmanager.running(args.cert_manager, kubeconfig, args.out / "logs" / "cert-manager"):
+    crds = certmanager.render_crds(args.helm, args.cert_manager_chart, cluster.kube_version)
+    certmanager.install_crds(cluster.kubeconfig, crds)
+    logs = args.out / "logs" / "cert-manager"
+    with certmanager.running(args.cert_manager, cluster.kubeconfig, logs):
         yield
 
 

@@ -48,7 +48,7 @@ def test_the_crds_are_the_charts_cert_manager_and_acme_kinds() -> None:
     helm = find_binary("helm")
     if helm is None:
         pytest.skip("helm is not built (hack/build-binaries.sh helm)")
-    crds = certmanager.render_crds(helm, _chart())
+    crds = certmanager.render_crds(helm, _chart(), "v1.36.3")
     names = sorted(crd["metadata"]["name"] for crd in crds)
     assert names == [
         "certificaterequests.cert-manager.io",
@@ -66,4 +66,4 @@ def test_the_crds_are_the_charts_cert_manager_and_acme_kinds() -> None:
 def test_a_folder_that_is_not_cert_managers_chart_is_refused(tmp_path: Path) -> None:
     (tmp_path / "templates").mkdir()
     with pytest.raises(certmanager.StartError, match="no crd-"):
-        certmanager.render_crds(Path("/bin/false"), tmp_path)
+        certmanager.render_crds(Path("/bin/false"), tmp_path, "v1.36.3")
