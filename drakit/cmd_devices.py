@@ -8,7 +8,9 @@ import sys
 import threading
 from typing import Any, TextIO
 
+from drakit.envflags import EnvDefault
 from drakit.flags import Subcommands, add_command, add_kubeconfig_flag
+from drakit.telemetry.safetext import clean_lines
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the cluster could not be read
@@ -16,6 +18,12 @@ EXIT_INVALID = 2  # bad flags
 SYNC_TIMEOUT = 60.0
 # A namespace ends up in a URL path: only a valid name (an RFC 1123 label) is used.
 NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+# A DaemonSet name (an RFC 1123 subdomain) goes into a URL path too.
+OBJECT_NAME = re.compile(
+    r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+)
+# The namespace of the chart's install docs (helm install drakit ... --namespace drakit-system).
+DEFAULT_PLUGIN_NAMESPACE = "drakit-system"
 # Events often come in bursts (a claim's allocation, then its reservation): wait this long
 # after the first one so that one burst prints one table.
 WATCH_SETTLE_SECONDS = 0.1
@@ -43,10 +51,18 @@ multi-allocatable devices.
 With --node (table and wide output) the node's own view follows: what the kubelet's
 PodResources API says each container on the node uses (claim -> pod -> container ->
 device), as the drakit node plugins there last read it, with their cross-check findings
-(leaked preparations, devices and claims their checkpoint does not know). It is read from
-plugin pods annotated drakit.dev/node-view-port (PodResources cross-check on) through the
-API server's pod proxy: it needs list on pods and get on pods/proxy (the API server does
-not proxy to loopback addresses; then use --node-view-url).
+(leaked preparations, devices and claims their checkpoint does not know). It is read
+through the API server's pod proxy from the plugin's own pods only: pods in
+--plugin-namespace whose controller is a DaemonSet labelled
+app.kubernetes.io/component=node-plugin (read from the API server: its uid, selector and
+the port its pod template annotates with drakit.dev/node-view-port); any other annotated
+pod is refused with a note. It needs, in that namespace, list on pods, get on
+daemonsets.apps and get on pods/proxy (the API server does not proxy to loopback
+addresses; then use --node-view-url).
+
+Nothing printed is trusted: control characters and escape sequences in names, messages
+and the node view are shown as '?' (line breaks and tabs as spaces), in every output
+format.
 
 Reading the cluster: ResourceSlices (and DeviceClasses for --class) are cluster-scoped and
 must be readable. ResourceClaims are read in all namespaces when you may; otherwise in
@@ -103,6 +119,23 @@ def add_parser(sub: Subcommands) -> None:
         "through the API server's pod proxy",
     )
     p.add_argument(
+        "--plugin-namespace",
+        metavar="NS",
+        action=EnvDefault,
+        env="DRAKIT_PLUGIN_NAMESPACE",
+        default=DEFAULT_PLUGIN_NAMESPACE,
+        help="with --node: the namespace of drakit's node plugin DaemonSet, the only one whose "
+        "pods' node views are read (default: %(default)s)",
+    )
+    p.add_argument(
+        "--plugin-daemonset",
+        metavar="NAME",
+        action=EnvDefault,
+        env="DRAKIT_PLUGIN_DAEMONSET",
+        help="with --node: read node views only from pods of this DaemonSet (default: any "
+        "DaemonSet of --plugin-namespace labelled app.kubernetes.io/component=node-plugin)",
+    )
+    p.add_argument(
         "--output",
         "-o",
         metavar="FORMAT",
@@ -123,28 +156,42 @@ def run(args: argparse.Namespace) -> int:
     from drakit.devices.render import FORMATS  # noqa: PLC0415
 
     if args.output not in FORMATS:
-        print(
-            f"drakit devices: --output: {args.output!r} is not one of {', '.join(FORMATS)}",
-            file=sys.stderr,
-        )
+        _error(f"--output: {args.output!r} is not one of {', '.join(FORMATS)}")
         return EXIT_INVALID
     for flag in ("node", "driver", "device_class", "namespace"):
         value = getattr(args, flag)
         if value is not None and (not value.strip() or len(value) > 253):
             name = "--class" if flag == "device_class" else f"--{flag}"
-            print(f"drakit devices: {name}: must be 1 to 253 characters", file=sys.stderr)
+            _error(f"{name}: must be 1 to 253 characters")
             return EXIT_INVALID
     if args.node_view_url and not args.node:
-        print("drakit devices: --node-view-url: needs --node", file=sys.stderr)
+        _error("--node-view-url: needs --node")
         return EXIT_INVALID
-    if args.namespace is not None and not NAMESPACE_NAME.fullmatch(args.namespace):
-        print(
-            f"drakit devices: --namespace: {args.namespace!r} is not a namespace name "
-            "(lower-case letters, digits and '-', at most 63)",
-            file=sys.stderr,
-        )
-        return EXIT_INVALID
+    for flag, value, kind, pattern in (
+        ("--namespace", args.namespace, "a namespace name", NAMESPACE_NAME),
+        ("--plugin-namespace", args.plugin_namespace, "a namespace name", NAMESPACE_NAME),
+        ("--plugin-daemonset", args.plugin_daemonset, "a DaemonSet name", OBJECT_NAME),
+    ):
+        if value is not None and not pattern.fullmatch(value):
+            limit = 63 if pattern is NAMESPACE_NAME else 253
+            dots = "" if pattern is NAMESPACE_NAME else ", '.'"
+            _error(
+                f"{flag}: {value!r} is not {kind} "
+                f"(lower-case letters, digits{dots} and '-', at most {limit})"
+            )
+            return EXIT_INVALID
     return _run(args, sys.stdout)
+
+
+def _error(message: str) -> None:
+    """``message`` on stderr, terminal-safe (it may quote the API server or a flag)."""
+    print(clean_lines(f"drakit devices: {message}"), file=sys.stderr)
+
+
+def _write(out: TextIO, text: str) -> None:
+    """Every table, document and note goes out here: the renderers clean what they print,
+    and this last pass keeps anything they missed from reaching the terminal."""
+    out.write(clean_lines(text))
 
 
 def _run(args: argparse.Namespace, out: TextIO) -> int:
@@ -168,37 +215,36 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         if args.watch:
             return _watch(reader, scope, filters, args, out)
         snapshot = reader.snapshot(scope, with_classes=bool(args.device_class))
-        out.write(_text(snapshot, filters, args))
+        _write(out, _text(snapshot, filters, args))
         if args.node and not args.summary and args.output in ("table", "wide"):
-            from drakit.devices.nodeview import (  # noqa: PLC0415
-                read_node_view_url,
-                read_node_views,
-                render_node_views,
-            )
-
-            if args.node_view_url:
-                views = read_node_view_url(args.node_view_url)
-            else:
-                views = read_node_views(api, args.node)
-            out.write(render_node_views(views))
+            _write(out, _node_views(api, args))
     except ConfigError as err:
-        print(f"drakit devices: {err}", file=sys.stderr)
+        _error(str(err))
         return EXIT_FAILED
     except Forbidden as err:
-        print(
-            f"drakit devices: {err}\nReading ResourceSlices (and DeviceClasses for --class) "
+        _error(
+            f"{err}\nReading ResourceSlices (and DeviceClasses for --class) "
             "needs get/list/watch on them cluster-wide; ask your cluster admin for a "
-            "ClusterRole that grants it.",
-            file=sys.stderr,
+            "ClusterRole that grants it."
         )
         return EXIT_FAILED
     except FilterError as err:
-        print(f"drakit devices: --class: {err}", file=sys.stderr)
+        _error(f"--class: {err}")
         return EXIT_FAILED
     except ApiError as err:
-        print(f"drakit devices: reading the cluster failed: {err}", file=sys.stderr)
+        _error(f"reading the cluster failed: {err}")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _node_views(api: Any, args: argparse.Namespace) -> str:
+    from drakit.devices.nodeview import read_node_view_url, read_node_views  # noqa: PLC0415
+    from drakit.devices.render import render_node_views  # noqa: PLC0415
+
+    if args.node_view_url:
+        return render_node_views(read_node_view_url(args.node_view_url))
+    views = read_node_views(api, args.node, args.plugin_namespace, args.plugin_daemonset)
+    return render_node_views(views)
 
 
 def _text(snapshot: Any, filters: Any, args: argparse.Namespace) -> str:
@@ -216,7 +262,7 @@ def _watch(reader: Any, scope: Any, filters: Any, args: argparse.Namespace, out:
     stop = threading.Event()
     try:
         if not watcher.start(SYNC_TIMEOUT):
-            print("drakit devices: --watch: the initial list did not finish", file=sys.stderr)
+            _error("--watch: the initial list did not finish")
             return EXIT_FAILED
         last = ""
         while not stop.is_set():
@@ -226,7 +272,7 @@ def _watch(reader: Any, scope: Any, filters: Any, args: argparse.Namespace, out:
                     out.write("\033[H\033[2J")  # clear the screen between tables
                 elif last:
                     out.write("\n")
-                out.write(text)
+                _write(out, text)
                 out.flush()
                 last = text
             watcher.changed.wait()

@@ -27,7 +27,12 @@ from drakit.flags import (
     client_limits,
 )
 from drakit.node_plugin.driver import CoreConfigError, PluginConfig
-from drakit.node_plugin.health.policy import HealthPolicy, PolicyError, parse_effects
+from drakit.node_plugin.health.policy import (
+    MAX_DWELL_SECONDS,
+    HealthPolicy,
+    PolicyError,
+    parse_effects,
+)
 from drakit.node_plugin.sockets import SocketPathError, socket_paths
 from drakit.podresources_flags import add_podresources_flags, podresources_config
 from drakit.telemetry.logs import configure as configure_logging
@@ -205,29 +210,51 @@ def _add_health_policy_flags(p: argparse.ArgumentParser) -> None:
         "(default: %(default)s)",
     )
     g.add_argument(
-        "--health-unhealthy-after",
+        "--health-unhealthy-for",
         action=env,
-        env="HEALTH_UNHEALTHY_AFTER",
-        default="1",
-        metavar="N",
-        help="consecutive Unhealthy reports before a device is tainted (default: %(default)s)",
+        env="HEALTH_UNHEALTHY_FOR",
+        default=_dwell_default("unhealthy"),
+        metavar="SECONDS",
+        help="a device is tainted once it has been reported Unhealthy for SECONDS with no "
+        "Healthy report in between; 0: at the first Unhealthy report (default: %(default)s)",
     )
     g.add_argument(
-        "--health-healthy-after",
+        "--health-healthy-for",
         action=env,
-        env="HEALTH_HEALTHY_AFTER",
-        default="1",
-        metavar="M",
-        help="consecutive Healthy reports before the taint is lifted (default: %(default)s)",
+        env="HEALTH_HEALTHY_FOR",
+        default=_dwell_default("healthy"),
+        metavar="SECONDS",
+        help="its taint is lifted once it has been reported Healthy for SECONDS with no "
+        "Unhealthy report in between, doubled for every flap (default: %(default)s)",
     )
+    g.add_argument(
+        "--health-flap-window",
+        action=env,
+        env="HEALTH_FLAP_WINDOW",
+        default="600",
+        metavar="SECONDS",
+        help="a device that fails again within SECONDS of its recovery flaps: its next "
+        "recovery waits twice as long (at most SECONDS), and its taint keeps its timeAdded, "
+        "so tolerationSeconds do not start over; 0: no flap damping (default: %(default)s)",
+    )
+    for old, new in (("unhealthy", "unhealthy-for"), ("healthy", "healthy-for")):
+        g.add_argument(
+            f"--health-{old}-after",
+            action=env,
+            env=f"HEALTH_{old.upper()}_AFTER",
+            metavar="N",
+            help=f"deprecated in 0.2, removed in 0.3: use --health-{new}; N consecutive "
+            f"reports are taken as (N-1) check intervals of --health-{new}",
+        )
     g.add_argument(
         "--health-check-interval",
         action=env,
         env="HEALTH_CHECK_INTERVAL",
         default="10",
         metavar="SECONDS",
-        help="a health report is read every SECONDS and whenever the backend announces a "
-        "change; N and M count these reports (default: %(default)s)",
+        help="a health report is read every SECONDS, whenever the backend announces a "
+        "change and when a dwell above ends; the dwells count seconds, not reports "
+        "(default: %(default)s)",
     )
     g.add_argument(
         "--health-noexecute-per-node",
@@ -270,6 +297,42 @@ def _check_health_interval(value: str) -> float:
     return seconds
 
 
+def _dwell(args: argparse.Namespace, state: str) -> float:
+    """``--health-STATE-for``, or the deprecated ``--health-STATE-after N`` (a count of
+    reports, which 0.1 had) as the N-1 check intervals those reports spanned, with a warning.
+    Both given: ConfigError, as the two would disagree."""
+    flag = f"--health-{state}-for"
+    seconds = _seconds(flag, getattr(args, f"health_{state}_for"))
+    count = getattr(args, f"health_{state}_after", None)
+    if count in (None, ""):
+        return seconds
+    old = f"--health-{state}-after"
+    if seconds != float(_dwell_default(state)):
+        raise ConfigError(f"{old} (deprecated) and {flag} are both set: keep {flag} only")
+    reports = _positive_int(old, count, 1)
+    print(
+        f"drakit node-plugin: {old} is deprecated and is removed in 0.3: use {flag} "
+        f"(taken as {flag} {(reports - 1) * float(args.health_check_interval):g})",
+        file=sys.stderr,
+    )
+    return (reports - 1) * _check_health_interval(args.health_check_interval)
+
+
+def _dwell_default(state: str) -> str:
+    """The default of ``--health-STATE-for`` (the flags' own, from one place)."""
+    return {"unhealthy": "0", "healthy": "30"}[state]
+
+
+def _seconds(flag: str, value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= MAX_DWELL_SECONDS:  # also refuses nan
+        raise ConfigError(f"{flag} {value!r} must be seconds in [0, {MAX_DWELL_SECONDS}]")
+    return seconds
+
+
 def _check_percent(value: str) -> float:
     try:
         percent = float(value)
@@ -291,8 +354,9 @@ def health_policy(args: argparse.Namespace) -> HealthPolicy:
     return HealthPolicy(
         default_effect=default,
         effects=effects,
-        unhealthy_after=_positive_int("--health-unhealthy-after", args.health_unhealthy_after, 1),
-        healthy_after=_positive_int("--health-healthy-after", args.health_healthy_after, 1),
+        unhealthy_for=_dwell(args, "unhealthy"),
+        healthy_for=_dwell(args, "healthy"),
+        flap_window=_seconds("--health-flap-window", args.health_flap_window),
         noexecute_per_node=_positive_int(
             "--health-noexecute-per-node", args.health_noexecute_per_node, 0
         ),

@@ -51,19 +51,25 @@ model's reason. Other drivers' entries and other objects are allowed. The backen
 only imported for its config_model: it is not constructed and needs no devices.
 
 TLS needs nothing from outside: the webhook makes its own CA and serving certificate
-(SANs 127.0.0.1, --bind-address, --dns-name), keeps the keys in memory, and writes the CA
-into webhooks[].clientConfig.caBundle of every webhook of --webhook-configuration (RBAC:
-get and patch on that one ValidatingWebhookConfiguration). Before the certificate expires
-it makes a new CA, publishes old and new CA together, and switches to the new certificate
-only after the apiserver has had time to see them. GET /readyz answers 200 once the bundle
-is published; GET /livez answers 200 while the process serves.
+(SANs 127.0.0.1, --bind-address, --dns-name) and writes the CA into
+webhooks[].clientConfig.caBundle of every webhook of --webhook-configuration (RBAC: get and
+patch on that one ValidatingWebhookConfiguration). With --ca-secret the CA and the serving
+key are kept in that Secret (created when missing; RBAC: get and update on it, create on
+Secrets of its namespace): restarts and every replica serve the same certificate. Without
+it they are kept in memory (one replica; a restart makes a new CA). Before the certificate
+expires, or when the Secret's annotation webhook.drakit.dev/rotate gets a new value, it
+makes a new CA, publishes old and new CA together, and switches to the new certificate
+only after the apiserver has had the bundle for a few seconds; deleting the Secret starts
+over with a new CA at once. GET /readyz answers 200 once the apiserver trusts the served
+certificate; GET /livez answers 200 while the process serves (it checks nothing outside).
 """
 
 EPILOG = """\
-example (a pod on the host network, the configuration's clientConfig.url is
-https://127.0.0.1:9443/validate-resource-claim-parameters):
+example (behind the Service gpu-webhook in namespace gpu-system, whose pods share the CA
+Secret gpu-system/gpu-webhook-ca):
   drakit webhook --backend mydriver.backend:MyBackend --driver-name gpu.example.com \\
-    --bind-address 127.0.0.1 --port 9443 --webhook-configuration gpu-example-webhook
+    --bind-address 0.0.0.0 --port 9443 --webhook-configuration gpu-example-webhook \\
+    --dns-name gpu-webhook.gpu-system.svc --ca-secret gpu-system/gpu-webhook-ca
 """
 
 
@@ -128,6 +134,15 @@ def add_parser(sub: Subcommands) -> None:
         "[env DNS_NAMES, comma-separated]",
     )
     p.add_argument(
+        "--ca-secret",
+        metavar="NAMESPACE/NAME",
+        action=env,
+        env="CA_SECRET",
+        default="",
+        help="keep the CA and serving certificate in this Secret, shared by restarts and "
+        "replicas (default: in memory)",
+    )
+    p.add_argument(
         "--cert-lifetime",
         metavar="SECONDS",
         action=env,
@@ -169,6 +184,7 @@ def build_config(args: argparse.Namespace) -> WebhookConfig:
         dns_names=tuple(_dns_name("--dns-name", n, _DNS_NAME_MAX) for n in dns_names),
         kubeconfig=args.kubeconfig,
         cert_lifetime=lifetime,
+        ca_secret=_secret_name(args.ca_secret),
         resync=check_number("--resync", args.resync, float, 1.0),
         # A short test lifetime gets a short wait, a real one the apiserver's few seconds.
         propagation=min(5.0, lifetime / 10),
@@ -208,6 +224,19 @@ def _dns_name(flag: str, value: str | None, limit: int) -> str:
             "(lowercase letters, digits, '-' and '.')"
         )
     return value
+
+
+def _secret_name(value: str | None) -> tuple[str, str] | None:
+    """``--ca-secret NAMESPACE/NAME`` as (namespace, name); None when unset."""
+    if not value:
+        return None
+    namespace, slash, name = value.partition("/")
+    if not slash or "." in namespace:
+        raise ConfigError(f"--ca-secret {value!r} must be NAMESPACE/NAME")
+    return (
+        _dns_name("--ca-secret namespace", namespace, _DRIVER_NAME_MAX),
+        _dns_name("--ca-secret name", name, _DNS_NAME_MAX),
+    )
 
 
 def _ip(flag: str, value: str) -> str:

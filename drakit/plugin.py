@@ -4,7 +4,9 @@ A backend is a class with ``name``, ``config_model``, ``discover``,
 ``prepare(claim, context)`` and ``unprepare(claim, state, context)`` (:class:`Backend`; the
 context is a :class:`RequestContext`, the claim of ``unprepare`` a :class:`ClaimRef`); start
 from :class:`BackendBase`. Add ``health`` to report
-device health (:class:`HealthReporter`). Run it with
+device health (:class:`HealthReporter`), ``metrics`` and ``claim_finished`` to serve metrics
+of its own on the plugin's endpoint (:class:`MetricsReporter`, with :class:`Registry`,
+:class:`Counter`, :class:`Gauge` and :class:`Histogram`). Run it with
 ``drakit node-plugin --backend mypkg.mod:MyBackend``; docs/writing-a-driver.md has a
 complete driver in one file.
 
@@ -38,6 +40,7 @@ from drakit.node_plugin.backends.standard_attributes import (
     pci_bus_id_of_device_node,
 )
 from drakit.node_plugin.driver import ClaimRef, DeviceHealth, HealthStatus
+from drakit.telemetry.metrics import Counter, Gauge, Histogram, Registry
 
 # The backend interface, by name (node_plugin.backends.base is internal: it may move).
 Backend = base.Backend
@@ -54,6 +57,7 @@ DeviceStatus = base.DeviceStatus
 DeviceToPrepare = base.DeviceToPrepare
 HealthReporter = base.HealthReporter
 LazyConfigModel = base.LazyConfigModel
+MetricsReporter = base.MetricsReporter
 MountEdit = base.MountEdit
 NetworkData = base.NetworkData
 PoolDescription = base.PoolDescription
@@ -99,6 +103,7 @@ __all__ = [
     "ClaimToPrepare",
     "ConditionResult",
     "ContainerEdits",
+    "Counter",
     "CounterSet",
     "Device",
     "DeviceAttribute",
@@ -109,14 +114,18 @@ __all__ = [
     "DeviceStatus",
     "DeviceToPrepare",
     "EmptyConfig",
+    "Gauge",
     "HealthReporter",
     "HealthStatus",
+    "Histogram",
     "LazyConfigModel",
+    "MetricsReporter",
     "MountEdit",
     "NetworkData",
     "NodeAllocatableResourceMapping",
     "PoolDescription",
     "Quantity",
+    "Registry",
     "RequestContext",
     "pci_bus_id_of_device_node",
     "pci_device_attributes",

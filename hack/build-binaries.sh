@@ -17,6 +17,9 @@
 #             (hack/test-reference.sh)
 #             cert-manager: cert-manager v1.20.2's certificate controllers and cainjector
 #             (hack/tools/cert-manager), for the Go driver's reference run
+#             dra-example-webhook: the Go driver's admission webhook alone
+#             (reference/dra-example-webhook, same pin and same file as `reference`),
+#             for the admission differential (tests/differential/admission)
 #
 # DRAKIT_KUBE_VERSION picks one of the supported versions in versions.env
 # (KUBE_VERSIONS; default KUBE_VERSION). The default minor builds from each
@@ -220,9 +223,7 @@ build_harness() {
 build_reference() {
   local dir="$HACK/tools/dra-example-e2e" out
   for out in dra-example-kubeletplugin dra-example-controller dra-example-webhook; do
-    up_to_date "reference/$out" "$dir" && continue
-    need_go; go_build "$dir" "reference/$out" "sigs.k8s.io/dra-example-driver/cmd/$out" "-s -w"
-    stamp "reference/$out" "$dir"
+    build_reference_cmd "$out"
   done
   if ! up_to_date reference/ginkgo "$dir"; then
     need_go; go_build "$dir" reference/ginkgo github.com/onsi/ginkgo/v2/ginkgo "-s -w"; stamp reference/ginkgo "$dir"
@@ -235,6 +236,16 @@ build_reference() {
     mv -f "$BIN/reference/.e2e.test.tmp" "$BIN/reference/e2e.test"
     stamp reference/e2e.test "$dir"
   fi
+}
+
+# build_reference_cmd NAME: one of the Go driver's commands into $BIN/reference/, from the
+# module that pins it for the reference suite (so `reference` and the admission
+# differential share one build).
+build_reference_cmd() {
+  local dir="$HACK/tools/dra-example-e2e"
+  up_to_date "reference/$1" "$dir" && return
+  need_go; go_build "$dir" "reference/$1" "sigs.k8s.io/dra-example-driver/cmd/$1" "-s -w"
+  stamp "reference/$1" "$dir"
 }
 
 need_libseccomp() {
@@ -264,6 +275,11 @@ for t in "${targets[@]}"; do
         log "the reference suite runs the default version ($DEFAULT_KUBE_VERSION) only"; exit 2
       fi
       mkdir -p "$BIN/reference"; build_reference ;;
+    dra-example-webhook)
+      if [[ $KUBE_VERSION != "$DEFAULT_KUBE_VERSION" ]]; then
+        log "the admission differential runs the default version ($DEFAULT_KUBE_VERSION) only"; exit 2
+      fi
+      mkdir -p "$BIN/reference"; build_reference_cmd dra-example-webhook ;;
     dra-example-driver) build_tool dra-example-kubeletplugin "$HACK/tools/dra-example-driver" sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin dra-example-driver ;;
     *) log "unknown target $t"; exit 2 ;;
   esac

@@ -182,7 +182,11 @@ class Informer:
         indexers: dict[str, IndexFunc] | None = None,
         watch_timeout_seconds: int | None = None,
         name: str | None = None,
+        transform: Callable[[KubeObject], KubeObject] | None = None,
     ) -> None:
+        """``transform`` (as client-go's ``SetTransform``) turns each listed or watched object
+        into what the store keeps and the handlers get, before either sees it; it must keep
+        ``metadata.name``, ``namespace`` and ``resourceVersion`` and must not fail."""
         self.resource = resource
         self.name = name or resource.rtype.plural
         self.store = Indexer(indexers)
@@ -191,6 +195,7 @@ class Informer:
         self._field_selector = field_selector
         self._resync_period = resync_period
         self._watch_timeout = watch_timeout_seconds
+        self._transform = transform
         self._handlers: list[EventHandlers] = []
         self._events: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._synced = threading.Event()
@@ -297,7 +302,10 @@ class Informer:
         if self.last_resource_version:
             self.relists += 1
         self.last_resource_version = listed.resource_version
-        self._events.put(_Replace(listed.items))
+        items = listed.items
+        if self._transform is not None:
+            items = [self._transform(obj) for obj in items]
+        self._events.put(_Replace(items))
         return listed.resource_version
 
     def _watch_from(self, rv: str, backoff: Backoff) -> str:
@@ -318,7 +326,10 @@ class Informer:
                 rv = event.resource_version or rv
                 self.last_resource_version = rv
                 if event.type != "BOOKMARK":
-                    self._events.put(_Change(event.type, event.object))
+                    obj = event.object
+                    if self._transform is not None:
+                        obj = self._transform(obj)
+                    self._events.put(_Change(event.type, obj))
         finally:
             with self._watch_lock:
                 self._watch = None

@@ -10,6 +10,10 @@ checked here, before any request is sent or any path is built:
 * the UID must look like a UUID (the apiserver only ever generates those).
 
 A reference that fails gets its own error; the other claims of the call go on.
+
+:func:`label_problem` and :func:`subdomain_problem` are the same checks for the other
+strings of a claim that become part of a path (the device metadata files' request folders
+and in-container paths: :mod:`drakit.node_plugin.device_metadata`).
 """
 
 from __future__ import annotations
@@ -39,19 +43,43 @@ def is_claim_uid(uid: str) -> bool:
     return _UUID.fullmatch(uid) is not None
 
 
+def label_problem(what: str, value: object) -> str:
+    """Why ``value`` is no DNS label (RFC 1123: what Kubernetes requires of namespaces,
+    request names and the claim names in a pod's spec), or "" when it is one. A label is
+    safe as one file name: no '/', no '.', no NUL, at most 63 characters."""
+    if isinstance(value, str) and len(value) <= DNS_LABEL_MAX and _DNS_LABEL.fullmatch(value):
+        return ""
+    return (
+        f"{what} {_shown_any(value)} is not a DNS label "
+        f"(at most {DNS_LABEL_MAX} of a-z, 0-9 and '-', starting and ending alphanumeric)"
+    )
+
+
+def subdomain_problem(what: str, value: object) -> str:
+    """Why ``value`` is no DNS subdomain (RFC 1123: what Kubernetes requires of object names
+    such as a ResourceClaim's), or "" when it is one. No '/', no NUL, no '..' (each
+    dot-separated label is non-empty), at most 253 characters."""
+    if (
+        isinstance(value, str)
+        and len(value) <= DNS_SUBDOMAIN_MAX
+        and _DNS_SUBDOMAIN.fullmatch(value)
+    ):
+        return ""
+    return (
+        f"{what} {_shown_any(value)} is not a DNS subdomain "
+        f"(at most {DNS_SUBDOMAIN_MAX} of a-z, 0-9, '-' and '.', labels starting and "
+        "ending alphanumeric)"
+    )
+
+
+def _shown_any(value: object) -> str:
+    return shown(value) if isinstance(value, str) else f"of type {type(value).__name__}"
+
+
 def claim_ref_problem(ref: ClaimRef) -> str:
     """Why ``ref`` cannot be used (names the field and the reason), or "" when it can."""
-    if not (len(ref.namespace) <= DNS_LABEL_MAX and _DNS_LABEL.fullmatch(ref.namespace)):
-        return (
-            f"claim namespace {shown(ref.namespace)} is not a DNS label "
-            f"(at most {DNS_LABEL_MAX} of a-z, 0-9 and '-', starting and ending alphanumeric)"
-        )
-    if not (len(ref.name) <= DNS_SUBDOMAIN_MAX and _DNS_SUBDOMAIN.fullmatch(ref.name)):
-        return (
-            f"claim name {shown(ref.name)} is not a DNS subdomain "
-            f"(at most {DNS_SUBDOMAIN_MAX} of a-z, 0-9, '-' and '.', labels starting and "
-            "ending alphanumeric)"
-        )
-    if not is_claim_uid(ref.uid):
-        return f"claim uid {shown(ref.uid)} is not a UUID"
-    return ""
+    problem = label_problem("claim namespace", ref.namespace)
+    problem = problem or subdomain_problem("claim name", ref.name)
+    if not problem and not is_claim_uid(ref.uid):
+        problem = f"claim uid {shown(ref.uid)} is not a UUID"
+    return problem

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -46,6 +47,7 @@ from drakit.node_plugin.backends.base import (
     PoolDescription,
     RequestContext,
     health_report,
+    metrics_reporter,
 )
 from drakit.node_plugin.cdi import PREPARED_ANNOTATION, CDIDevice, CDISpecs
 from drakit.node_plugin.checkpoint import (
@@ -74,6 +76,7 @@ from drakit.node_plugin.device_metadata import (
     DeviceMetadataError,
     MetadataFiles,
     MetadataMount,
+    UnsafeClaimNameError,
 )
 from drakit.node_plugin.device_status import (
     CHECKPOINT_KEY,
@@ -220,6 +223,32 @@ class PrepareCore:
     # -- prepare -------------------------------------------------------------------------
 
     def prepare(self, claims: Sequence[ClaimRef], call: CallContext) -> Mapping[str, PrepareResult]:
+        started = time.monotonic()
+        results = self._prepare(claims, call)
+        self._tell_backend("prepare", {uid: r.error for uid, r in results.items()}, started)
+        return results
+
+    def unprepare(self, claims: Sequence[ClaimRef], call: CallContext) -> Mapping[str, str]:
+        started = time.monotonic()
+        results = self._unprepare(claims, call)
+        self._tell_backend("unprepare", results, started)
+        return results
+
+    def _tell_backend(self, operation: str, errors: Mapping[str, str], started: float) -> None:
+        """Each claim's outcome to a backend that keeps metrics (MetricsReporter)."""
+        reporter = metrics_reporter(self.backend)
+        if reporter is None:
+            return
+        seconds = time.monotonic() - started
+        for error in errors.values():
+            try:
+                reporter.claim_finished(operation, error, seconds)
+            except Exception:  # the driver's code: never the claim's outcome
+                _log.exception("Backend claim_finished failed", operation=operation)
+
+    def _prepare(
+        self, claims: Sequence[ClaimRef], call: CallContext
+    ) -> Mapping[str, PrepareResult]:
         log = _log.bind(request_id=call.request_id)
         results: dict[str, PrepareResult] = {}
         usable, rejected = self._usable(claims, "prepare", log)
@@ -539,6 +568,10 @@ class PrepareCore:
             return self.metadata.write(
                 ClaimIdentity.of(claim.obj), devices, prepared.device_metadata
             )
+        except UnsafeClaimNameError as exc:  # the claim's fault, not the backend's
+            error = ClaimError("InvalidResourceClaim", f"{name}: {exc}")
+            error.backend_state = prepared.state
+            raise error from exc
         except (DeviceMetadataError, OSError) as exc:
             error = ClaimError(
                 "PrepareFailed", f"{name}: backend {self.backend.name}: device_metadata: {exc}"
@@ -570,7 +603,7 @@ class PrepareCore:
 
     # -- unprepare -----------------------------------------------------------------------
 
-    def unprepare(self, claims: Sequence[ClaimRef], call: CallContext) -> Mapping[str, str]:
+    def _unprepare(self, claims: Sequence[ClaimRef], call: CallContext) -> Mapping[str, str]:
         log = _log.bind(request_id=call.request_id)
         usable, results = self._usable(claims, "unprepare", log)
         if not usable:

@@ -20,11 +20,20 @@ On the host the files live under ``<plugin data dir>/dra-device-metadata/<claim 
 (the UID, not upstream's ``<namespace>_<name>``: a re-created claim of the same name
 never shares a folder with the old one); the mount is one more device of the claim's
 own CDI spec, so the spec and the checkpoint's record of it come and go together.
+
+Every part of those paths that comes from the claim is checked before a path is built,
+because whoever creates a claim chooses its annotations: the pod claim name must be a DNS
+label (as Kubernetes requires of ``spec.resourceClaims[].name``, whose value the resource
+claim controller copies into the annotation), the claim's name a DNS subdomain, each request
+name a DNS label, the UID a UUID. Upstream's helper joins the annotation into the path
+unchecked (``filepath.Join`` folds ``..`` away, so ``../../etc`` lands outside
+``dra-device-attributes``); here it is :class:`UnsafeClaimNameError`, one claim's error.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,7 +48,7 @@ from drakit.node_plugin.backends.base import (
     DeviceToPrepare,
     MountEdit,
 )
-from drakit.node_plugin.claimcheck import is_claim_uid, shown
+from drakit.node_plugin.claimcheck import is_claim_uid, label_problem, shown, subdomain_problem
 from drakit.node_plugin.config import base_request
 
 API_VERSION = "metadata.resource.k8s.io/v1beta1"
@@ -56,6 +65,11 @@ class DeviceMetadataError(ValueError):
     """A backend's metadata cannot be written; the message names the device and the field."""
 
 
+class UnsafeClaimNameError(DeviceMetadataError):
+    """A string of the claim (an annotation, its name, a request name) cannot be part of a
+    path; the message names the field, the value (cut) and the reason."""
+
+
 @dataclass(frozen=True)
 class ClaimIdentity:
     """The claim as the metadata file names it."""
@@ -67,15 +81,34 @@ class ClaimIdentity:
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> ClaimIdentity:
-        """From a ResourceClaim object read from the API server."""
+        """From a ResourceClaim object read from the API server; UnsafeClaimNameError
+        when a part of it cannot name a folder (see the module docstring)."""
         meta = obj.get("metadata") or {}
         annotations = meta.get("annotations") or {}
-        return cls(
+        identity = cls(
             uid=str(meta.get("uid", "")),
             namespace=str(meta.get("namespace", "")),
             name=str(meta.get("name", "")),
             pod_claim_name=annotations.get(POD_CLAIM_NAME_ANNOTATION) or None,
         )
+        identity.check()
+        return identity
+
+    def check(self) -> None:
+        """UnsafeClaimNameError unless every part that names a folder is safe as one."""
+        problem = (
+            label_problem(f"annotation {POD_CLAIM_NAME_ANNOTATION}", self.pod_claim_name)
+            if self.pod_claim_name is not None
+            else ""
+        )
+        problem = problem or subdomain_problem("metadata.name", self.name)
+        problem = problem or label_problem("metadata.namespace", self.namespace)
+        if not problem and not is_claim_uid(self.uid):
+            problem = f"metadata.uid {shown(self.uid)} is not a UUID"
+        if problem:
+            raise UnsafeClaimNameError(
+                f"{problem}; it would be part of the device metadata file's path"
+            )
 
 
 @dataclass(frozen=True)
@@ -88,12 +121,27 @@ class MetadataMount:
 
 
 def container_path(driver: str, claim: ClaimIdentity, request: str) -> str:
-    """Where the container sees the metadata file of ``request`` (a base request name)."""
+    """Where the container sees the metadata file of ``request`` (a base request name);
+    UnsafeClaimNameError when a part is unsafe, so no caller can build a path that
+    leaves :data:`CONTAINER_DIR`."""
+    claim.check()
+    _check_request(request)
     if claim.pod_claim_name:
         folder = f"resourceclaimtemplates/{claim.pod_claim_name}"
     else:
         folder = f"resourceclaims/{claim.name}"
-    return f"{CONTAINER_DIR}/{folder}/{request}/{driver}-metadata.json"
+    path = f"{CONTAINER_DIR}/{folder}/{request}/{driver}-metadata.json"
+    if posixpath.normpath(path) != path:  # the driver name: checked at start-up; never trusted
+        raise UnsafeClaimNameError(f"container path {shown(path)} is not a normal path")
+    return path
+
+
+def _check_request(request: str) -> None:
+    problem = label_problem("request name", request)
+    if problem:
+        raise UnsafeClaimNameError(
+            f"{problem}; it would be part of the device metadata file's path"
+        )
 
 
 def attribute_json(value: DeviceAttribute) -> dict[str, Any]:
@@ -171,20 +219,27 @@ class MetadataFiles:
         """Write one file per base request of ``devices`` (``metadata`` pairs with them);
         the CDI devices that mount them, in request order. DeviceMetadataError for
         metadata that cannot be written (nothing is written then)."""
+        claim.check()
         by_request: dict[str, tuple[str, list[dict[str, Any]]]] = {}
         for device, meta in zip(devices, metadata, strict=True):
             base = base_request(device.request)
             _, entries = by_request.setdefault(base, (device.request, []))
             entries.append(device_json(self.driver, device, meta))
         mounts = []
+        # Every path first: a name that cannot be one fails the claim before any write.
+        paths = {
+            base: (
+                self.claim_dir(claim.uid) / base / HOST_FILE,
+                container_path(self.driver, claim, base),
+            )
+            for base in by_request
+        }
         for base, (request, entries) in by_request.items():
-            host = self.claim_dir(claim.uid) / base / HOST_FILE
+            host, in_container = paths[base]
             host.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(host, json.dumps(metadata_object(claim, request, entries)) + "\n")
             mount = MountEdit(
-                host_path=str(host),
-                container_path=container_path(self.driver, claim, base),
-                options=("ro", "bind"),
+                host_path=str(host), container_path=in_container, options=("ro", "bind")
             )
             mounts.append(
                 MetadataMount(base, f"{claim.uid}-metadata-{base}", ContainerEdits(mounts=(mount,)))

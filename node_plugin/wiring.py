@@ -18,7 +18,12 @@ from drakit.kubeapi.errors import ConfigError as KubeConfigError
 from drakit.kubeapi.events import EventRecorder
 from drakit.kubeapi.lightclient import load_light_client
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
-from drakit.node_plugin.backends.base import Backend, BackendConfigError, health_report
+from drakit.node_plugin.backends.base import (
+    Backend,
+    BackendConfigError,
+    health_report,
+    metrics_reporter,
+)
 from drakit.node_plugin.backends.registry import load_backend
 from drakit.node_plugin.checkpoint import FILE_NAME as CHECKPOINT_FILE
 from drakit.node_plugin.core import PrepareCore
@@ -120,6 +125,9 @@ def build(config: PluginConfig, metrics: PluginMetrics) -> Parts:
         )
     except BackendConfigError as exc:
         raise CoreConfigError(str(exc)) from exc
+    reporter = metrics_reporter(backend)
+    if reporter is not None:  # the backend's own metrics, served on the plugin's endpoint
+        metrics.registry.register(reporter.metrics)
     try:
         # The light client: the plugin needs GET and a few writes, not the kubernetes
         # package's every API model (about 14 MiB of resident memory).

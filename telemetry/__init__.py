@@ -6,5 +6,6 @@ of drakit, so every program may use it without the two apps importing each other
 ``kubeapi`` logs through the standard :mod:`logging` with ``extra=`` fields, which the
 formatters here print, and counts its work queues with :mod:`drakit.telemetry.metrics`.
 ``drakit.telemetry.endpoint`` is the one module that imports prometheus_client: import it only to
-serve ``/metrics``.
+serve ``/metrics``. ``drakit.telemetry.boundedhttp`` is the HTTP server of ``/metrics`` and of
+``drakit webhook``: the one place where drakit reads from untrusted network clients.
 """

@@ -7,9 +7,10 @@ served through one prometheus_client collector that turns each drakit family int
 prometheus_client ``Metric`` with the same samples, so the text format, escaping and content
 negotiation are prometheus_client's own.
 
-The HTTP server is :class:`drakit.telemetry.boundedhttp.BoundedHTTPServer` (fixed threads, bounded
-connections, read timeouts) with prometheus_client's request handler, not prometheus_client's
-``start_http_server``, which spends an unbounded thread per connection and never times out.
+The HTTP server is :class:`drakit.telemetry.boundedhttp.BoundedHTTPServer` (fixed threads that
+never wait on a client, connections bounded per address and in total, a deadline per request)
+with prometheus_client's request handler, not prometheus_client's ``start_http_server``, which
+spends an unbounded thread per connection and never times out.
 
 Both programs may run on the host network, where a rolling update starts the new pod while the
 old one still holds the port; :class:`MetricsEndpoint` waits for the port instead of failing.
@@ -151,6 +152,11 @@ class MetricsEndpoint:
     def connections(self) -> int:
         """Connections open now."""
         return self._server.connections if self._server else 0
+
+    @property
+    def busy(self) -> int:
+        """Connections open now on which a request has begun."""
+        return self._server.busy if self._server else 0
 
     def _try_bind(self) -> bool:
         try:

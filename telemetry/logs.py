@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Final, TextIO
 
+from drakit.telemetry.safetext import clean_lines, escape_json, is_clean
+
 __all__ = [
     "LOG_FORMATS",
     "LOG_LEVELS",
@@ -182,7 +184,9 @@ class JsonFormatter(logging.Formatter):
         exc_info = _exc_info(record)
         if exc_info is not None:
             entry["traceback"] = bounded_traceback(exc_info)
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        # Names and messages from the API reach an admin's terminal through `kubectl logs`:
+        # no control character, bidi override or lone surrogate leaves here raw.
+        return escape_json(json.dumps(entry, default=str, ensure_ascii=False))
 
 
 class TextFormatter(logging.Formatter):
@@ -197,12 +201,12 @@ class TextFormatter(logging.Formatter):
             json.dumps(clip(record.getMessage(), MAX_MESSAGE)),
         ]
         for key, value in bounded_fields(record).items():
-            plain = isinstance(value, str) and value and " " not in value
+            plain = isinstance(value, str) and value and " " not in value and is_clean(value)
             parts.append(f"{key}={value if plain else json.dumps(value, default=str)}")
         line = " ".join(parts)
         exc_info = _exc_info(record)
         if exc_info is not None:
-            line += "\n" + bounded_traceback(exc_info)
+            line += "\n" + clean_lines(bounded_traceback(exc_info))
         return line
 
 

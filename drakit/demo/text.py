@@ -6,13 +6,16 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from drakit.telemetry.safetext import clean, clean_lines
+
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """Rows as left-aligned columns two spaces apart, header first."""
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
+    cells = [[clean(c) for c in row] for row in (header, *rows)]
+    widths = [max(len(c) for c in col) for col in zip(*cells, strict=False)]
     return [
-        "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip()
-        for row in (header, *rows)
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip()
+        for row in cells
     ]
 
 
@@ -24,7 +27,8 @@ class Printer:
         self._step = 0
 
     def _emit(self, text: str) -> None:
-        print(text, file=self._stream, flush=True)
+        # Everything the demo prints passes here; some of it is read from the cluster.
+        print(clean_lines(text), file=self._stream, flush=True)
 
     def title(self, text: str) -> None:
         self._emit(f"\n== {text}")

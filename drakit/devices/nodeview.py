@@ -4,84 +4,142 @@ what the API server says.
 
 Where it comes from: a drakit node plugin with the PodResources cross-check on serves its
 last round as JSON at ``/debug/node-view`` on its metrics port and carries the annotation
-``drakit.dev/node-view-port`` (the chart sets it). This module lists the pods on the node,
-keeps the annotated running ones, and GETs the view through the API server's pod proxy, so
-the user's own RBAC decides (``list pods``, ``get pods/proxy``); nothing is reached directly.
+``drakit.dev/node-view-port`` (the chart sets it). This module asks
+:mod:`drakit.devices.pluginpods` which pods on the node are that DaemonSet's (others are
+refused with a note) and GETs their views through the API server's pod proxy, so the user's
+own RBAC decides; nothing is reached directly.
+
+A view is input from another program: it is decoded into :class:`NodeView` (wrong types
+become empty values, strings are cut at :data:`MAX_TEXT`, lists at :data:`MAX_ENTRIES`, a
+document read from ``--node-view-url`` at :data:`MAX_VIEW_BYTES`), and printed only through
+:mod:`drakit.devices.render`, which strips control characters.
 """
 
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from drakit.devices.pluginpods import ANNOTATION, DEFAULT_NAMESPACE, PluginPod, find_plugin_pods
 from drakit.kubeapi.errors import ApiError, Forbidden
 from drakit.kubeapi.resources import PODS, Resource
 
 __all__ = [
     "ANNOTATION",
     "NODE_VIEW_PATH",
+    "ClaimView",
+    "ContainerView",
+    "FindingView",
+    "NodeView",
     "NodeViews",
+    "parse_view",
     "read_node_view_url",
     "read_node_views",
-    "render_node_views",
 ]
 URL_TIMEOUT = 10.0
-
-ANNOTATION = "drakit.dev/node-view-port"
 NODE_VIEW_PATH = "/debug/node-view"
+# A node has at most a few hundred claims; a document beyond these is not a plugin's.
+MAX_VIEW_BYTES = 8 * 1024 * 1024
+MAX_ENTRIES = 5000
+MAX_TEXT = 512
+
+
+@dataclass(frozen=True)
+class ContainerView:
+    pod: str
+    container: str
+    devices: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClaimView:
+    namespace: str
+    name: str
+    prepared: str
+    devices: tuple[str, ...]
+    containers: tuple[ContainerView, ...]
+
+
+@dataclass(frozen=True)
+class FindingView:
+    kind: str
+    claim: str
+    pods: tuple[str, ...]
+    devices: tuple[str, ...]
+    seconds: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One plugin's view; ``source`` is the pod (namespace/name) or URL it came from and
+    ``cut`` counts the entries left out beyond :data:`MAX_ENTRIES`."""
+
+    source: str
+    node: str
+    driver: str
+    checked_at: str
+    error: str
+    claims: tuple[ClaimView, ...]
+    findings: tuple[FindingView, ...]
+    cut: int = 0
 
 
 @dataclass(frozen=True)
 class NodeViews:
     """The views read (one per plugin pod) and why others could not be read."""
 
-    views: tuple[dict[str, Any], ...] = ()
+    views: tuple[NodeView, ...] = ()
     problems: tuple[str, ...] = ()
 
 
-def read_node_views(api: Any, node: str) -> NodeViews:
-    """Every node view served on ``node``; never raises for one plugin's failure."""
-    pods = Resource(api, PODS)
-    try:
-        listed = pods.list(field_selector=f"spec.nodeName={node}").items
-    except Forbidden as err:
-        return NodeViews(problems=(f"node view: cannot list pods on {node}: {err}",))
-    except ApiError as err:
-        return NodeViews(problems=(f"node view: listing pods on {node} failed: {err}",))
-    views, problems = [], []
-    for pod in listed:
-        meta = pod.get("metadata") or {}
-        port = (meta.get("annotations") or {}).get(ANNOTATION, "")
-        if not port or (pod.get("status") or {}).get("phase") != "Running":
-            continue
-        where = f"{meta.get('namespace')}/{meta.get('name')}"
-        try:
-            view = pods.proxy_get(meta["name"], meta["namespace"], int(port), NODE_VIEW_PATH)
-        except ValueError:
-            problems.append(f"node view: pod {where}: annotation {ANNOTATION}={port!r} is no port")
-        except Forbidden as err:
-            problems.append(f"node view: pod {where}: needs get on pods/proxy: {err}")
-        except ApiError as err:
-            problems.append(f"node view: pod {where}: {err}")
-        else:
-            views.append({**view, "pod": where})
-    if not views and not problems:
+def read_node_views(
+    api: Any, node: str, namespace: str = DEFAULT_NAMESPACE, daemonset: str | None = None
+) -> NodeViews:
+    """Every node view served on ``node`` by a trusted plugin pod of ``namespace`` (see
+    :mod:`drakit.devices.pluginpods`); never raises for one plugin's failure."""
+    found = find_plugin_pods(api, node, namespace, daemonset)
+    problems = [f"node view: {p}" for p in found.problems]
+    views = []
+    for pod in found.pods:
+        view, problem = _read_pod(api, pod, node)
+        if view is not None:
+            views.append(view)
+        if problem:
+            problems.append(problem)
+    if not found.pods and not found.problems:
         problems.append(
-            f"node view: no node plugin on {node} serves one (enable the PodResources "
+            f"node view: no node plugin pod in namespace {namespace} on {node} serves one "
+            "(--plugin-namespace names the plugin's namespace; enable the PodResources "
             "cross-check: chart value nodePlugin.podResources.enabled)"
         )
     return NodeViews(tuple(views), tuple(problems))
 
 
+def _read_pod(api: Any, pod: PluginPod, node: str) -> tuple[NodeView | None, str]:
+    """(the view, "") or (None, why not) for one trusted pod."""
+    try:
+        doc = Resource(api, PODS).proxy_get(pod.name, pod.namespace, pod.port, NODE_VIEW_PATH)
+    except Forbidden as err:
+        return None, f"node view: pod {pod.where}: needs get on pods/proxy: {err}"
+    except (ApiError, ValueError) as err:
+        return None, f"node view: pod {pod.where}: {err}"
+    view = parse_view(doc, pod.where)
+    if view is None:
+        return None, f"node view: pod {pod.where}: the answer is not a JSON object"
+    if view.node != node:
+        return None, f"node view: pod {pod.where} serves the view of node {view.node!r}, not {node}"
+    return view, ""
+
+
 def read_node_view_url(url: str) -> NodeViews:
     """The view served at ``url`` (``--node-view-url``: a plugin's metrics address reached
     directly, e.g. on the node or through ``kubectl port-forward``); ``/debug/node-view`` is
-    added when ``url`` has no path."""
+    added when ``url`` has no path. The answer is read up to :data:`MAX_VIEW_BYTES`."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return NodeViews(problems=(f"node view: --node-view-url {url!r} is not an http(s) URL",))
@@ -89,65 +147,88 @@ def read_node_view_url(url: str) -> NodeViews:
         url = urllib.parse.urlunsplit(parts._replace(path=NODE_VIEW_PATH))
     try:
         with urllib.request.urlopen(url, timeout=URL_TIMEOUT) as answer:
-            view = json.load(answer)
+            data = answer.read(MAX_VIEW_BYTES + 1)
+        if len(data) > MAX_VIEW_BYTES:
+            return NodeViews(
+                problems=(f"node view: {url}: answer larger than {MAX_VIEW_BYTES} bytes",)
+            )
+        doc = json.loads(data)
     except (OSError, ValueError) as err:
         return NodeViews(problems=(f"node view: {url}: {err}",))
-    if not isinstance(view, dict):
+    except RecursionError:
+        return NodeViews(problems=(f"node view: {url}: the answer is nested too deeply",))
+    view = parse_view(doc, url)
+    if view is None:
         return NodeViews(problems=(f"node view: {url}: the answer is not a JSON object",))
-    return NodeViews(({**view, "pod": url},))
+    return NodeViews((view,))
 
 
-def render_node_views(found: NodeViews) -> str:
-    """The views as text: one table per plugin (claim, pod, container, devices, prepared),
-    then its findings, then the problems."""
-    out = []
-    for view in found.views:
-        out.append(
-            f"\nNode view of {view.get('node', '?')} from driver {view.get('driver', '?')} "
-            f"(from {view['pod']}, kubelet PodResources read at {view.get('checkedAt', '?')}):\n"
-        )
-        out.append(_claims_table(view.get("claims") or []))
-        if view.get("error"):
-            out.append(f"error: {view['error']}\n")
-        out.extend(_finding_line(f) for f in view.get("findings") or [])
-    out.extend(f"note: {p}\n" for p in found.problems)
-    return "".join(out)
-
-
-def _finding_line(finding: dict[str, Any]) -> str:
-    pods = ", ".join(finding.get("pods") or [])
-    devices = ", ".join(finding.get("devices") or [])
-    return (
-        f"finding: {finding.get('kind')}: claim {finding.get('claim')}"
-        + (f" ({pods})" if pods else "")
-        + (f" devices {devices}" if devices else "")
-        + f", for {finding.get('seconds')} s: {finding.get('detail')}\n"
+def parse_view(doc: object, source: str) -> NodeView | None:
+    """``doc`` (a decoded ``/debug/node-view`` answer) as a :class:`NodeView`, None unless it
+    is a JSON object. Tolerant: a field of the wrong type reads as empty."""
+    if not isinstance(doc, Mapping):
+        return None
+    claims, cut_claims = _entries(doc.get("claims"), _claim)
+    findings, cut_findings = _entries(doc.get("findings"), _finding)
+    return NodeView(
+        source=source,
+        node=_text(doc.get("node")),
+        driver=_text(doc.get("driver")),
+        checked_at=_text(doc.get("checkedAt")),
+        error=_text(doc.get("error")),
+        claims=claims,
+        findings=findings,
+        cut=cut_claims + cut_findings,
     )
 
 
-def _claims_table(claims: Sequence[dict[str, Any]]) -> str:
-    header = ("CLAIM", "POD", "CONTAINER", "DEVICES", "PREPARED")
-    rows = []
-    for claim in claims:
-        name = f"{claim.get('namespace')}/{claim.get('name')}"
-        prepared = str(claim.get("prepared", ""))
-        containers = claim.get("containers") or []
-        if not containers:
-            rows.append((name, "-", "-", ",".join(claim.get("devices") or []) or "-", prepared))
-        for c in containers:
-            rows.append(
-                (
-                    name,
-                    c.get("pod", ""),
-                    c.get("container", ""),
-                    ",".join(c.get("devices") or []),
-                    prepared,
-                )
-            )
-    if not rows:
-        return "(no claims of this driver prepared or in use on the node)\n"
-    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
-    return "".join(
-        "   ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
-        for row in (header, *rows)
+def _text(value: object) -> str:
+    """A scalar as text, cut at :data:`MAX_TEXT`; anything else (lists, objects) is ""."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str | int | float):
+        text = str(value)
+        return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+    return ""
+
+
+def _texts(value: object) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else []
+    return tuple(_text(v) for v in items[:MAX_ENTRIES])
+
+
+def _entries(value: object, decode: Any) -> tuple[tuple[Any, ...], int]:
+    """Decoded mapping entries of a list (others skipped), at most MAX_ENTRIES; (entries,
+    how many were left out)."""
+    items = [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+    return tuple(decode(v) for v in items[:MAX_ENTRIES]), max(0, len(items) - MAX_ENTRIES)
+
+
+def _claim(doc: Mapping[str, Any]) -> ClaimView:
+    containers, _ = _entries(doc.get("containers"), _container)
+    return ClaimView(
+        namespace=_text(doc.get("namespace")),
+        name=_text(doc.get("name")),
+        prepared=_text(doc.get("prepared")),
+        devices=_texts(doc.get("devices")),
+        containers=containers,
+    )
+
+
+def _container(doc: Mapping[str, Any]) -> ContainerView:
+    return ContainerView(
+        pod=_text(doc.get("pod")),
+        container=_text(doc.get("container")),
+        devices=_texts(doc.get("devices")),
+    )
+
+
+def _finding(doc: Mapping[str, Any]) -> FindingView:
+    return FindingView(
+        kind=_text(doc.get("kind")),
+        claim=_text(doc.get("claim")),
+        pods=_texts(doc.get("pods")),
+        devices=_texts(doc.get("devices")),
+        seconds=_text(doc.get("seconds")),
+        detail=_text(doc.get("detail")),
     )

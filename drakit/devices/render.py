@@ -1,8 +1,18 @@
-"""Printing the device table and the pool summary: aligned text, or JSON/YAML documents.
+"""Printing the device table, the pool summary and the node views: aligned text, or JSON/YAML
+documents.
 
 The JSON/YAML documents are the stable, scriptable form: every number as in the table, every
 quantity in Kubernetes' canonical text (``16Gi``), and the notes (what is hidden and why) in
 a ``notes`` list rather than on stderr.
+
+This module is the one way out to the terminal for ``drakit devices``, and nothing it prints
+is trusted: names, attributes, pod names, messages and the node view come from other users'
+objects or from another program. Every table cell and note goes through
+:func:`drakit.telemetry.safetext.clean` (so a value can neither start a line of its own nor
+send an escape sequence), every string of a document through
+:func:`~drakit.telemetry.safetext.clean_document` (then JSON is written ASCII-only and YAML
+with non-ASCII escaped), and each function's whole answer through
+:func:`~drakit.telemetry.safetext.clean_lines` as a last pass.
 """
 
 from __future__ import annotations
@@ -14,34 +24,42 @@ from typing import Any
 import yaml
 
 from drakit.allocator.usage import CapacityUse, DeviceUsage, PoolSummary
+from drakit.devices.nodeview import ClaimView, FindingView, NodeViews
 from drakit.devices.view import Rendered
+from drakit.telemetry.safetext import clean, clean_document, clean_lines
 
-__all__ = ["FORMATS", "render"]
+__all__ = ["FORMATS", "render", "render_node_views"]
 
 FORMATS = ("table", "wide", "json", "yaml")
 API_VERSION = "drakit.io/v1alpha1"
 
 
 def render(rendered: Rendered, *, summary: bool, output: str) -> str:
-    """The text to print for ``rendered`` (ends with a newline)."""
+    """The text to print for ``rendered`` (ends with a newline; terminal-safe)."""
     if output in ("json", "yaml"):
-        doc = _summary_doc(rendered) if summary else _devices_doc(rendered)
+        doc = clean_document(_summary_doc(rendered) if summary else _devices_doc(rendered))
         if output == "json":
-            return json.dumps(doc, indent=2) + "\n"
-        return str(yaml.safe_dump(doc, sort_keys=False))
+            return clean_lines(json.dumps(doc, indent=2, ensure_ascii=True) + "\n")
+        return clean_lines(str(yaml.safe_dump(doc, sort_keys=False, allow_unicode=False)))
     wide = output == "wide"
     text = _summary_table(rendered.view.pools) if summary else _device_table(rendered, wide)
-    return text + "".join(f"note: {note}\n" for note in rendered.notes)
+    return clean_lines(text + _notes(rendered.notes))
+
+
+def _notes(notes: Sequence[str]) -> str:
+    return "".join(f"note: {clean(note)}\n" for note in notes)
 
 
 # -- tables ------------------------------------------------------------------------------------
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=False)]
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Aligned columns; every cell cleaned before its width is measured."""
+    cleaned = [[clean(c) for c in row] for row in (header, *rows)]
+    widths = [max(len(c) for c in column) for column in zip(*cleaned, strict=False)]
     lines = []
-    for row in (header, *rows):
-        cells = [str(c).ljust(w) for c, w in zip(row, widths, strict=False)]
+    for row in cleaned:
+        cells = [c.ljust(w) for c, w in zip(row, widths, strict=False)]
         lines.append("   ".join(cells).rstrip())
     return "\n".join(lines) + "\n"
 
@@ -190,3 +208,52 @@ def _summary_doc(rendered: Rendered) -> dict[str, Any]:
         "items": items,
         "notes": list(rendered.notes),
     }
+
+
+# -- node views --------------------------------------------------------------------------------
+
+
+def render_node_views(found: NodeViews) -> str:
+    """The views as text: one table per plugin (claim, pod, container, devices, prepared),
+    then its findings, then the problems (terminal-safe, as everything here)."""
+    out = []
+    for view in found.views:
+        out.append(
+            f"\nNode view of {clean(view.node or '?')} from driver {clean(view.driver or '?')} "
+            f"(from {clean(view.source)}, kubelet PodResources read at "
+            f"{clean(view.checked_at or '?')}):\n"
+        )
+        out.append(_claims_table(view.claims))
+        if view.error:
+            out.append(f"error: {clean(view.error)}\n")
+        out.extend(_finding_line(f) for f in view.findings)
+        if view.cut:
+            out.append(f"note: {view.cut} more entries of this view not shown\n")
+    out.append(_notes(found.problems))
+    return clean_lines("".join(out))
+
+
+def _finding_line(finding: FindingView) -> str:
+    pods = ", ".join(finding.pods)
+    devices = ", ".join(finding.devices)
+    text = (
+        f"finding: {finding.kind}: claim {finding.claim}"
+        + (f" ({pods})" if pods else "")
+        + (f" devices {devices}" if devices else "")
+        + f", for {finding.seconds} s: {finding.detail}"
+    )
+    return clean(text) + "\n"
+
+
+def _claims_table(claims: Sequence[ClaimView]) -> str:
+    header = ("CLAIM", "POD", "CONTAINER", "DEVICES", "PREPARED")
+    rows: list[tuple[str, ...]] = []
+    for claim in claims:
+        name = f"{claim.namespace}/{claim.name}"
+        if not claim.containers:
+            rows.append((name, "-", "-", ",".join(claim.devices) or "-", claim.prepared))
+        for c in claim.containers:
+            rows.append((name, c.pod, c.container, ",".join(c.devices), claim.prepared))
+    if not rows:
+        return "(no claims of this driver prepared or in use on the node)\n"
+    return _table(header, rows)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,8 @@ class PluginUnderTest:
     backend_config: Path | None = None
     python_path: tuple[Path, ...] = ()
     process: Component | None = None
+    #: The port of the plugin's ``/metrics`` endpoint on 127.0.0.1 (set by :meth:`start`).
+    metrics_port: int | None = None
 
     @property
     def log(self) -> Path:
@@ -130,6 +133,7 @@ class PluginUnderTest:
     def start(self) -> None:
         """Start the plugin; returns once the kubelet (harness) has registered it."""
         since = self.node.events.mark()
+        self.metrics_port = stack.allocate_port()
         self.process = Component(
             "node-plugin",
             [
@@ -137,7 +141,7 @@ class PluginUnderTest:
                     kubeconfig=self.node.kubeconfig,
                     node=self.node.name,
                     folders=self.node.folders,
-                    metrics_port=stack.allocate_port(),
+                    metrics_port=self.metrics_port,
                     driver=self.driver,
                     backend=self.backend,
                     backend_config=self.backend_config,
@@ -154,6 +158,14 @@ class PluginUnderTest:
             since=since,
             driver=self.driver,
         )
+
+    def scrape(self) -> str:
+        """The plugin's ``/metrics`` text (Prometheus exposition format)."""
+        if self.metrics_port is None:
+            raise RuntimeError("the plugin has not been started")
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return str(reply.read().decode())
 
     def stop(self) -> int | None:
         """SIGTERM the plugin (SIGKILL after 15 s); its exit code. Idempotent."""

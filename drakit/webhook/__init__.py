@@ -8,8 +8,12 @@ exactly as the node plugin validates it at prepare
 the claim is written instead of when a pod using it starts.
 
 - :mod:`.review`: the decision, pure (an AdmissionReview in, its answer out).
-- :mod:`.certs`: the webhook's own CA and serving certificate, in memory.
+- :mod:`.certs`: the webhook's own CA and serving certificate.
+- :mod:`.castate`: the CA state (served, staged, previous) and its Secret encoding.
+- :mod:`.castore`: where that state lives: a Secret shared by replicas, or memory.
 - :mod:`.cabundle`: writing the CA bundle into the ValidatingWebhookConfiguration.
+- :mod:`.rotation`: publish, stage, promote and serve, from any number of replicas.
 - :mod:`.server`: the HTTPS endpoint (bounded bodies, timeouts, hot-swapped certificate).
-- :mod:`.main`: the program: serve, publish the bundle, rotate before expiry.
+- :mod:`.jsonbudget`: what decoding a body would cost, read from its bytes before decoding.
+- :mod:`.main`: the program: wires the server, the store and the rotation.
 """

@@ -1,11 +1,16 @@
-"""The webhook's own certificate authority and serving certificate, kept in memory.
+"""The webhook's own certificate authority and serving certificate.
 
 No cert-manager: each :func:`issue` makes a fresh CA (ECDSA P-256) and a serving
 certificate it signs, for 127.0.0.1 and the ``--dns-name`` values. The CA lives twice as
 long as the serving certificate, so that after a rotation the previous CA, still in the
 published bundle beside the new one, stays valid until the rotation after that drops it.
-Private keys exist only in memory; Python's ``ssl`` loads a key only from a file, so
-:func:`server_context` writes it to a private (0700) temporary folder and removes it at once.
+The CA's private key is dropped as soon as it has signed: nothing is ever signed by it
+again (a rotation makes a new CA), so only the serving key needs keeping.
+
+:func:`load` rebuilds an :class:`Issued` from its PEM (the CA Secret of
+:mod:`.castate`), checking that the key belongs to the certificate and the certificate to
+the CA. Python's ``ssl`` loads a key only from a file, so :func:`server_context` writes it
+to a private (0700) temporary folder and removes it at once.
 
 cryptography is an optional dependency of drakit (the ``webhook`` extra); this module is
 imported only by ``drakit webhook``.
@@ -25,6 +30,7 @@ from pathlib import Path
 
 try:
     from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -34,7 +40,16 @@ except ImportError as exc:  # an optional extra: the node plugin and controller 
         "cryptography is not installed"
     ) from exc
 
-__all__ = ["RENEW_FRACTION", "Issued", "issue", "server_context"]
+__all__ = [
+    "RENEW_FRACTION",
+    "CertificateError",
+    "Issued",
+    "issue",
+    "load",
+    "not_after",
+    "server_context",
+    "split_bundle",
+]
 
 #: A certificate is replaced after this fraction of its lifetime (cert-manager's default:
 #: renew when a third is left).
@@ -43,24 +58,30 @@ RENEW_FRACTION = 2 / 3
 CLOCK_SKEW = datetime.timedelta(minutes=5)
 
 
+class CertificateError(ValueError):
+    """PEM that is not a usable CA, certificate and key; the message says what is wrong."""
+
+
 @dataclass(frozen=True)
 class Issued:
     """One CA and the serving certificate it signed (PEM), with when to replace them."""
 
     ca_pem: bytes
     cert_pem: bytes
-    key_pem: bytes = b""  # the serving key; never logged, never written to lasting storage
+    key_pem: bytes = b""  # the serving key; never logged
     ca_not_after: float = 0.0  # epoch seconds
     renew_at: float = 0.0  # epoch seconds
+    not_after: float = 0.0  # epoch seconds: the serving certificate's end
 
     def __repr__(self) -> str:  # keeps the key out of logs and tracebacks
         return f"Issued(renew_at={self.renew_at:.0f}, ca_not_after={self.ca_not_after:.0f})"
 
 
-def issue(hosts: Sequence[str], lifetime: float, *, name: str) -> Issued:
+def issue(hosts: Sequence[str], lifetime: float, *, name: str, at: float | None = None) -> Issued:
     """A new CA and a serving certificate for ``hosts`` (IP addresses or DNS names),
-    valid ``lifetime`` seconds (the CA twice that); ``name`` goes into their subjects."""
-    now = datetime.datetime.now(datetime.UTC)
+    valid ``lifetime`` seconds (the CA twice that) from ``at`` (epoch seconds; default:
+    now); ``name`` goes into their subjects."""
+    now = datetime.datetime.fromtimestamp(time.time() if at is None else at, datetime.UTC)
     valid = datetime.timedelta(seconds=lifetime)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name(f"{name} CA {os.urandom(4).hex()}")
@@ -92,8 +113,64 @@ def issue(hosts: Sequence[str], lifetime: float, *, name: str) -> Issued:
             serialization.NoEncryption(),
         ),
         ca_not_after=(now + 2 * valid).timestamp(),
-        renew_at=time.time() + lifetime * RENEW_FRACTION,
+        renew_at=_renew_at(cert),
+        not_after=(now + valid).timestamp(),
     )
+
+
+def load(ca_pem: bytes, cert_pem: bytes, key_pem: bytes) -> Issued:
+    """The :class:`Issued` these PEM blocks make up; CertificateError when they are not one
+    CA, a certificate it issued and that certificate's private key."""
+    ca, cert = _certificate(ca_pem, "CA"), _certificate(cert_pem, "serving certificate")
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError) as exc:
+        raise CertificateError(f"serving key: not a PEM private key ({exc})") from None
+    if key.public_key() != cert.public_key():
+        raise CertificateError("serving key: it does not belong to the serving certificate")
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        raise CertificateError("serving certificate: not issued by the CA") from None
+    return Issued(
+        ca_pem=ca_pem,
+        cert_pem=cert_pem,
+        key_pem=key_pem,
+        ca_not_after=ca.not_valid_after_utc.timestamp(),
+        renew_at=_renew_at(cert),
+        not_after=cert.not_valid_after_utc.timestamp(),
+    )
+
+
+def not_after(ca_pem: bytes) -> float:
+    """When the certificate in ``ca_pem`` expires (epoch seconds); CertificateError if none."""
+    return _certificate(ca_pem, "CA").not_valid_after_utc.timestamp()
+
+
+def split_bundle(bundle: bytes) -> list[bytes]:
+    """The PEM certificates of a bundle, one block each (text around them dropped)."""
+    end = b"-----END CERTIFICATE-----"
+    blocks = []
+    for part in bundle.split(end)[:-1]:
+        start = part.find(b"-----BEGIN CERTIFICATE-----")
+        if start >= 0:
+            blocks.append(part[start:] + end + b"\n")
+    return blocks
+
+
+def _certificate(pem: bytes, what: str) -> x509.Certificate:
+    try:
+        return x509.load_pem_x509_certificate(pem)
+    except ValueError as exc:
+        raise CertificateError(f"{what}: not a PEM certificate ({exc})") from None
+
+
+def _renew_at(cert: x509.Certificate) -> float:
+    """When to replace ``cert``: RENEW_FRACTION into its lifetime (issuance is not_before
+    plus the skew allowance), so a process that loads it later agrees with its issuer."""
+    issued = cert.not_valid_before_utc + CLOCK_SKEW
+    lifetime = cert.not_valid_after_utc - issued
+    return (issued + lifetime * RENEW_FRACTION).timestamp()
 
 
 def server_context(issued: Issued) -> ssl.SSLContext:

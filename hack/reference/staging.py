@@ -144,7 +144,9 @@ def drakit_values(
             "kubeletRegistrarDirectoryPath": str(facts.registrar_dir),
             "kubeletPluginsDirectoryPath": str(facts.plugins_dir),
         },
-        "webhook": {"port": webhook_port},
+        # One node, no service proxy: the webhook beside the apiserver on the host network,
+        # called by URL at 127.0.0.1 (the chart's default is a Service).
+        "webhook": {"endpoint": "hostNetwork", "port": webhook_port, "replicas": 1},
     }
 
 

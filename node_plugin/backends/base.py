@@ -33,6 +33,7 @@ from drakit.allocator.model import CounterSet, Device, DeviceAttribute
 from drakit.allocator.quantity import Quantity
 from drakit.node_plugin.driver import ClaimRef, DeviceHealth
 from drakit.telemetry.logs import StructuredLogger, get_logger
+from drakit.telemetry.metrics import Registry
 
 if TYPE_CHECKING:
     # pydantic is imported only when a config model is used (about 8 MiB of RSS):
@@ -341,6 +342,34 @@ class HealthReporter(Protocol):
 def health_report(backend: object) -> Callable[[], Sequence[DeviceHealth]] | None:
     """``backend.health`` when it reports health (:class:`HealthReporter`), else None."""
     return backend.health if isinstance(backend, HealthReporter) else None
+
+
+@runtime_checkable
+class MetricsReporter(Protocol):
+    """A backend with metrics of its own implements this as well as :class:`Backend`.
+
+    ``metrics`` is a :class:`~drakit.telemetry.metrics.Registry` holding them (counters,
+    gauges and histograms of ``drakit.plugin``); the plugin serves them on its ``/metrics``
+    endpoint (``--metrics-address``) next to its own, so their names must not start with
+    ``drakit_``. ``claim_finished`` is called once for every claim of every
+    NodePrepareResources and NodeUnprepareResources call, once the claim's outcome is known:
+    ``operation`` is ``prepare`` or ``unprepare``, ``error`` the claim's error (``""`` on
+    success, including a claim prepared already), ``seconds`` the time the plugin spent on
+    the call (the claims of one call are prepared together: one read of the claims, one
+    lock, one checkpoint save per phase). It runs on the call's thread before the reply: it
+    must be quick, and an exception it raises is logged and ignored.
+    """
+
+    metrics: Registry
+
+    def claim_finished(self, operation: str, error: str, seconds: float) -> None:
+        """Record one claim's outcome."""
+        ...
+
+
+def metrics_reporter(backend: object) -> MetricsReporter | None:
+    """The backend when it reports metrics of its own (:class:`MetricsReporter`), else None."""
+    return backend if isinstance(backend, MetricsReporter) else None
 
 
 class ChangeListeners:

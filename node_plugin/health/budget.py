@@ -3,15 +3,19 @@
 Two limits: at most ``per_node`` devices on one node, and at most ``percent`` of the driver's
 published devices cluster-wide (rounded down, but at least one when the percentage is above 0,
 so that a small cluster can evict at all). A device past either limit gets NoSchedule instead.
+How the devices and the holders are counted, and how little one node can change the count,
+is :mod:`.census`'s part.
 
 Race tolerance: every node plugin decides alone, from the same data (the driver's
-ResourceSlices, where each NoExecute taint carries the apiserver's ``timeAdded``). All of them
-rank the taints the same way: oldest ``timeAdded`` first, then node, pool and device name;
-devices that want NoExecute but hold none yet come last. Walking that ranking, a taint is
-admitted while both limits have room. Two nodes that add a taint at the same moment may
-briefly exceed the cluster-wide limit; on their next evaluation both see both taints, agree
-that the younger one is past the budget, and its node demotes it to NoSchedule. The overshoot
-is bounded by the number of nodes deciding within one evaluation interval, and it ends there.
+ResourceSlices, where each NoExecute taint carries its ``timeAdded``). All of them rank the
+taints the same way: oldest ``timeAdded`` first, then node, pool and device name; devices that
+want NoExecute but hold none yet come last. Walking that ranking, a taint is admitted while
+both limits have room; the per-node limit applies to every node's holders, so no node takes
+more than ``per_node`` places of the cluster-wide budget, whatever it publishes. Two nodes
+that add a taint at the same moment may briefly exceed the cluster-wide limit; on their next
+evaluation both see both taints, agree that the younger one is past the budget, and its node
+demotes it to NoSchedule. The overshoot is bounded by the number of nodes deciding within one
+evaluation interval (plus the delay of their watch caches), and it ends there.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ class Holder:
 
 @dataclass(frozen=True)
 class ClusterTaints:
-    """What the driver's ResourceSlices say: devices published, NoExecute holders (all nodes)."""
+    """What the driver's ResourceSlices say: the devices the cluster-wide percentage is taken
+    of (counted as :mod:`.census` says), and the NoExecute holders of all nodes."""
 
     total_devices: int
     holders: tuple[Holder, ...] = ()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "EFFECTS",
+    "MAX_DWELL_SECONDS",
     "HealthPolicy",
     "PolicyError",
     "parse_effects",
@@ -28,6 +29,8 @@ __all__ = [
 
 #: Taint effects a policy may choose, mildest first.
 EFFECTS = ("None", "NoSchedule", "NoExecute")
+#: Longest dwell time or flap window (a day): longer is a typo, not a policy.
+MAX_DWELL_SECONDS = 86400
 _REASON = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
@@ -41,16 +44,21 @@ class HealthPolicy:
 
     ``effects`` pairs a health reason with its taint effect (pairs, so that the policy is
     hashable like the plugin's other settings); ``default_effect`` covers every reason not
-    listed. ``unhealthy_after``/``healthy_after``: consecutive bad/good reports
-    before a device changes state (both >= 1). ``noexecute_per_node``: most devices of this
-    node holding NoExecute at once; ``noexecute_cluster_percent``: most devices of the
-    driver, as a percentage of all its published devices, holding NoExecute at once.
+    listed. The dwell times are seconds (:mod:`.hysteresis` has the exact rules):
+    ``unhealthy_for``: how long a device must be reported Unhealthy before it is tainted
+    (0: at once); ``healthy_for``: how long it must be reported Healthy before the taint is
+    lifted, doubled for every flap; ``flap_window``: a failure this soon after a recovery is a
+    flap, the doubling stops at this many seconds, and a taint put back this soon keeps its
+    ``timeAdded``. ``noexecute_per_node``: most devices of this node holding NoExecute at
+    once; ``noexecute_cluster_percent``: most devices of the driver, as a percentage of its
+    published devices (counted as :mod:`.census` says), holding NoExecute at once.
     """
 
     default_effect: str = "NoSchedule"
     effects: tuple[tuple[str, str], ...] = ()
-    unhealthy_after: int = 1
-    healthy_after: int = 1
+    unhealthy_for: float = 0.0
+    healthy_for: float = 30.0
+    flap_window: float = 600.0
     noexecute_per_node: int = 1
     noexecute_cluster_percent: float = 10.0
 
@@ -58,8 +66,13 @@ class HealthPolicy:
         for effect in (self.default_effect, *(e for _, e in self.effects)):
             if effect not in EFFECTS:
                 raise PolicyError(f"taint effect {effect!r} is not one of {', '.join(EFFECTS)}")
-        if self.unhealthy_after < 1 or self.healthy_after < 1:
-            raise PolicyError("hysteresis counts must be at least 1")
+        for name, seconds in (
+            ("unhealthy_for", self.unhealthy_for),
+            ("healthy_for", self.healthy_for),
+            ("flap_window", self.flap_window),
+        ):
+            if not 0 <= seconds <= MAX_DWELL_SECONDS:
+                raise PolicyError(f"{name} must be seconds in [0, {MAX_DWELL_SECONDS}]")
         if self.noexecute_per_node < 0:
             raise PolicyError("the per-node NoExecute budget must not be negative")
         if not 0 <= self.noexecute_cluster_percent <= 100:

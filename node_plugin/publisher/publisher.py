@@ -12,10 +12,13 @@ How it works:
   difference; a pool that matches costs no API call at all.
 * The backend's ``on_change`` callback queues a re-discovery; only pools whose content changed
   are synced, and within a pool only slices whose content changed are written.
-* With ``health``, every re-discovery (and one every ``health_interval`` seconds) is a health
+* With ``health``, every re-discovery (one every ``health_interval`` seconds, one when a
+  dwell of the health policy ends, and one per change notice of the backend) is a health
   report for the health policy (:mod:`drakit.node_plugin.health`): devices it declares
   unhealthy get a ``<driver>/unhealthy`` taint with the policy's effect (value: the health
-  reason), lifted when they recover.
+  reason), lifted when they recover. When the policy may evict, the NoExecute budget reads
+  a watch cache of the driver's slices on every node (:mod:`.health.clusterview`): the
+  worker never waits on the apiserver for it.
 * Informers watch the driver's slices on this node (field selector ``spec.driver`` and
   ``spec.nodeName``; pools with per-device node selection by a label). Every event queues its
   pool after ``repair_delay`` seconds (default 0.5; the Go controller waits 30 s): an outside
@@ -43,8 +46,9 @@ from drakit.kubeapi.informer import EventHandlers, Informer
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import NODES, RESOURCE_SLICES, Resource
 from drakit.kubeapi.workqueue import RateLimiter, WorkQueue
-from drakit.node_plugin.health.budget import ClusterTaints, Holder
-from drakit.node_plugin.health.engine import DeviceTaintDecision, HealthEngine
+from drakit.node_plugin.health.budget import ClusterTaints
+from drakit.node_plugin.health.clusterview import ClusterTaintCache
+from drakit.node_plugin.health.engine import DeviceTaintDecision, HealthEngine, PublishedTaint
 from drakit.node_plugin.health.hysteresis import DeviceKey
 from drakit.node_plugin.health.policy import HealthPolicy
 from drakit.node_plugin.publisher.layout import InvalidPoolError
@@ -142,9 +146,10 @@ class Publisher:
         writes; ``queue`` (default: one made with ``clock``) holds the pools to sync. Tests
         pass both to step through the publisher's decisions (``WorkQueue.run_pending``).
 
-        ``health_policy`` (default: NoSchedule on the first Unhealthy report, lifted on the
-        first Healthy one) decides the taints of unhealthy devices; ``health`` is read at
-        every re-discovery and every ``health_interval`` seconds (0: only on changes)."""
+        ``health_policy`` (default: NoSchedule at the first Unhealthy report, lifted once the
+        device has been reported Healthy for 30 s) decides the taints of unhealthy devices;
+        ``health`` is read at every re-discovery, every ``health_interval`` seconds (0: only
+        on changes) and when a dwell of the policy ends. ``clock`` also times the dwells."""
         self.driver = driver
         self.slice_fields = slice_fields
         self._detect_cluster = detect_cluster
@@ -170,8 +175,19 @@ class Publisher:
             health_policy or HealthPolicy(),
             registry=self.metrics.registry,
             notify=self._note,
+            clock=clock,
         )
         self.unhealthy_taint_key = self.health.taint_key
+        # The budget's view of every node, kept by a watch; only a policy that may evict
+        # needs it (a cache of every slice of the driver is not free on a large cluster).
+        self.cluster_taints: ClusterTaintCache | None = None
+        if health is not None and self.health.policy.may_evict:
+            self.cluster_taints = ClusterTaintCache(
+                self._slices,
+                driver,
+                taint_key=self.unhealthy_taint_key,
+                node_label=PER_DEVICE_NODE_LABEL,
+            )
         self._health_seeded = False
         self._node_retry_max = node_retry_max_seconds
         self._informers = [
@@ -212,6 +228,8 @@ class Publisher:
 
     def start(self) -> None:
         """Begin publishing; returns at once. Waits for the Node object in the background."""
+        if self.cluster_taints is not None:
+            self.cluster_taints.start()
         self._starter = threading.Thread(
             target=self._run_start, name="publisher-start", daemon=True
         )
@@ -227,6 +245,8 @@ class Publisher:
         self._queue.shutdown(wait=True, timeout=30.0)
         for informer in self._informers:
             informer.stop()
+        if self.cluster_taints is not None:
+            self.cluster_taints.stop()
         if self._starter is not None and self._starter is not threading.current_thread():
             self._starter.join(timeout=30.0)
         if self._own_events:
@@ -350,9 +370,19 @@ class Publisher:
         self._scanned.set()
         for name in sorted(changed):
             self._queue.add(name)
-        if self._health is not None and self._health_interval > 0:
-            # One pending tick at a time: add_after keeps the earlier of two due times.
-            self._queue.add_after(_RESCAN, self._health_interval)
+        self._schedule_health_report()
+
+    def _schedule_health_report(self) -> None:
+        """Read health again after the interval, or sooner when a dwell ends sooner."""
+        if self._health is None:
+            return
+        delays = [self._health_interval] if self._health_interval > 0 else []
+        due = self.health.next_due()
+        if due is not None:
+            delays.append(due)
+        if delays:
+            # One pending report at a time: add_after keeps the earlier of two due times.
+            self._queue.add_after(_RESCAN, min(delays))
 
     def _report_withheld(self, pool: str, withheld: dict[str, str]) -> None:
         """Warn once per device and reason about devices this cluster cannot hold."""
@@ -367,53 +397,42 @@ class Publisher:
         """The health policy's taint per device for the backend's current health report."""
         if self._health is None:
             return {}
+        published = self._published_health_taints()
         if not self._health_seeded:
-            self.health.seed(self._published_health_taints())
+            self.health.seed(published)
             self._health_seeded = True
-        return self.health.evaluate(self._health(), self._cluster_taints)
+        return self.health.evaluate(self._health(), self._cluster_view, published)
 
-    def _published_health_taints(self) -> dict[DeviceKey, str]:
-        """Devices of this node's slices that carry the health taint (key -> taint value)."""
-        found: dict[DeviceKey, str] = {}
+    def _published_health_taints(self) -> dict[DeviceKey, PublishedTaint]:
+        """The health taints this node's slices carry now (its own view: no API call)."""
+        found: dict[DeviceKey, PublishedTaint] = {}
         for pool in self.view.pool_names():
             for obj in self.view.pool_slices(pool):
                 for device in obj.get("spec", {}).get("devices") or ():
                     for taint in device.get("taints") or ():
                         if taint.get("key") == self.unhealthy_taint_key:
-                            found[(pool, device.get("name", ""))] = taint.get("value", "")
+                            found[(pool, device.get("name", ""))] = PublishedTaint(
+                                str(taint.get("value") or ""),
+                                str(taint.get("effect") or ""),
+                                str(taint.get("timeAdded") or ""),
+                            )
         return found
 
-    def _cluster_taints(self) -> ClusterTaints | None:
-        """The driver's devices and NoExecute health taints on every node, from one LIST
-        (None when the apiserver cannot be asked: the budget then grants nothing new)."""
-        try:
-            items = self._slices.list(field_selector=f"spec.driver={self.driver}").items
-        except ApiError as err:
-            _log.warning("Cannot count the driver's NoExecute taints", error=str(err))
-            return None
-        total = 0
-        holders: list[Holder] = []
-        for obj in items:
-            spec = obj.get("spec", {})
-            pool = (spec.get("pool") or {}).get("name", "")
-            for device in spec.get("devices") or ():
-                total += 1
-                for taint in device.get("taints") or ():
-                    if (taint.get("key"), taint.get("effect")) == (
-                        self.unhealthy_taint_key,
-                        "NoExecute",
-                    ):
-                        key = (pool, device.get("name", ""))
-                        node = spec.get("nodeName") or ""
-                        holders.append(Holder(node, key, taint.get("timeAdded") or ""))
-        return ClusterTaints(total, tuple(holders))
+    def _cluster_view(self) -> ClusterTaints | None:
+        """The budget's view of the driver's slices on every node, from the watch cache
+        (None before its first list: the budget then grants nothing new)."""
+        cache = self.cluster_taints
+        return cache.view() if cache is not None else None
 
     def _with_health_taint(self, device: Device, decision: DeviceTaintDecision | None) -> Device:
         """Add the policy's health taint (a backend's own taint of that key wins)."""
         if decision is None or any(t.key == self.unhealthy_taint_key for t in device.taints):
             return device
         taint = DeviceTaint(
-            key=self.unhealthy_taint_key, value=decision.value, effect=decision.effect
+            key=self.unhealthy_taint_key,
+            value=decision.value,
+            effect=decision.effect,
+            time_added=decision.time_added,
         )
         return replace(device, taints=(*device.taints, taint))
 

@@ -132,3 +132,20 @@ def test_go_webhook_runs_on_the_host_network_behind_its_service_with_cert_manage
         "ns/rel-dra-example-driver-webhook-cert"
     )
     assert config["webhooks"][0]["clientConfig"]["service"]["name"] == service["metadata"]["name"]
+
+
+def test_drakits_staged_chart_calls_its_webhook_on_the_hosts_loopback(tmp_path: Path) -> None:
+    """The node has no service proxy: the chart's default (a Service) would never answer."""
+    chart = Path(__file__).resolve().parents[2] / "examples/example-driver/deployments/helm"
+    staged = staging.stage_chart(
+        chart / "example-driver", tmp_path / "chart",
+        staging.drakit_values(FACTS, "localhost/x", "t", 18443),
+    )  # fmt: skip
+    docs = _render(staged, "webhook.enabled=true", "driverName=gpu.example.com")
+    config = next(d for d in docs if d["kind"] == "ValidatingWebhookConfiguration")
+    assert config["webhooks"][0]["clientConfig"] == {
+        "url": "https://127.0.0.1:18443/validate-resource-claim-parameters"
+    }
+    webhook = next(d for d in docs if d["kind"] == "Deployment")
+    assert webhook["spec"]["replicas"] == 1
+    assert webhook["spec"]["template"]["spec"]["hostNetwork"] is True

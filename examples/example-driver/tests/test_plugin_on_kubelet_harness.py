@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from example_driver.driver import ExampleDriver
 from harness.cdi import assert_cdi_ids_resolve
+from helpers.waiting import eventually
+from test_metrics import series
 
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
 from drakit.testing import (
@@ -60,10 +62,12 @@ def published_devices(api: Any, node: str) -> dict[str, Any]:
     raise AssertionError(f"no ResourceSlice of {DRIVER} for node {node} within {WAIT:g}s")
 
 
-def allocate_gpu_1(api: Any, namespace: str, node: str, *, with_config: bool = True) -> None:
-    """A claim for one GPU (with GpuConfig), a pod on ``node`` using it, and the allocation
+def allocate_gpu_1(
+    api: Any, namespace: str, node: str, *, with_config: bool = True, config: Any = GPU_CONFIG
+) -> None:
+    """A claim for one GPU (with ``config``), a pod on ``node`` using it, and the allocation
     and reservation kube-scheduler would write (gpu-1 of the node's pool)."""
-    configs = [opaque_config(DRIVER, GPU_CONFIG, requests=["gpu"])] if with_config else []
+    configs = [opaque_config(DRIVER, config, requests=["gpu"])] if with_config else []
     allocate(
         api,
         namespace,
@@ -113,3 +117,74 @@ def test_prepared_gpu_is_reported_in_the_claim_status(
         "model": {"string": "LATEST-GPU-MODEL"},
         "driverVersion": {"version": "1.0.0"},
     }
+
+
+def samples(text: str, name: str) -> dict[str, float]:
+    """``{labels: value}`` of every sample named ``name`` in an exposition ("" for none)."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        match = re.match(rf"^{name}(\{{[^}}]*\}})? (\S+)$", line)
+        if match:
+            found[match.group(1) or ""] = float(match.group(2))
+    return found
+
+
+def test_upstreams_driver_metrics_are_served_after_a_real_prepare(
+    plugin: PluginUnderTest, drakit_api: Any, drakit_namespace: str, drakit_node: HarnessNode
+) -> None:
+    before = plugin.scrape()
+    # Upstream creates both counter series at zero, before any claim.
+    assert samples(before, "dra_example_driver_prepare_claims_total") == {
+        '{result="success"}': 0.0, '{result="error"}': 0.0,
+    }  # fmt: skip
+    assert samples(before, "dra_example_driver_unprepare_claims_total") == {
+        '{result="success"}': 0.0, '{result="error"}': 0.0,
+    }  # fmt: skip
+    assert samples(before, "dra_example_driver_fatal_background_errors_total") == {"": 0.0}
+    assert (
+        "# HELP dra_example_driver_prepare_claim_duration_seconds [BETA] Latency in seconds of "
+        "resource claim prepare operations handled by the driver." in before
+    )
+
+    allocate_gpu_1(drakit_api, drakit_namespace, drakit_node.name)
+    drakit_node.wait_prepared(drakit_namespace, "pod0")
+    after = plugin.scrape()
+    assert samples(after, "dra_example_driver_prepare_claims_total")['{result="success"}'] == 1
+    buckets = {
+        labels["le"]: value
+        for labels, value in series(
+            after, "dra_example_driver_prepare_claim_duration_seconds_bucket"
+        )
+        if labels["result"] == "success"
+    }
+    assert list(buckets) == [
+        "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf"
+    ]  # fmt: skip
+    assert buckets["+Inf"] == 1
+    assert samples(after, "dra_example_driver_prepare_claim_duration_seconds_count") == {
+        '{result="success"}': 1.0
+    }
+
+
+def test_a_claim_the_plugin_refuses_is_counted_as_a_prepare_error(
+    plugin: PluginUnderTest, drakit_api: Any, drakit_namespace: str, drakit_node: HarnessNode
+) -> None:
+    # Refused before the backend prepares anything (the config, as upstream's kubelet
+    # plugin refuses it): upstream counts it, so the example driver does too.
+    sharing = {
+        "strategy": "TimeSlicing",
+        "timeSlicingConfig": {"interval": "Short"},
+        "spacePartitioningConfig": {"partitionCount": 2},
+    }
+    allocate_gpu_1(
+        drakit_api, drakit_namespace, drakit_node.name, config={**GPU_CONFIG, "sharing": sharing}
+    )
+    errors = '{result="error"}'
+    eventually(
+        lambda: samples(plugin.scrape(), "dra_example_driver_prepare_claims_total").get(errors),
+        what="a prepare error counted",
+        timeout=WAIT,
+    )
+    after = plugin.scrape()
+    assert samples(after, "dra_example_driver_prepare_claims_total")['{result="success"}'] == 0
+    assert samples(after, "dra_example_driver_prepare_claim_duration_seconds_count")[errors] >= 1

@@ -264,3 +264,23 @@ def test_a_failing_list_is_retried_with_its_cause_logged_and_never_reports_synce
             informer.stop()
     assert "BadRequest" in failures[0].cause
     assert "spec.bogus" in failures[0].cause
+
+
+def test_a_transform_shapes_what_the_store_keeps_from_the_list_and_the_watch(
+    claims: Resource, namespace: str, start_informer: Callable[..., Informer], eventually: Any
+) -> None:
+    def keep_name(obj: KubeObject) -> KubeObject:
+        meta = obj["metadata"]
+        return {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion")}}
+
+    claims.create(claim_body(namespace, "listed"))
+    rec = Recorder()
+    informer = start_informer(claims, rec, namespace=namespace, transform=keep_name)
+    claims.create(claim_body(namespace, "watched"))
+    eventually(lambda: informer.store.get(f"{namespace}/watched"), what="the watched claim")
+    for claim in ("listed", "watched"):
+        kept = informer.store.get(f"{namespace}/{claim}")
+        assert kept is not None
+        assert set(kept) == {"metadata"}
+        assert set(kept["metadata"]) == {"name", "namespace", "resourceVersion"}
+    assert rec.snapshot() == [("add", "listed", True), ("add", "watched", False)]

@@ -39,14 +39,14 @@ def plugin_with(api: RateLimitedApiClient) -> Iterator[Any]:
     """Starts a plugin with the example backend and ``device_metadata`` on or off."""
     started: list[tuple[NodePlugin, tempfile.TemporaryDirectory[str]]] = []
 
-    def start(device_metadata: bool) -> NodePlugin:
+    def start(device_metadata: bool, **backend_config: Any) -> NodePlugin:
         root = tempfile.TemporaryDirectory(prefix="drk-", dir="/tmp")  # short socket paths
         config = make_config(Path(root.name))
         backend = load_backend(
             "example",
             driver_name=DRIVER,
             node_name=NODE,
-            config={**EXAMPLE_CONFIG, "deviceMetadata": device_metadata},
+            config={**EXAMPLE_CONFIG, "deviceMetadata": device_metadata, **backend_config},
         )
         metrics = PluginMetrics()
         core = PrepareCore(
@@ -186,3 +186,76 @@ def test_backend_without_metadata_returns_no_metadata_device(
     assert list(device.cdi_device_ids) == [f"k8s.{DRIVER}/claim={ref.uid}-gpu-0"]
     data_dir = plugin.config.plugin_data_dir
     assert not (data_dir / "dra-device-metadata").exists()
+
+
+# pod-claim-name annotations the apiserver stores (annotation values are free text) but that
+# are no pod claim name (a DNS label): each would put the file somewhere else in the container.
+HOSTILE_POD_CLAIM_NAMES = {
+    "climb": "../../../../../usr/lib",
+    "parent": "..",
+    "slash": "my-gpu/../../x",
+    "absolute": "/etc",
+    "nul": "gpu\x00x",
+    "too long": "g" * 64,
+    "upper": "My-GPU",
+}
+
+
+def test_a_hostile_pod_claim_name_is_refused_per_claim_and_nothing_is_written_outside(
+    plugin_with: Any, claims: Resource, namespace: str
+) -> None:
+    """One NodePrepareResources call with every hostile annotation and one good claim: each
+    hostile claim gets its own error naming it, the annotation and the reason; the good claim
+    is prepared; the refused claims leave no CDI spec and no metadata folder, and every
+    container path in the specs stays inside the metadata directory."""
+    plugin = plugin_with(device_metadata=True, gpus=len(HOSTILE_POD_CLAIM_NAMES) + 1)
+    hostile = {
+        create_claim(
+            claims,
+            namespace,
+            [result("gpu", f"gpu-{i}")],
+            annotations={"resource.kubernetes.io/pod-claim-name": value},
+        ): value
+        for i, value in enumerate(HOSTILE_POD_CLAIM_NAMES.values())
+    }
+    good = create_claim(
+        claims,
+        namespace,
+        [result("gpu", f"gpu-{len(hostile)}")],
+        annotations={"resource.kubernetes.io/pod-claim-name": "my-gpu"},
+    )
+    refs = [*hostile, good]
+    with grpc.insecure_channel(f"unix:{plugin.sockets.dra}") as channel:
+        response = v1_grpc.DRAPluginStub(channel).NodePrepareResources(
+            v1.NodePrepareResourcesRequest(
+                claims=[v1.Claim(namespace=r.namespace, uid=r.uid, name=r.name) for r in refs]
+            ),
+            timeout=20,
+        )
+    for ref, value in hostile.items():
+        error = response.claims[ref.uid].error
+        assert f"ResourceClaim {ref.namespace}/{ref.name}" in error, error
+        assert "annotation resource.kubernetes.io/pod-claim-name" in error, error
+        assert repr(value[:64]) in error, error
+        assert "is not a DNS label" in error, error
+        assert not response.claims[ref.uid].devices
+    assert response.claims[good.uid].error == ""
+
+    data_dir = plugin.config.plugin_data_dir
+    assert sorted(p.name for p in (data_dir / "dra-device-metadata").iterdir()) == [good.uid]
+    specs = sorted(plugin.config.cdi_root.iterdir())
+    assert [p.name for p in specs] == [plugin.core.cdi.spec_path(good.uid).name]  # type: ignore[attr-defined]
+    for spec in specs:
+        for device in json.loads(spec.read_text())["devices"]:
+            for mount in device["containerEdits"].get("mounts", []):
+                path = mount["containerPath"]
+                assert path.startswith(f"{METADATA_DIR}/") and "/../" not in path, path
+    # Nothing anywhere under the plugin's folders but what the good claim and the plugin
+    # itself own: no stray metadata file outside the metadata folder.
+    root = Path(plugin.config.plugins_dir).parent
+    stray = [
+        p
+        for p in root.rglob("*metadata*")
+        if p.is_file() and (data_dir / "dra-device-metadata" / good.uid) not in p.parents
+    ]
+    assert stray == []

@@ -1,7 +1,7 @@
 """``drakit devices --node`` shows the node's own view beside the API's: from a real plugin
 cross-check (real core, real PodResources server on a Unix socket, /debug/node-view served
-over HTTP on 127.0.0.1), and through the API server's pod proxy when plugin pods are
-annotated."""
+over HTTP on 127.0.0.1), and through the API server's pod proxy from the plugin DaemonSet's
+pods (which pods are trusted: test_devices_node_view_trust.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from claims import DRIVER, NODE, call, create_claim, result
 from conftest import CoreFactory
+from node_view_pods import create_daemonset, create_pod, owner_of
 from podresources_server import serving_kubelet
 
 from drakit.cli import main
 from drakit.kubeapi.client import RateLimitedApiClient
-from drakit.kubeapi.resources import PODS, Resource
+from drakit.kubeapi.resources import Resource
 from drakit.localcluster import LocalCluster
 from drakit.node_plugin import wiring
 from drakit.node_plugin.app import NodePlugin
@@ -95,34 +96,24 @@ def test_devices_node_says_when_no_plugin_on_the_node_serves_a_view(
     node = f"nv-{uuid.uuid4().hex[:8]}"
     assert main(["devices", "--kubeconfig", cluster.kubeconfig, "--node", node]) == 0
     out = capsys.readouterr().out
-    assert f"note: node view: no node plugin on {node} serves one" in out
+    assert f"note: node view: no node plugin pod in namespace drakit-system on {node} serves" in out
 
 
-def test_devices_node_reads_annotated_plugin_pods_through_the_pod_proxy_and_reports_refusals(
+def test_devices_node_reports_a_plugin_pod_the_pod_proxy_refuses(
     cluster: LocalCluster,
     api: RateLimitedApiClient,
-    namespace: str,
+    other_namespace: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     node = f"nv-{uuid.uuid4().hex[:8]}"
-    pods = Resource(api, PODS)
-    pod = pods.create(
-        {
-            "metadata": {
-                "name": "plugin",
-                "namespace": namespace,
-                "annotations": {"drakit.dev/node-view-port": "9400"},
-            },
-            "spec": {"nodeName": node, "containers": [{"name": "plugin", "image": "drakit"}]},
-        }
-    )
-    pod["status"] = {"phase": "Running", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}]}
-    pods.update_status(pod)
-    assert main(["devices", "--kubeconfig", cluster.kubeconfig, "--node", node]) == 0
+    ds = create_daemonset(api, other_namespace)
+    create_pod(api, other_namespace, node, name="plugin", owner=owner_of(ds))
+    args = ["--plugin-namespace", other_namespace]
+    assert main(["devices", "--kubeconfig", cluster.kubeconfig, "--node", node, *args]) == 0
     out = capsys.readouterr().out
     # The API server never proxies to loopback: the refusal is a note naming the pod, and
     # the command still succeeds (the API's view is complete without it).
-    assert f"note: node view: pod {namespace}/plugin: " in out
+    assert f"note: node view: pod {other_namespace}/plugin: " in out
     assert "address not allowed" in out
 
 

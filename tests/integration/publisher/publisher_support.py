@@ -22,6 +22,7 @@ from drakit.kubeapi.errors import NotFound
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import NODES, RESOURCE_SLICES, Resource
 from drakit.localcluster import LocalCluster
+from drakit.node_plugin.health.policy import HealthPolicy
 from drakit.node_plugin.publisher import Publisher
 
 DRIVER = "gpu.publisher.drakit.dev"
@@ -197,3 +198,100 @@ def settle(publisher: Publisher, slices: Resource, node_name: str, quiet: float 
             return
         time.sleep(0.1)
     pytest.fail("the node's slices never settled")
+
+
+# -- health ------------------------------------------------------------------------------------
+
+#: Health reports every 0.2 s: the policy and the budget move without waiting on a backend.
+HEALTH_TICK = 0.2
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """One device's health, shaped like ``drakit.node_plugin.driver.DeviceHealth``."""
+
+    pool_name: str
+    device_name: str
+    health: str
+    reason: str = ""
+    message: str = ""
+
+
+class HealthDevices:
+    """A node's devices and the health the test sets for them (a backend with health)."""
+
+    def __init__(self, node: str, count: int) -> None:
+        self.node = node
+        self.backend = StaticBackend([Pool(node, plain_devices(count))])
+        self._bad: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def set(self, device: str, reason: str | None) -> None:
+        """``reason`` None: healthy again. Notifies like a backend's change."""
+        with self._lock:
+            if reason is None:
+                self._bad.pop(device, None)
+            else:
+                self._bad[device] = reason
+        self.backend.set(self.backend.pools)
+
+    def health(self) -> list[HealthReport]:
+        with self._lock:
+            bad = dict(self._bad)
+        return [
+            HealthReport(
+                self.node, d.name, "Unhealthy" if d.name in bad else "Healthy", bad.get(d.name, "")
+            )
+            for d in self.backend.pools[0].devices
+        ]
+
+
+@pytest.fixture
+def health_driver() -> str:
+    """A driver of this test alone: the budget counts every slice of the driver."""
+    return f"health-{uuid.uuid4().hex[:8]}.drakit.dev"
+
+
+@pytest.fixture
+def fake_nodes(api: RateLimitedApiClient) -> Iterator[Callable[[], str]]:
+    """``fake_nodes()``: the name of a new Node object (no kubelet), deleted after the test."""
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"node-{uuid.uuid4().hex[:8]}"
+        make_node(api, name)
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        with contextlib.suppress(NotFound):
+            Resource(api, NODES).delete(name)
+
+
+@pytest.fixture
+def health_publishers(
+    api: RateLimitedApiClient, health_driver: str
+) -> Iterator[Callable[..., Publisher]]:
+    """``health_publishers(devices, policy, client=None, interval=HEALTH_TICK)``: a started
+    Publisher of ``health_driver`` reading ``devices``' health every ``interval`` seconds,
+    stopped after the test."""
+    started: list[Publisher] = []
+
+    def run(
+        devices: HealthDevices,
+        policy: HealthPolicy,
+        client: Any = None,
+        interval: float = HEALTH_TICK,
+    ) -> Publisher:
+        publisher = Publisher(
+            client or api, health_driver, devices.node, devices.backend,
+            health=devices.health, health_policy=policy, health_interval=interval,
+        )  # fmt: skip
+        publisher.start()
+        started.append(publisher)
+        return publisher
+
+    yield run
+    for publisher in started:
+        publisher.stop()

@@ -1,106 +1,21 @@
 """The health policy against the real apiserver: taints per reason with their effect, lifted on
-recovery, Events on the Node, and the cluster-wide NoExecute budget across two nodes."""
+recovery, Events on the Node, effect changes, a flapping device's timeAdded, and the
+cluster-wide NoExecute budget across two nodes."""
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+import datetime
+import time
 from typing import Any
 
 import pytest
-from publisher_support import Pool, StaticBackend, make_node, plain_devices
+from publisher_support import HealthDevices
 
-from drakit.kubeapi.errors import NotFound
 from drakit.kubeapi.objects import KubeObject
-from drakit.kubeapi.resources import EVENTS, NODES, Resource
+from drakit.kubeapi.resources import EVENTS, Resource
 from drakit.node_plugin.health.policy import HealthPolicy
-from drakit.node_plugin.publisher import Publisher
 
 pytestmark = pytest.mark.integration
-
-#: Reports every 0.2 s: the hysteresis and the budget move without waiting on a backend.
-_TICK = 0.2
-
-
-@dataclass(frozen=True)
-class _Health:
-    pool_name: str
-    device_name: str
-    health: str
-    reason: str = ""
-    message: str = ""
-
-
-class _Devices:
-    """A node's devices and the health the test sets for them (a backend with health)."""
-
-    def __init__(self, node: str, count: int) -> None:
-        self.node = node
-        self.backend = StaticBackend([Pool(node, plain_devices(count))])
-        self._bad: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def set(self, device: str, reason: str | None) -> None:
-        """``reason`` None: healthy again."""
-        with self._lock:
-            if reason is None:
-                self._bad.pop(device, None)
-            else:
-                self._bad[device] = reason
-        self.backend.set(self.backend.pools)
-
-    def health(self) -> list[_Health]:
-        with self._lock:
-            bad = dict(self._bad)
-        return [
-            _Health(
-                self.node, d.name, "Unhealthy" if d.name in bad else "Healthy", bad.get(d.name, "")
-            )
-            for d in self.backend.pools[0].devices
-        ]
-
-
-@pytest.fixture
-def driver() -> str:
-    """A driver of this test alone: the budget counts every slice of the driver."""
-    return f"health-{uuid.uuid4().hex[:8]}.drakit.dev"
-
-
-@pytest.fixture
-def nodes(api: Any) -> Iterator[Callable[[], str]]:
-    made: list[str] = []
-
-    def make() -> str:
-        name = f"node-{uuid.uuid4().hex[:8]}"
-        make_node(api, name)
-        made.append(name)
-        return name
-
-    yield make
-    for name in made:
-        with contextlib.suppress(NotFound):
-            Resource(api, NODES).delete(name)
-
-
-@pytest.fixture
-def start(api: Any, driver: str) -> Iterator[Callable[..., Publisher]]:
-    started: list[Publisher] = []
-
-    def run(devices: _Devices, policy: HealthPolicy) -> Publisher:
-        publisher = Publisher(
-            api, driver, devices.node, devices.backend, health=devices.health,
-            health_policy=policy, health_interval=_TICK,
-        )  # fmt: skip
-        publisher.start()
-        started.append(publisher)
-        return publisher
-
-    yield run
-    for publisher in started:
-        publisher.stop()
 
 
 def node_slices(slices: Resource, node: str) -> list[KubeObject]:
@@ -131,13 +46,19 @@ def _events(api: Any, node: str, reason: str) -> list[KubeObject]:
 
 
 def test_a_device_gets_its_reasons_effect_and_loses_the_taint_when_it_recovers(
-    *, api: Any, driver: str, nodes: Any, start: Any, slices: Resource, eventually: Any
+    *,
+    api: Any,
+    health_driver: str,
+    fake_nodes: Any,
+    health_publishers: Any,
+    slices: Resource,
+    eventually: Any,
 ) -> None:
-    devices = _Devices(nodes(), 4)
+    devices = HealthDevices(fake_nodes(), 4)
     policy = HealthPolicy(
-        effects=(("DeviceNodeMissing", "NoExecute"),), noexecute_cluster_percent=100
+        effects=(("DeviceNodeMissing", "NoExecute"),), noexecute_cluster_percent=100, healthy_for=0
     )
-    publisher = start(devices, policy)
+    publisher = health_publishers(devices, policy)
     eventually(lambda: len(node_slices(slices, devices.node)) == 1, what="published")
 
     devices.set("gpu-1", "DeviceNodeMissing")
@@ -146,7 +67,7 @@ def test_a_device_gets_its_reasons_effect_and_loses_the_taint_when_it_recovers(
     eventually(lambda: _effect(slices, devices.node, "gpu-2") == "NoSchedule", what="NoSchedule")
     taint = _taint(slices, devices.node, "gpu-1")
     assert taint is not None
-    assert (taint["key"], taint["value"]) == (f"{driver}/unhealthy", "DeviceNodeMissing")
+    assert (taint["key"], taint["value"]) == (f"{health_driver}/unhealthy", "DeviceNodeMissing")
     assert taint.get("timeAdded"), "the apiserver stamps the time the taint was added"
     eventually(lambda: len(_events(api, devices.node, "DeviceUnhealthy")) == 2, what="Events")
 
@@ -159,7 +80,7 @@ def test_a_device_gets_its_reasons_effect_and_loses_the_taint_when_it_recovers(
     assert f"{devices.node}/gpu-1 is healthy again" in recovered["note"]
     assert _effect(slices, devices.node, "gpu-2") == "NoSchedule"
     registry = publisher.metrics.registry
-    labels = {"driver": driver, "pool": devices.node, "device": "gpu-1"}
+    labels = {"driver": health_driver, "pool": devices.node, "device": "gpu-1"}
     for direction in ("Unhealthy", "Recovered"):
         got = registry.get_sample_value(
             "drakit_node_plugin_health_transitions_total", {**labels, "direction": direction}
@@ -168,10 +89,10 @@ def test_a_device_gets_its_reasons_effect_and_loses_the_taint_when_it_recovers(
 
 
 def test_a_report_only_policy_records_the_transition_without_a_taint(
-    *, api: Any, nodes: Any, start: Any, slices: Resource, eventually: Any
+    *, api: Any, fake_nodes: Any, health_publishers: Any, slices: Resource, eventually: Any
 ) -> None:
-    devices = _Devices(nodes(), 2)
-    start(devices, HealthPolicy(default_effect="None"))
+    devices = HealthDevices(fake_nodes(), 2)
+    health_publishers(devices, HealthPolicy(default_effect="None"))
     eventually(lambda: len(node_slices(slices, devices.node)) == 1, what="published")
     devices.set("gpu-0", "EccErrors")
     eventually(lambda: _events(api, devices.node, "DeviceUnhealthy"), what="DeviceUnhealthy")
@@ -179,13 +100,13 @@ def test_a_report_only_policy_records_the_transition_without_a_taint(
 
 
 def test_the_cluster_wide_budget_holds_across_nodes_and_frees_on_recovery(
-    *, api: Any, nodes: Any, start: Any, slices: Resource, eventually: Any
+    *, api: Any, fake_nodes: Any, health_publishers: Any, slices: Resource, eventually: Any
 ) -> None:
     # 2 nodes x 5 devices, 10 %: one device of the driver may hold NoExecute at a time.
-    policy = HealthPolicy(default_effect="NoExecute", noexecute_cluster_percent=10)
-    a, b = _Devices(nodes(), 5), _Devices(nodes(), 5)
-    start(a, policy)
-    publisher_b = start(b, policy)
+    policy = HealthPolicy(default_effect="NoExecute", noexecute_cluster_percent=10, healthy_for=0)
+    a, b = HealthDevices(fake_nodes(), 5), HealthDevices(fake_nodes(), 5)
+    health_publishers(a, policy)
+    publisher_b = health_publishers(b, policy)
     for d in (a, b):
         eventually(lambda d=d: len(node_slices(slices, d.node)) == 1, what="published")
 
@@ -206,3 +127,73 @@ def test_the_cluster_wide_budget_holds_across_nodes_and_frees_on_recovery(
     a.set("gpu-0", None)
     eventually(lambda: _effect(slices, b.node, "gpu-0") == "NoExecute", what="b promoted")
     assert _taint(slices, a.node, "gpu-0") is None
+
+
+def _stamp_seconds(taint: dict[str, Any]) -> float:
+    return datetime.datetime.fromisoformat(taint["timeAdded"].replace("Z", "+00:00")).timestamp()
+
+
+def test_a_flapping_device_gets_its_taint_back_with_the_same_time_added(
+    *, api: Any, fake_nodes: Any, health_publishers: Any, slices: Resource, eventually: Any
+) -> None:
+    devices = HealthDevices(fake_nodes(), 2)
+    policy = HealthPolicy(
+        default_effect="NoExecute", noexecute_cluster_percent=100, healthy_for=0, flap_window=600
+    )
+    publisher = health_publishers(devices, policy)
+    eventually(lambda: len(node_slices(slices, devices.node)) == 1, what="published")
+    devices.set("gpu-0", "Xid79")
+    first = eventually(lambda: _taint(slices, devices.node, "gpu-0"), what="the first taint")
+    devices.set("gpu-0", None)
+    eventually(lambda: _taint(slices, devices.node, "gpu-0") is None, what="the taint lifted")
+    # timeAdded has whole seconds: a new stamp would differ once the second has turned.
+    eventually(lambda: time.time() >= _stamp_seconds(first) + 1.5, what="the next second")
+    devices.set("gpu-0", "Xid48")  # fails again, for another reason
+    again = eventually(lambda: _taint(slices, devices.node, "gpu-0"), what="the taint back")
+    assert (again["value"], again["effect"]) == ("Xid48", "NoExecute")
+    assert again["timeAdded"] == first["timeAdded"]
+    # The kept time causes no update loop: ten more reports write nothing.
+    (stored,) = node_slices(slices, devices.node)
+    reads = devices.backend.discoveries
+    eventually(lambda: devices.backend.discoveries >= reads + 10, what="ten more reports")
+    assert (
+        node_slices(slices, devices.node)[0]["metadata"]["resourceVersion"]
+        == (stored["metadata"]["resourceVersion"])
+    )
+    changed = publisher.metrics.registry.get_sample_value(
+        "drakit_node_plugin_health_effect_changes_total",
+        {"driver": publisher.driver, "from": "None", "to": "NoExecute"},
+    )
+    assert changed == 2
+
+
+def test_a_reason_change_while_unhealthy_changes_the_effect_with_an_event(
+    *, api: Any, fake_nodes: Any, health_publishers: Any, slices: Resource, eventually: Any
+) -> None:
+    devices = HealthDevices(fake_nodes(), 2)
+    policy = HealthPolicy(effects=(("Xid79", "NoExecute"),), noexecute_cluster_percent=100)
+    health_publishers(devices, policy)
+    eventually(lambda: len(node_slices(slices, devices.node)) == 1, what="published")
+    devices.set("gpu-0", "EccErrors")
+    eventually(lambda: _effect(slices, devices.node, "gpu-0") == "NoSchedule", what="NoSchedule")
+    devices.set("gpu-0", "Xid79")
+    eventually(lambda: _effect(slices, devices.node, "gpu-0") == "NoExecute", what="NoExecute")
+    (changed,) = eventually(
+        lambda: _events(api, devices.node, "DeviceTaintEffectChanged"), what="the Event"
+    )
+    assert changed["type"] == "Warning"
+    assert "taint effect NoSchedule -> NoExecute (health reason Xid79" in changed["note"]
+
+
+def test_a_report_is_read_when_a_dwell_ends_not_only_at_the_interval(
+    *, fake_nodes: Any, health_publishers: Any, slices: Resource, eventually: Any
+) -> None:
+    # Reports come only with change notices and when a dwell ends (the interval is an hour):
+    # the taint is lifted once the device has been healthy for 2 s, with no notice then.
+    devices = HealthDevices(fake_nodes(), 1)
+    health_publishers(devices, HealthPolicy(healthy_for=2), interval=3600)
+    eventually(lambda: len(node_slices(slices, devices.node)) == 1, what="published")
+    devices.set("gpu-0", "EccErrors")
+    eventually(lambda: _effect(slices, devices.node, "gpu-0") == "NoSchedule", what="tainted")
+    devices.set("gpu-0", None)  # the last notice: its report starts the 2 s dwell
+    eventually(lambda: _taint(slices, devices.node, "gpu-0") is None, what="lifted", timeout=60)

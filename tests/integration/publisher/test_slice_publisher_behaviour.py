@@ -28,6 +28,7 @@ from drakit.kubeapi.resources import EVENTS, NODES, Resource
 from drakit.node_plugin.backends.base import BackendContext
 from drakit.node_plugin.backends.example import ExampleBackend
 from drakit.node_plugin.driver import HealthStatus
+from drakit.node_plugin.health.policy import HealthPolicy
 from drakit.node_plugin.metrics import PluginMetrics
 from drakit.node_plugin.publisher.sync import PER_DEVICE_NODE_LABEL
 from drakit.node_plugin.wiring import build_publisher
@@ -339,7 +340,10 @@ def test_the_wired_publisher_publishes_the_example_backend_and_taints_unhealthy_
 ) -> None:
     name = node["metadata"]["name"]
     backend = _example_backend(name, gpus=4)
-    config = SimpleNamespace(driver_name=DRIVER, node_name=name)
+    # Lifted at the first Healthy report: this test is about the wiring, not the dwells.
+    config = SimpleNamespace(
+        driver_name=DRIVER, node_name=name, health_policy=HealthPolicy(healthy_for=0)
+    )
     metrics = PluginMetrics()
     publisher = build_publisher(config, backend, api, metrics)  # type: ignore[arg-type]
     publisher.start()

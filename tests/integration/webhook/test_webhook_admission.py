@@ -4,7 +4,9 @@ A ValidatingWebhookConfiguration (url https://127.0.0.1:PORT/..., failurePolicy 
 claims and templates v1/v1beta2/v1beta1, scoped to the test's namespace) and the webhook
 as its own process, running as a ServiceAccount that may only get and patch that one
 configuration: the apiserver itself must refuse bad config with the model's message, admit
-good config and other drivers' config, and keep admitting across certificate rotations.
+good config and other drivers' config, and keep admitting across certificate rotations;
+with ``--ca-secret`` a restart keeps the CA, and replicas rotate together.
+(The example driver's chart with these objects: examples/example-driver/tests.)
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import yaml
 from drakit.kubeapi.errors import ApiError
 from drakit.kubeapi.resources import PatchType, Resource, ResourceType
 from drakit.webhook.cabundle import VALIDATING_WEBHOOK_CONFIGURATIONS
+from drakit.webhook.castore import SECRETS
 
 pytestmark = pytest.mark.integration
 
@@ -90,6 +93,8 @@ class Webhook:
         self.name = f"drakit-test-{uuid.uuid4().hex[:8]}"
         self.configs = Resource(api, VALIDATING_WEBHOOK_CONFIGURATIONS)
         self.process: subprocess.Popen[bytes] | None = None
+        #: Further replicas (on other ports) beside ``process``.
+        self.others: list[subprocess.Popen[bytes]] = []
 
     def create_configuration(self) -> None:
         url = f"https://127.0.0.1:{self.port}/validate-resource-claim-parameters"
@@ -111,24 +116,44 @@ class Webhook:
                          {**hook, "name": "second.webhook-test.example.com"}],
         })  # fmt: skip
 
-    def start(self, kubeconfig: str, *extra: str) -> None:
+    def start(self, kubeconfig: str, *extra: str, port: int | None = None) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
-        log = (self.tmp / "webhook.log").open("wb")
-        self.process = subprocess.Popen(
+        log = (self.tmp / "webhook.log").open("ab")
+        process = subprocess.Popen(
             [sys.executable, "-m", "drakit", "webhook", "--kubeconfig", kubeconfig,
              "--backend", "webhook_test_backend:SharingBackend", "--driver-name", DRIVER,
-             "--port", str(self.port), "--webhook-configuration", self.name,
+             "--port", str(port or self.port), "--webhook-configuration", self.name,
              "--dns-name", "webhook.drakit.svc", "--log-format", "text", *extra],
             env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         log.close()
+        if self.process is not None and self.process.poll() is None:
+            self.others.append(process)
+        else:
+            self.process = process
 
-    def get(self, path: str) -> int:
+    def restart(self, kubeconfig: str, *extra: str) -> None:
+        self.terminate()
+        self.process = None
+        self.start(kubeconfig, *extra)
+
+    def terminate(self) -> None:
+        for process in [self.process, *self.others]:
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=15)
+
+    def get(self, path: str, port: int | None = None) -> int:
+        """The status of GET ``path``; 0 while nothing serves TLS there yet."""
         context = ssl.create_default_context(cadata=self.bundle().decode())
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=context, timeout=5)
+        conn = http.client.HTTPSConnection(
+            "127.0.0.1", port or self.port, context=context, timeout=5
+        )
         try:
             conn.request("GET", path)
             return conn.getresponse().status
+        except (ConnectionError, ssl.SSLError):  # starting: not listening, no certificate
+            return 0
         finally:
             conn.close()
 
@@ -145,9 +170,7 @@ class Webhook:
         return (self.tmp / "webhook.log").read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=15)
+        self.terminate()
         with contextlib.suppress(ApiError):  # deleted already
             self.configs.delete(self.name)
 
@@ -286,3 +309,45 @@ def test_a_backend_without_a_config_model_is_refused_at_start(tmp_path: Path) ->
     assert done.returncode == 2
     assert "drakit webhook: --backend 'json:JSONDecoder'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_restarted_webhook_keeps_the_ca_in_its_secret_and_serves_at_once(
+    webhook: Webhook, api: Any, cluster: Any, namespace: str, eventually: Any
+) -> None:
+    """In memory, every restart made a new CA: reviews failed until the apiserver saw it."""
+    secret = f"{namespace}/webhook-ca"
+    webhook.start(cluster.kubeconfig, "--ca-secret", secret)
+    wait_ready(webhook, eventually, api)
+    first = webhook.bundle()
+    webhook.restart(cluster.kubeconfig, "--ca-secret", secret)
+    wait_ready(webhook, eventually, api)
+    assert webhook.bundle() == first
+    stored = Resource(api, SECRETS).get("webhook-ca", namespace)
+    assert base64.b64decode(stored["data"]["ca.crt"]) in first
+    assert stored["metadata"]["ownerReferences"][0]["name"] == webhook.name
+
+
+def test_replicas_sharing_a_secret_rotate_together_with_no_refused_request(
+    webhook: Webhook, api: Any, cluster: Any, namespace: str, eventually: Any
+) -> None:
+    # 9 s certificates: each replica may stage or promote; both must end on the same one.
+    flags = ("--ca-secret", f"{namespace}/webhook-ca", "--cert-lifetime", "9", "--resync", "1")
+    webhook.start(cluster.kubeconfig, *flags)
+    wait_ready(webhook, eventually, api)
+    second = free_port()
+    webhook.start(cluster.kubeconfig, *flags, port=second)
+    claims, _ = (Resource(api, t) for t in kinds("v1"))
+    seen, refused = set(), []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            claims.create(claim_v1("during", {"interval": "Short"}), namespace, dry_run=True)
+        except ApiError as err:
+            refused.append(str(err))
+        seen.add(webhook.bundle())
+        time.sleep(0.2)
+    assert not refused, refused[:3]
+    assert len(seen) >= 3, "at least two rotations"
+    # The second replica serves what the first serves (its /readyz with the shared bundle).
+    eventually(lambda: webhook.get("/readyz", second) == 200, what="second replica", timeout=30)
+    assert webhook.log().count("Staged a new CA") >= 2

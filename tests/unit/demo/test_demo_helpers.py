@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from drakit.demo import stack
 from drakit.demo.events import HarnessEvents
-from drakit.demo.text import table
+from drakit.demo.text import Printer, table
 from drakit.localcluster import StartError
 
 
@@ -62,3 +63,15 @@ def test_examples_hold_only_the_kinds_the_demo_creates() -> None:
 def test_a_missing_example_is_an_error_naming_the_file() -> None:
     with pytest.raises(StartError, match=r"no-such\.yaml"):
         stack.load_example("no-such.yaml")
+
+
+def test_the_demo_prints_no_control_character_it_read_from_the_cluster() -> None:
+    stream = io.StringIO()
+    printer = Printer(stream)
+    hostile = "pod\x1b]0;owned\x07\x1b[2K\u202egnp\rEVIL"
+    printer.line(hostile)
+    printer.fail(f"first\n{hostile}")
+    printer.block(table(["NAME"], [[hostile]]))
+    assert not any(ch in stream.getvalue() for ch in "\x1b\x07\u202e\r")
+    first = stream.getvalue().splitlines()[0]
+    assert "pod" in first and "EVIL" in first  # the carriage return rewrote nothing

@@ -13,6 +13,7 @@ from drakit.node_plugin.device_metadata import (
     ClaimIdentity,
     DeviceMetadataError,
     MetadataFiles,
+    UnsafeClaimNameError,
     container_path,
 )
 
@@ -109,3 +110,80 @@ def test_remove_deletes_the_claims_folder_and_is_idempotent(tmp_path: Path) -> N
 def test_a_uid_that_is_not_a_uuid_never_names_a_folder(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="is not a UUID"):
         MetadataFiles(tmp_path, DRIVER).remove("../../etc")
+
+
+# Strings of a claim that would leave their folder, or are not what Kubernetes allows there.
+NOT_LABELS = {
+    "parent": "..",
+    "self": ".",
+    "climb": "../../../../etc",
+    "slash": "a/b",
+    "absolute": "/etc",
+    "nul": "gpu\x00x",
+    "newline": "gpu\nx",
+    "dot": "a.b",  # a subdomain, but a pod's claim names are labels
+    "upper": "My-GPU",
+    "dash first": "-gpu",
+    "too long": "a" * 64,
+    "unicode": "gpü",
+}
+
+
+@pytest.mark.parametrize("value", NOT_LABELS.values(), ids=NOT_LABELS.keys())
+def test_a_pod_claim_name_that_is_no_dns_label_is_refused_before_any_file_is_written(
+    tmp_path: Path, value: str
+) -> None:
+    obj = {
+        "metadata": {
+            "uid": UID,
+            "namespace": "ns",
+            "name": "c",
+            "annotations": {"resource.kubernetes.io/pod-claim-name": value},
+        }
+    }
+    with pytest.raises(UnsafeClaimNameError) as refused:
+        ClaimIdentity.of(obj)
+    message = str(refused.value)
+    assert "annotation resource.kubernetes.io/pod-claim-name" in message
+    assert "is not a DNS label" in message
+    # A ClaimIdentity made any other way is checked again where the path is built.
+    claim = ClaimIdentity(uid=UID, namespace="ns", name="c", pod_claim_name=value)
+    with pytest.raises(UnsafeClaimNameError):
+        MetadataFiles(tmp_path, DRIVER).write(claim, (DeviceToPrepare("r", "pool", "d"),), (None,))
+    with pytest.raises(UnsafeClaimNameError):
+        container_path(DRIVER, claim, "r")
+    assert list(tmp_path.iterdir()) == []
+
+
+# "a/b" is request "a" with subrequest "b": its base request "a" is a fine folder name.
+BAD_REQUESTS = {k: v for k, v in NOT_LABELS.items() if k != "slash"}
+
+
+@pytest.mark.parametrize("value", BAD_REQUESTS.values(), ids=BAD_REQUESTS.keys())
+def test_a_request_name_that_is_no_dns_label_fails_the_claim_before_any_file_is_written(
+    tmp_path: Path, value: str
+) -> None:
+    """The request names a host folder and a container folder: a good request first and a
+    bad one second still write nothing."""
+    devices = (DeviceToPrepare("good", "pool", "d0"), DeviceToPrepare(value, "pool", "d1"))
+    with pytest.raises(UnsafeClaimNameError, match=r"request name .* is not a DNS label"):
+        MetadataFiles(tmp_path, DRIVER).write(CLAIM, devices, (None, None))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("name", "../x"), ("name", "a" * 254), ("name", "x\x00"), ("namespace", "a/b")],
+)
+def test_a_claim_name_or_namespace_that_cannot_name_a_folder_is_refused(
+    field: str, value: str
+) -> None:
+    obj = {"metadata": {"uid": UID, "namespace": "ns", "name": "c", field: value}}
+    with pytest.raises(UnsafeClaimNameError, match=rf"metadata\.{field} .* is not a DNS"):
+        ClaimIdentity.of(obj)
+
+
+def test_a_pod_claim_name_that_is_a_dns_label_is_used() -> None:
+    for value in ("gpu", "a" * 63, "0", "gpu-1"):
+        claim = ClaimIdentity(uid=UID, namespace="ns", name="c", pod_claim_name=value)
+        assert f"/resourceclaimtemplates/{value}/r/" in container_path(DRIVER, claim, "r")

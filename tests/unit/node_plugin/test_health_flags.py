@@ -20,14 +20,16 @@ def _policy(*flags: str) -> HealthPolicy:
 def test_the_flags_build_the_policy() -> None:
     policy = _policy(
         "--health-taint-effect", "None,DeviceNodeMissing=NoExecute",
-        "--health-unhealthy-after", "3", "--health-healthy-after", "4",
+        "--health-unhealthy-for", "20", "--health-healthy-for", "45.5",
+        "--health-flap-window", "900",
         "--health-noexecute-per-node", "0", "--health-noexecute-cluster-percent", "2.5",
     )  # fmt: skip
     assert policy == HealthPolicy(
         default_effect="None",
         effects=(("DeviceNodeMissing", "NoExecute"),),
-        unhealthy_after=3,
-        healthy_after=4,
+        unhealthy_for=20,
+        healthy_for=45.5,
+        flap_window=900,
         noexecute_per_node=0,
         noexecute_cluster_percent=2.5,
     )
@@ -40,8 +42,10 @@ def test_without_flags_the_policy_is_the_earlier_behaviour() -> None:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (("--health-unhealthy-after", "0"), "--health-unhealthy-after '0' must be a whole number"),
-        (("--health-healthy-after", "x"), "--health-healthy-after 'x' must be a whole number"),
+        (("--health-unhealthy-for", "-1"), "--health-unhealthy-for '-1' must be seconds in [0,"),
+        (("--health-healthy-for", "x"), "--health-healthy-for 'x' must be seconds in [0, 86400]"),
+        (("--health-flap-window", "nan"), "--health-flap-window 'nan' must be seconds in"),
+        (("--health-flap-window", "1e9"), "--health-flap-window '1e9' must be seconds in"),
         (("--health-noexecute-cluster-percent", "150"), "must be a percentage in"),
         (("--health-taint-effect", "Evict"), "--health-taint-effect 'Evict': 'Evict' names no"),
     ],
@@ -50,3 +54,21 @@ def test_bad_values_are_refused_naming_the_flag(flags: tuple[str, str], message:
     with pytest.raises(ConfigError) as err:
         _policy(*flags)
     assert message in str(err.value)
+
+
+def test_the_deprecated_report_counts_become_check_intervals_with_a_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    policy = _policy(
+        "--health-unhealthy-after", "3", "--health-healthy-after", "2",
+        "--health-check-interval", "5",
+    )  # fmt: skip
+    assert (policy.unhealthy_for, policy.healthy_for) == (10, 5)
+    err = capsys.readouterr().err
+    assert "--health-unhealthy-after is deprecated" in err and "--health-unhealthy-for" in err
+    assert "--health-healthy-after is deprecated" in err
+
+
+def test_a_deprecated_count_and_its_replacement_together_are_refused() -> None:
+    with pytest.raises(ConfigError, match=r"--health-healthy-after .*--health-healthy-for"):
+        _policy("--health-healthy-after", "2", "--health-healthy-for", "60")

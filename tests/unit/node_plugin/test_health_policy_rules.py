@@ -1,23 +1,16 @@
-"""The health policy: flag parsing, hysteresis and the NoExecute budget (pure logic)."""
+"""The health policy: flag parsing and the NoExecute budget (pure logic; the hysteresis is
+in test_health_hysteresis_time.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from drakit.node_plugin.health.budget import ClusterTaints, Holder, cluster_cap, grant
-from drakit.node_plugin.health.hysteresis import Hysteresis, Observation
 from drakit.node_plugin.health.policy import HealthPolicy, PolicyError, parse_effects
 
 A = ("pool", "a")
 B = ("pool", "b")
 C = ("pool", "c")
-
-
-def _report(**health: str) -> list[Observation]:
-    return [
-        Observation(("pool", name), h, reason="Bad" if h == "Unhealthy" else "")
-        for name, h in health.items()
-    ]
 
 
 # -- flags ---------------------------------------------------------------------------------
@@ -50,64 +43,13 @@ def test_bad_effects_name_the_flag_and_the_item(text: str, message: str) -> None
         parse_effects(text)
 
 
-def test_a_policy_refuses_counts_below_one_and_percentages_outside_0_100() -> None:
-    with pytest.raises(PolicyError, match="at least 1"):
-        HealthPolicy(unhealthy_after=0)
+def test_a_policy_refuses_dwells_outside_a_day_and_percentages_outside_0_100() -> None:
+    with pytest.raises(PolicyError, match=r"healthy_for must be seconds in \[0, 86400\]"):
+        HealthPolicy(healthy_for=-1)
+    with pytest.raises(PolicyError, match=r"flap_window must be seconds"):
+        HealthPolicy(flap_window=float("nan"))
     with pytest.raises(PolicyError, match=r"percentage in \[0, 100\]"):
         HealthPolicy(noexecute_cluster_percent=101)
-
-
-# -- hysteresis ----------------------------------------------------------------------------
-
-
-def test_a_device_turns_unhealthy_only_after_n_consecutive_bad_reports() -> None:
-    h = Hysteresis(unhealthy_after=3, healthy_after=1)
-    assert h.observe(_report(a="Unhealthy")) == []
-    assert h.observe(_report(a="Unhealthy")) == []
-    (t,) = h.observe(_report(a="Unhealthy"))
-    assert (t.key, t.direction, t.reason) == (A, "Unhealthy", "Bad")
-    assert h.unhealthy() == {A: "Bad"}
-
-
-def test_a_good_report_breaks_a_run_of_bad_ones() -> None:
-    h = Hysteresis(unhealthy_after=2, healthy_after=1)
-    for health in ("Unhealthy", "Healthy", "Unhealthy"):
-        assert h.observe(_report(a=health)) == []
-    assert h.unhealthy() == {}
-
-
-def test_a_device_recovers_only_after_m_consecutive_good_reports() -> None:
-    h = Hysteresis(unhealthy_after=1, healthy_after=2)
-    h.observe(_report(a="Unhealthy"))
-    assert h.observe(_report(a="Healthy")) == []
-    assert h.observe(_report(a="Unhealthy")) == []  # the run of good reports starts over
-    assert h.observe(_report(a="Healthy")) == []
-    (t,) = h.observe(_report(a="Healthy"))
-    assert (t.key, t.direction) == (A, "Recovered")
-    assert h.unhealthy() == {}
-
-
-def test_unknown_reports_neither_extend_nor_break_a_run() -> None:
-    h = Hysteresis(unhealthy_after=2, healthy_after=1)
-    h.observe(_report(a="Unhealthy"))
-    assert h.observe(_report(a="Unknown")) == []
-    (t,) = h.observe(_report(a="Unhealthy"))
-    assert t.direction == "Unhealthy"
-
-
-def test_seeded_devices_start_unhealthy_and_need_m_good_reports() -> None:
-    h = Hysteresis(unhealthy_after=1, healthy_after=2)
-    h.seed({A: "DeviceNodeMissing"})
-    assert h.observe(_report(a="Healthy")) == []
-    assert h.unhealthy() == {A: "DeviceNodeMissing"}
-    assert [t.direction for t in h.observe(_report(a="Healthy"))] == ["Recovered"]
-
-
-def test_a_device_missing_from_a_report_is_forgotten() -> None:
-    h = Hysteresis(unhealthy_after=1, healthy_after=1)
-    h.observe(_report(a="Unhealthy", b="Unhealthy"))
-    assert h.observe(_report(b="Unhealthy")) == []
-    assert h.unhealthy() == {B: "Bad"}
 
 
 # -- budget --------------------------------------------------------------------------------

@@ -152,3 +152,48 @@ def test_configured_records_skip_the_thread_and_process_lookups_no_line_shows(
     logging.getLogger("drakit.controller.scheduler").info("Bound pod", extra={"node": "n1"})
     assert records and records[0].threadName is None and records[0].process is None
     assert lines(log_stream)[-1]["node"] == "n1"
+
+
+HOSTILE_LOG_TEXT = "c\x1b]0;owned\x07\x9b2J\u202egnp\x85\x7f\U000e0041\ud800\r\nfake line"
+
+
+def _raw_controls(text: str) -> list[str]:
+    import unicodedata  # noqa: PLC0415
+
+    return [
+        hex(ord(c))
+        for c in text
+        if c != "\n" and unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")
+    ]
+
+
+def test_a_json_line_shows_no_control_character_and_keeps_the_value(
+    log_stream: io.StringIO,
+) -> None:
+    """Claim names, messages and errors from the API reach `kubectl logs`: C1 controls, DEL,
+    bidi overrides, tags and lone surrogates are escaped like JSON escapes C0, and the line
+    still decodes to exactly what was logged."""
+    get_logger("drakit.test").warning(HOSTILE_LOG_TEXT, claim=HOSTILE_LOG_TEXT)
+    text = log_stream.getvalue()
+    assert _raw_controls(text) == []
+    assert text.count("\n") == 1
+    (entry,) = lines(log_stream)
+    assert entry["msg"] == entry["claim"] == HOSTILE_LOG_TEXT
+
+
+def test_a_text_line_shows_no_control_character() -> None:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    stream = io.StringIO()
+    configure("text", "debug", stream)
+    try:
+        log = get_logger("drakit.test")
+        log.warning(HOSTILE_LOG_TEXT, claim=HOSTILE_LOG_TEXT.replace(" ", "-"))
+        try:
+            raise ValueError(HOSTILE_LOG_TEXT)
+        except ValueError:
+            log.exception("failed")
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    assert _raw_controls(stream.getvalue()) == []

@@ -11,7 +11,7 @@ import pytest
 
 from drakit.kubeapi.deepjson import loads_bounded
 from drakit.node_plugin.config import validate_parameters
-from drakit.webhook.review import MAX_CONFIGS, BadReviewError, answer, decide
+from drakit.webhook.review import MAX_CONFIGS, MAX_PARAMETERS, BadReviewError, answer, decide
 
 DRIVER = "gpu.example.com"
 
@@ -148,6 +148,18 @@ def test_parameters_nested_deeper_than_the_decoder_keeps_are_denied_not_crashed(
     )
     text = message(decide(loads_bounded(body), DRIVER, validate))
     assert "spec.devices.config[0].opaque.parameters: nested more than 200 levels deep" in text
+
+
+def test_parameters_larger_than_the_api_could_have_stored_are_denied_without_validation() -> None:
+    # 200,000 unknown keys: the model's error for each would take seconds and ~170 MiB.
+    validated: list[Any] = []
+    huge = {f"k{i}": 0 for i in range(200_000)}
+    response = decide(request(claim(entry(huge))), DRIVER, validated.append)
+    assert validated == []
+    assert f"more than the {MAX_PARAMETERS} validated here" in message(response)
+    at_the_api_limit = {"interval": "Short", "x": "a" * 10_000}
+    decide(request(claim(entry(at_the_api_limit))), DRIVER, validated.append)
+    assert validated == [at_the_api_limit]
 
 
 def test_malformed_shapes_are_denied_with_the_field() -> None:

@@ -32,9 +32,11 @@ from drakit.plugin import (
     DeviceToPrepare,
     LazyConfigModel,
     PoolDescription,
+    Registry,
     RequestContext,
     validate_settings,
 )
+from example_driver.metrics import DriverMetrics
 from example_driver.profiles import Profile, env_key
 from example_driver.profiles.cpu import CpuProfile
 from example_driver.profiles.gpu import GpuProfile
@@ -64,7 +66,9 @@ def make_profile(settings: DriverSettings, driver_name: str, node_name: str) -> 
 
 
 class ExampleDriver(BackendBase["OpaqueConfig"]):
-    """Simulated GPUs, NUMA nodes or NICs; stateless, so thread-safe."""
+    """Simulated GPUs, NUMA nodes or NICs; stateless, so thread-safe. Upstream's driver
+    metrics (:mod:`example_driver.metrics`) are served on the plugin's endpoint
+    (drakit.plugin.MetricsReporter)."""
 
     name: ClassVar[str] = "example-driver"
     config_model: ClassVar[type[pydantic.BaseModel]] = LazyConfigModel(  # type: ignore[assignment]
@@ -76,6 +80,12 @@ class ExampleDriver(BackendBase["OpaqueConfig"]):
         self.settings = validate_settings(DriverSettings, context, self.name)
         self.profile = make_profile(self.settings, context.driver_name, context.node_name)
         self._devices = {d.name for d in self.profile.describe().devices}
+        self._metrics = DriverMetrics()
+        self.metrics: Registry = self._metrics.registry
+
+    def claim_finished(self, operation: str, error: str, seconds: float) -> None:
+        """Counted in upstream's prepare/unprepare claim metrics."""
+        self._metrics.observe(operation, error, seconds)
 
     def discover(self) -> tuple[PoolDescription, ...]:
         return (self.profile.describe(),)

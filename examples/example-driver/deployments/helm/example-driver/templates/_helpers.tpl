@@ -51,6 +51,11 @@ app.kubernetes.io/component: {{ .component }}
 example_driver.driver:ExampleDriver
 {{- end }}
 
+{{/* The webhook's: the profile's admission model (example_driver.admission). */}}
+{{- define "example-driver.admissionBackend" -}}
+example_driver.admission:{{ title .Values.deviceProfile }}Admission
+{{- end }}
+
 {{/*
 Environment pointing a component at apiServer.host/port instead of the in-cluster
 service (explicit env wins over what the kubelet injects).
@@ -75,12 +80,45 @@ service (explicit env wins over what the kubelet injects).
 {{- end }}
 
 {{/*
-Every pod runs on the host network: the node has no service proxy, and the
-webhook must be reachable from an apiserver on the host.
+The plugin and the controller run on the host network: they serve nothing over
+TCP, and a node without a service proxy reaches the apiserver only there. (The
+webhook's network is webhook.endpoint's.)
 */}}
 {{- define "example-driver.podNetwork" -}}
 hostNetwork: true
 dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
+
+{{/*
+Status writes need granular ResourceClaim status authorization (Kubernetes 1.36+,
+KEP-4817): before it, resourceclaims/status is the whole status of every claim in
+the cluster. Call with (dict "root" $ "value" "gpuDeviceStatus=true").
+*/}}
+{{- define "example-driver.requireGranularStatus" -}}
+{{- if semverCompare "<1.36.0-0" .root.Capabilities.KubeVersion.Version }}
+{{- fail (printf "%s needs Kubernetes 1.36 or newer (granular ResourceClaim status authorization, KEP-4817, feature gate DRAResourceClaimGranularStatusAuthorization); on %s resourceclaims/status would let its service account rewrite the allocation and reservedFor of any claim in the cluster" .value .root.Capabilities.KubeVersion.Version) }}
+{{- end }}
+{{- end }}
+
+{{- define "example-driver.kubeletplugin.serviceAccountName" -}}
+{{- printf "%s-kubeletplugin" (include "example-driver.fullname" .) }}
+{{- end }}
+
+{{- define "example-driver.webhook.name" -}}
+{{- printf "%s-webhook" (include "example-driver.fullname" .) }}
+{{- end }}
+
+{{/* The Secret the webhook replicas keep their shared CA and serving certificate in. */}}
+{{- define "example-driver.webhook.caSecret" -}}
+{{- printf "%s-webhook-ca" (include "example-driver.fullname" .) }}
+{{- end }}
+
+{{/*
+The claim spec of the admission request's object in CEL: spec for claims,
+spec.spec for templates. Call with "object" or "oldObject".
+*/}}
+{{- define "example-driver.webhook.configsCEL" -}}
+{{- printf "(request.resource.resource == 'resourceclaims' ? %s.?spec : %s.?spec.?spec).?devices.?config.orValue([])" . . }}
 {{- end }}
 
 {{/* A container that needs nothing from the host but its network. */}}
