@@ -37,6 +37,7 @@ from drakit.localcluster.kubeversions import (
     resolve_version,
 )
 from drakit.localcluster.leftovers import RunRecord, sweep
+from drakit.localcluster.netplan import HOST_ADDRESS, KUBERNETES_SERVICE_IP, SERVICE_NETWORK
 from drakit.localcluster.process import (
     ManagedProcess,
     PortInUseError,
@@ -54,6 +55,20 @@ RUNTIME_CONFIG = "resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true"
 #: included), or a core ``v1``-style ``VERSION=true|false``.
 _RUNTIME_CONFIG_ITEM = re.compile(r"^[a-z0-9.-]+(/[a-z0-9.-]+)?=(true|false)$")
 PORT_ATTEMPTS = 5
+#: Names the apiserver's certificate is valid for: loopback (every client on this host),
+#: the ``kubernetes`` Service (pods with in-cluster credentials) and the host's address on
+#: the nodes' bridge (kubelets and kube-proxies of nodes in their own network namespaces,
+#: ``nodegroup.py``).
+SERVING_NAMES = (
+    "127.0.0.1",
+    "localhost",
+    str(KUBERNETES_SERVICE_IP),
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+    str(HOST_ADDRESS),
+)
 
 
 @dataclass
@@ -141,7 +156,7 @@ class LocalCluster(StartedByWith):
 
     def _start_components(self) -> None:
         bins = self._binaries()
-        self.certs = write_certificates(self.work_dir / "certs")
+        self.certs = write_certificates(self.work_dir / "certs", SERVING_NAMES)
         self._ssl = None  # new certificates: the next request builds a new context
         self._with_port_retries(lambda: self._start_etcd(bins["etcd"]))
         self._with_port_retries(lambda: self._start_apiserver(bins["kube-apiserver"]))
@@ -289,7 +304,7 @@ class LocalCluster(StartedByWith):
                 f"--service-account-issuer={self.server}",
                 f"--service-account-key-file={c.sa_pub}",
                 f"--service-account-signing-key-file={c.sa_key}",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--service-cluster-ip-range={SERVICE_NETWORK}",
                 "--allow-privileged=true",
                 *self._service_account_args(),
                 # The `kubernetes` Service cannot point at a loopback address.
