@@ -40,6 +40,7 @@ from drakit.allocator.quantity import Quantity
 
 __all__ = [
     "ALL_NODES",
+    "NOEXECUTE_REQUEST_TAINT_SUFFIX",
     "STATES",
     "CapacityUse",
     "DeviceUsage",
@@ -57,6 +58,9 @@ ALL_NODES = "<all nodes>"
 SELECTED_NODES = "<node selector>"
 STATES = ("free", "allocated", "shared", "admin-access", "tainted", "unhealthy", "unknown")
 UNHEALTHY_TAINT_SUFFIX = "/unhealthy"
+#: drakit's node plugin asks the controller's NoExecute budget for a device with a taint of
+#: this key suffix and effect None (``<driver>/noexecute-request``; docs/health.md).
+NOEXECUTE_REQUEST_TAINT_SUFFIX = "/noexecute-request"
 
 
 def is_blocking_taint(effect: str) -> bool:
