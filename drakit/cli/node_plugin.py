@@ -184,8 +184,9 @@ def _add_health_policy_flags(p: argparse.ArgumentParser) -> None:
         default="NoSchedule",
         metavar="[EFFECT,]REASON=EFFECT,...",
         help="taint effect per health reason, a bare EFFECT for every other reason; EFFECT "
-        "is None (report only), NoSchedule (new claims avoid the device) or NoExecute (also "
-        "evicts pods whose claims do not tolerate it, within the budget below); hostdev "
+        "is None (report only), NoSchedule (new claims avoid the device) or NoExecute (NoSchedule, "
+        "and a request that drakit's controller grants within its eviction budget, which evicts "
+        "pods whose claims do not tolerate it); hostdev "
         "reports DeviceNodeMissing, e.g. NoSchedule,DeviceNodeMissing=NoExecute "
         "(default: %(default)s)",
     )
@@ -235,25 +236,6 @@ def _add_health_policy_flags(p: argparse.ArgumentParser) -> None:
         help="a health report is read every SECONDS, whenever the backend announces a "
         "change and when a dwell above ends; the dwells count seconds, not reports "
         "(default: %(default)s)",
-    )
-    g.add_argument(
-        "--health-noexecute-per-node",
-        action=env,
-        env="HEALTH_NOEXECUTE_PER_NODE",
-        default="1",
-        metavar="K",
-        help="most devices of this node that hold NoExecute at once; past it: NoSchedule "
-        "and an alert (default: %(default)s)",
-    )
-    g.add_argument(
-        "--health-noexecute-cluster-percent",
-        action=env,
-        env="HEALTH_NOEXECUTE_CLUSTER_PERCENT",
-        default="10",
-        metavar="P",
-        help="most of the driver's devices, in percent of all it publishes (rounded down, at "
-        "least one when P > 0), that hold NoExecute at once cluster-wide (default: "
-        "%(default)s)",
     )
 
 
@@ -313,18 +295,6 @@ def _seconds(flag: str, value: str) -> float:
     return seconds
 
 
-def _check_percent(value: str) -> float:
-    try:
-        percent = float(value)
-    except ValueError:
-        percent = -1.0
-    if not 0 <= percent <= 100:
-        raise ConfigError(
-            f"--health-noexecute-cluster-percent {value!r} must be a percentage in [0, 100]"
-        )
-    return percent
-
-
 def health_policy(args: argparse.Namespace) -> HealthPolicy:
     """The health policy of the flags; ConfigError names the flag, value and reason."""
     try:
@@ -337,10 +307,6 @@ def health_policy(args: argparse.Namespace) -> HealthPolicy:
         unhealthy_for=_dwell(args, "unhealthy"),
         healthy_for=_dwell(args, "healthy"),
         flap_window=_seconds("--health-flap-window", args.health_flap_window),
-        noexecute_per_node=_positive_int(
-            "--health-noexecute-per-node", args.health_noexecute_per_node, 0
-        ),
-        noexecute_cluster_percent=_check_percent(args.health_noexecute_cluster_percent),
     )
 
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from drakit.allocator.features import Features
+from drakit.kubeapi.errors import ApiError
 
 __all__ = [
     "NODE_ALLOCATABLE_MAPPINGS",
@@ -40,6 +41,7 @@ __all__ = [
     "kubelet_health_services_for_node",
     "parse_feature_metrics",
     "parse_minor",
+    "served_version",
     "slice_fields",
 ]
 
@@ -220,6 +222,21 @@ def detect(api: Any) -> ClusterInfo:
         "read from /metrics" if gates is not None else "assumed from the version",
     )
     return info
+
+
+def served_version(api: Any, group: str, plural: str, versions: Sequence[str]) -> str | None:
+    """The first of ``versions`` of API ``group`` whose discovery document lists the resource
+    ``plural``; None when none does (a version that is not served answers 404; a resource
+    behind an off feature gate is left out of its version's document)."""
+    for version in versions:
+        try:
+            document = _get_json(api, f"/apis/{group}/{version}")
+        except (ValueError, ApiError):
+            continue
+        resources = document.get("resources") or ()
+        if any(isinstance(r, dict) and r.get("name") == plural for r in resources):
+            return version
+    return None
 
 
 def _get_text(api: Any, path: str) -> str:

@@ -159,9 +159,7 @@ class SummaryCache:
     def __init__(self) -> None:
         self._entries: dict[str, tuple[str, SliceSummary | None]] = {}
 
-    def summaries(
-        self, slices: Iterable[Mapping[str, Any]], driver: str
-    ) -> list[SliceSummary]:
+    def summaries(self, slices: Iterable[Mapping[str, Any]], driver: str) -> list[SliceSummary]:
         """The summaries of ``driver``'s slices among ``slices``; forgets the others."""
         entries: dict[str, tuple[str, SliceSummary | None]] = {}
         out: list[SliceSummary] = []
@@ -238,7 +236,9 @@ def _request(device: Mapping[str, Any], key: str, ref: DeviceRef, node: str) -> 
             and taint.get("key") == key
             and taint.get("effect") == TAINT_EFFECT_NONE
         ):
-            return Request(ref, node, parse_time(taint.get("timeAdded")), str(taint.get("value") or ""))
+            return Request(
+                ref, node, parse_time(taint.get("timeAdded")), str(taint.get("value") or "")
+            )
     return None
 
 

@@ -126,7 +126,7 @@ class Reconciler:
         for ref in sorted(self._unverified):
             try:
                 exists = self.writer.exists(rule_name(self.driver, ref))
-            except Exception as err:  # noqa: BLE001 - any failure: still unknown, ask again later
+            except Exception as err:
                 logger.info("Cannot check a DeviceTaintRule yet",
                             extra={"driver": self.driver, "pool": ref[0], "device": ref[1],
                                    "error": str(err)})  # fmt: skip
@@ -149,7 +149,7 @@ class Reconciler:
             del self._pending[ref]
             logger.warning("DeviceTaintRule refused", extra=_log(self.driver, ref, err))
             return False
-        except Exception as err:  # noqa: BLE001 - the outcome is unknown: keep counting it
+        except Exception as err:
             self._unverified.add(ref)
             logger.warning("DeviceTaintRule create failed; checking it before deciding again",
                            extra=_log(self.driver, ref, err))  # fmt: skip
@@ -161,7 +161,7 @@ class Reconciler:
             self.writer.delete(rule_name(self.driver, ref))
         except NotFound:
             pass
-        except Exception as err:  # noqa: BLE001 - planned again at the next reconcile
+        except Exception as err:
             logger.warning("DeviceTaintRule delete failed", extra=_log(self.driver, ref, err))
             return False
         if ref in observed:

@@ -62,8 +62,8 @@ def build_rule(
     pool, device = request.device
     annotations = {NODE_ANNOTATION: request.node}
     if request.since is not None:
-        annotations[SINCE_ANNOTATION] = (
-            dt.datetime.fromtimestamp(request.since, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        annotations[SINCE_ANNOTATION] = dt.datetime.fromtimestamp(request.since, dt.UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
         )
     metadata: dict[str, Any] = {
         "name": rule_name(driver, request.device),

@@ -1,5 +1,6 @@
-"""The chart's health-policy values reach ``drakit node-plugin`` as the policy they name, and
-the schema refuses what the plugin would refuse."""
+"""The chart's health-policy values reach ``drakit node-plugin`` as the policy they name, its
+NoExecute budget reaches ``drakit controller``, and the schema refuses what either would
+refuse."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 from deploy_support import Helm, one
 
 from drakit.cli import build_parser
+from drakit.cli.controller import build_config
 from drakit.cli.node_plugin import health_policy
+from drakit.controller.noexecute.decision import Budget
 from drakit.node_plugin.health.policy import HealthPolicy
 
 pytestmark = pytest.mark.integration
@@ -32,8 +35,6 @@ def test_the_charts_health_values_become_the_plugins_policy(
         "nodePlugin.health.unhealthyFor": "20",
         "nodePlugin.health.healthyFor": "45",
         "nodePlugin.health.flapWindow": "900",
-        "nodePlugin.health.noExecuteBudget.perNode": "2",
-        "nodePlugin.health.noExecuteBudget.clusterPercent": "25",
     }
     daemonset = one(helm.render(values=values), "DaemonSet")
     env = daemonset["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -43,9 +44,43 @@ def test_the_charts_health_values_become_the_plugins_policy(
         unhealthy_for=20,
         healthy_for=45,
         flap_window=900,
-        noexecute_per_node=2,
-        noexecute_cluster_percent=25,
     )
+
+
+def _budget_of(env: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> Budget | None:
+    """The budget the controller builds from its Deployment's environment."""
+    for item in env:
+        if item["name"].startswith("NOEXECUTE_"):
+            monkeypatch.setenv(item["name"], item["value"])
+    args = build_parser().parse_args(["controller"])
+    return build_config(args).controller.noexecute
+
+
+def test_the_charts_noexecute_budget_reaches_the_controller(
+    helm: Helm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    values = {
+        "controller.noExecuteBudget.perNode": "2",
+        "controller.noExecuteBudget.clusterPercent": "25",
+        "controller.noExecuteBudget.forgetAfter": "120",
+    }
+    deployment = one(helm.render(values=values), "Deployment")
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert _budget_of(env, monkeypatch) == Budget(per_node=2, percent=25, forget_after=120)
+
+
+def test_the_charts_default_budget_is_the_controllers_default(
+    helm: Helm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deployment = one(helm.render(), "Deployment")
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert _budget_of(env, monkeypatch) == Budget()
+
+
+def test_the_schema_refuses_a_budget_above_100_percent(helm: Helm) -> None:
+    proc = helm.template(values={"controller.noExecuteBudget.clusterPercent": "101"}, check=False)
+    assert proc.returncode != 0
+    assert "clusterPercent" in proc.stderr
 
 
 def test_the_charts_defaults_are_the_plugins_defaults(

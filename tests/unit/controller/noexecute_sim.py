@@ -47,7 +47,7 @@ DRIVER = "gpu.example.com"
 SIM_INDEX = "x-sim-request-index"
 
 
-class Violation(AssertionError):
+class Violation(AssertionError):  # noqa: N818 - a broken property, named as the tests say it
     """The invariant or the no-flip rule broke; the message says how and when."""
 
 
@@ -120,7 +120,7 @@ class SimWriter:
         self.failure_rate = failure_rate
 
     def _fails(self) -> str:
-        """"" (works), "before" (refused, nothing written) or "after" (written, error)."""
+        """ "" (works), "before" (refused, nothing written) or "after" (written, error)."""
         if self.sim.rng.random() >= self.failure_rate:
             return ""
         return self.sim.rng.choice(("before", "after"))
@@ -233,10 +233,16 @@ class Sim:
                 if not was or not device.stamp:
                     stamp = dt.datetime.fromtimestamp(int(self.now), dt.UTC)
                     device.stamp = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
-                taints.append({"key": f"{DRIVER}/unhealthy", "value": "Xid", "effect": "NoSchedule"})
+                taints.append(
+                    {"key": f"{DRIVER}/unhealthy", "value": "Xid", "effect": "NoSchedule"}
+                )
                 taints.append({"key": request_key(DRIVER), "value": "Xid", "effect": "None",
                                "timeAdded": device.stamp})  # fmt: skip
-            entry: dict[str, Any] = {"name": device.name, "taints": taints, SIM_INDEX: device.changes}
+            entry: dict[str, Any] = {
+                "name": device.name,
+                "taints": taints,
+                SIM_INDEX: device.changes,
+            }
             if self.per_device_pools:
                 entry["nodeName"] = node
             devices.append(entry)
@@ -300,7 +306,9 @@ class Sim:
             controller.undelivered.discard(key)
             kind, name = key
             truth, view = (
-                (self.slices, controller.slices) if kind == "slice" else (self.rules, controller.rules)
+                (self.slices, controller.slices)
+                if kind == "slice"
+                else (self.rules, controller.rules)
             )
             if name in truth:
                 view[name] = truth[name]

@@ -22,7 +22,6 @@ def test_the_flags_build_the_policy() -> None:
         "--health-taint-effect", "None,DeviceNodeMissing=NoExecute",
         "--health-unhealthy-for", "20", "--health-healthy-for", "45.5",
         "--health-flap-window", "900",
-        "--health-noexecute-per-node", "0", "--health-noexecute-cluster-percent", "2.5",
     )  # fmt: skip
     assert policy == HealthPolicy(
         default_effect="None",
@@ -30,8 +29,6 @@ def test_the_flags_build_the_policy() -> None:
         unhealthy_for=20,
         healthy_for=45.5,
         flap_window=900,
-        noexecute_per_node=0,
-        noexecute_cluster_percent=2.5,
     )
 
 
@@ -46,7 +43,6 @@ def test_without_flags_the_policy_is_the_earlier_behaviour() -> None:
         (("--health-healthy-for", "x"), "--health-healthy-for 'x' must be seconds in [0, 86400]"),
         (("--health-flap-window", "nan"), "--health-flap-window 'nan' must be seconds in"),
         (("--health-flap-window", "1e9"), "--health-flap-window '1e9' must be seconds in"),
-        (("--health-noexecute-cluster-percent", "150"), "must be a percentage in"),
         (("--health-taint-effect", "Evict"), "--health-taint-effect 'Evict': 'Evict' names no"),
     ],
 )
