@@ -36,6 +36,7 @@ requests from its watch of every ResourceSlice and decides (:mod:`.decision`).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,11 +46,11 @@ from drakit.allocator.usage import NOEXECUTE_REQUEST_TAINT_SUFFIX
 
 __all__ = [
     "NODE_LABEL",
+    "Census",
     "DeviceRef",
     "DriverView",
     "Request",
     "SliceSummary",
-    "SummaryCache",
     "bounded_total",
     "parse_time",
     "request_key",
@@ -102,6 +103,13 @@ def parse_time(value: Any) -> float | None:
     """An RFC 3339 ``timeAdded`` as seconds since the epoch; None when absent or malformed."""
     if not isinstance(value, str) or not value:
         return None
+    return _parse_time(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_time(value: str) -> float | None:
+    # A device's request keeps its timeAdded while it stays unhealthy, and every republished
+    # slice repeats it: the same few strings are parsed over and over.
     try:
         parsed = dt.datetime.fromisoformat(value)
     except ValueError:
@@ -152,62 +160,151 @@ def summarize(obj: Mapping[str, Any], driver: str) -> SliceSummary | None:
     )
 
 
-class SummaryCache:
-    """Summaries of the slices last seen, by name and resourceVersion: a reconcile reads
-    again only the slices that changed since the last one. Not thread-safe."""
+@dataclass
+class _Part:
+    """What one group (owner node, pool) adds to the view: its current generation's devices
+    per node, devices and requests."""
 
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[str, SliceSummary | None]] = {}
+    counts: dict[str, int]
+    present: frozenset[DeviceRef]
+    requests: list[Request]
 
-    def summaries(self, slices: Iterable[Mapping[str, Any]], driver: str) -> list[SliceSummary]:
-        """The summaries of ``driver``'s slices among ``slices``; forgets the others."""
-        entries: dict[str, tuple[str, SliceSummary | None]] = {}
-        out: list[SliceSummary] = []
-        for obj in slices:
+
+class Census:
+    """The view of one driver's slices, kept up to date from one listing to the next. Each
+    listing is compared with the previous one by object identity (a set operation, not a
+    Python loop over the slices): only the slices that are new objects are read, and only
+    their (owner node, pool) groups are counted again; a listing of the same objects gets
+    the previous view itself. A new object with the name and resourceVersion of one that
+    left the listing (a relist) keeps that one's reading. The view is the one
+    :func:`view_of` computes from scratch (the unit tests compare them).
+
+    A listing's objects must not be changed in place (an informer's store replaces an
+    object on every event): a changed object must be a new object. The census holds the
+    objects of the last listing, so an identity is never reused while it counts. Not
+    thread-safe.
+
+    A controller reconciles after every watch event, and most events change one slice of
+    thousands: reading every device of every slice on each reconcile was the budget's main
+    cost."""
+
+    def __init__(self, driver: str) -> None:
+        self.driver = driver
+        #: The last listing by id(), and what each of its objects said.
+        self._objects: dict[int, Mapping[str, Any]] = {}
+        self._entries: dict[int, tuple[tuple[str, str], SliceSummary | None]] = {}
+        self._groups: dict[tuple[str, str], dict[int, SliceSummary]] = {}
+        self._parts: dict[tuple[str, str], _Part] = {}
+        self._counts: dict[str, int] = {}
+        self._requests: dict[DeviceRef, list[Request]] = {}
+        self._owners: dict[str, dict[str, int]] = {}
+        self._conflicted: set[str] = set()
+        #: The request that ranks first per device (of _requests).
+        self._first: dict[DeviceRef, Request] = {}
+        self._view: DriverView | None = None
+
+    def view(self, slices: Iterable[Mapping[str, Any]]) -> DriverView:
+        """The view of the driver's slices among ``slices`` (the whole listing)."""
+        listing = list(slices)
+        objects = dict(zip(map(id, listing), listing, strict=True))
+        if self._view is not None and objects.keys() == self._objects.keys():
+            return self._view
+        dirty: set[tuple[str, str]] = set()
+        recycled: dict[tuple[str, str], SliceSummary | None] = {}
+        for ident in self._objects.keys() - objects.keys():
+            version, summary = self._entries.pop(ident)
+            if version[1]:
+                recycled[version] = summary
+            self._leave(ident, summary, dirty)
+        for ident in objects.keys() - self._objects.keys():
+            obj = objects[ident]
             meta = obj.get("metadata") or {}
-            name, version = str(meta.get("name", "")), str(meta.get("resourceVersion", ""))
-            cached = self._entries.get(name)
-            if cached is not None and version and cached[0] == version:
-                summary = cached[1]
-            else:
-                summary = summarize(obj, driver)
-            entries[name] = (version, summary)
+            version = (str(meta.get("name", "")), str(meta.get("resourceVersion", "")))
+            summary = recycled[version] if version in recycled else summarize(obj, self.driver)
+            self._entries[ident] = (version, summary)
             if summary is not None:
-                out.append(summary)
-        self._entries = entries
-        return out
+                self._groups.setdefault((summary.owner, summary.pool), {})[ident] = summary
+                dirty.add((summary.owner, summary.pool))
+        self._objects = objects
+        for group in dirty:
+            self._recount(group)
+        self._view = self._build()
+        return self._view
+
+    def _leave(self, ident: int, summary: SliceSummary | None, dirty: set[tuple[str, str]]) -> None:
+        if summary is None:
+            return
+        group = (summary.owner, summary.pool)
+        members = self._groups.get(group, {})
+        members.pop(ident, None)
+        if not members:
+            self._groups.pop(group, None)
+        dirty.add(group)
+
+    def _recount(self, group: tuple[str, str]) -> None:
+        """Replace what ``group`` adds to the totals with what its members say now."""
+        old = self._parts.pop(group, None)
+        if old is not None:
+            self._add(group[1], old, -1)
+        members = self._groups.get(group)
+        if not members:
+            return
+        current = max(m.generation for m in members.values())
+        latest = [m for m in members.values() if m.generation == current]
+        part = _Part({}, latest[0].present.union(*(m.present for m in latest[1:])), [])
+        for member in latest:
+            for node, count in member.devices_per_node.items():
+                part.counts[node] = part.counts.get(node, 0) + count
+            part.requests.extend(member.requests)
+        self._parts[group] = part
+        self._add(group[1], part, 1)
+
+    def _add(self, pool: str, part: _Part, sign: int) -> None:
+        owners = self._owners.setdefault(pool, {})
+        for node, count in part.counts.items():
+            _bump(self._counts, node, sign * count)
+            _bump(owners, node, sign)
+        if not owners:
+            del self._owners[pool]
+        if len(owners) > 1:
+            self._conflicted.add(pool)
+        else:
+            self._conflicted.discard(pool)
+        for request in part.requests:
+            ref = request.device
+            same = self._requests.setdefault(ref, [])
+            if sign > 0:
+                same.append(request)
+            else:
+                same.remove(request)
+            if same:
+                self._first[ref] = min(same, key=_first) if len(same) > 1 else same[0]
+            else:
+                del self._requests[ref], self._first[ref]
+
+    def _build(self) -> DriverView:
+        conflicted = frozenset(self._conflicted)
+        requests = self._first
+        if conflicted:
+            requests = {ref: r for ref, r in requests.items() if ref[0] not in conflicted}
+        return DriverView(
+            devices_per_node=dict(self._counts),
+            present=frozenset().union(*(part.present for part in self._parts.values())),
+            requests=dict(requests),
+            conflicted_pools=conflicted,
+        )
 
 
 def view_of(
-    slices: Iterable[Mapping[str, Any]], driver: str, cache: SummaryCache | None = None
+    slices: Iterable[Mapping[str, Any]], driver: str, census: Census | None = None
 ) -> DriverView:
-    """Count the slices of ``driver`` among ``slices`` as the module docstring says."""
-    summaries = (cache or SummaryCache()).summaries(slices, driver)
-    groups: dict[tuple[str, str], list[SliceSummary]] = {}
-    for summary in summaries:
-        groups.setdefault((summary.owner, summary.pool), []).append(summary)
-    counts: dict[str, int] = {}
-    owners: dict[str, set[str]] = {}
-    present: set[DeviceRef] = set()
-    requests: dict[DeviceRef, Request] = {}
-    for (_owner, pool), members in groups.items():
-        current = max(m.generation for m in members)
-        for member in members:
-            if member.generation != current:
-                continue
-            for node, count in member.devices_per_node.items():
-                counts[node] = counts.get(node, 0) + count
-                owners.setdefault(pool, set()).add(node)
-            present |= member.present
-            for request in member.requests:
-                requests[request.device] = _older(requests.get(request.device), request)
-    conflicted = frozenset(pool for pool, nodes in owners.items() if len(nodes) > 1)
-    return DriverView(
-        devices_per_node=counts,
-        present=frozenset(present),
-        requests={ref: r for ref, r in requests.items() if ref[0] not in conflicted},
-        conflicted_pools=conflicted,
-    )
+    """Count the slices of ``driver`` among ``slices`` as the module docstring says;
+    ``census`` (the driver's) carries the counts over from the previous listing."""
+    if census is None:
+        census = Census(driver)
+    elif census.driver != driver:
+        raise ValueError(f"the census of {census.driver!r} cannot count {driver!r}'s slices")
+    return census.view(slices)
 
 
 def bounded_total(devices_per_node: Mapping[str, int]) -> int:
@@ -242,9 +339,19 @@ def _request(device: Mapping[str, Any], key: str, ref: DeviceRef, node: str) -> 
     return None
 
 
-def _older(a: Request | None, b: Request) -> Request:
-    """Of two requests for one device (a duplicate), the one that ranks first."""
-    return b if a is None or b.rank() < a.rank() else a
+def _first(request: Request) -> tuple[tuple[bool, float, str, str], str, str]:
+    """Of the requests for one device (a duplicate), the one that ranks first wins; equal
+    ranks are told apart by node and reason, so the winner does not depend on the order of
+    the listing."""
+    return (request.rank(), request.node, request.reason)
+
+
+def _bump(counts: dict[Any, int], key: Any, by: int) -> None:
+    value = counts.get(key, 0) + by
+    if value:
+        counts[key] = value
+    else:
+        counts.pop(key, None)
 
 
 def _int(value: Any) -> int:

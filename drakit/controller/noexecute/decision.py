@@ -32,7 +32,6 @@ It returns a :class:`Plan`:
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -113,16 +112,18 @@ class Decider:
         cap = cluster_cap(bounded_total(view.devices_per_node), self.budget.percent)
         delete = self._releases(view, grants, now, deleting)
         held = len(grants)
-        per_node = Counter(g.node for g in grants.values())
+        per_node: dict[str, int] = {}
+        for grant in grants.values():
+            per_node[grant.node] = per_node.get(grant.node, 0) + 1
         create: list[Request] = []
         waiting: list[Request] = []
         for request in sorted(
             (r for ref, r in view.requests.items() if ref not in grants), key=Request.rank
         ):
-            if held < cap and per_node[request.node] < self.budget.per_node:
+            if held < cap and per_node.get(request.node, 0) < self.budget.per_node:
                 create.append(request)
                 held += 1
-                per_node[request.node] += 1
+                per_node[request.node] = per_node.get(request.node, 0) + 1
             else:
                 waiting.append(request)
         return Plan(tuple(create), tuple(delete), tuple(waiting), cap, held)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from drakit.controller.noexecute.census import DeviceRef, Request, SummaryCache, view_of
+from drakit.controller.noexecute.census import Census, DeviceRef, Request, view_of
 from drakit.controller.noexecute.decision import Budget, Decider, Grant, Plan
 from drakit.controller.noexecute.rules import build_rule, grant_of, rule_name
 from drakit.kubeapi.errors import (
@@ -83,10 +83,14 @@ class Reconciler:
     _unverified: set[DeviceRef] = field(default_factory=set)
     _deleting: set[DeviceRef] = field(default_factory=set)
     _waiting: set[DeviceRef] = field(default_factory=set)
-    _summaries: SummaryCache = field(default_factory=SummaryCache)
+    _census: Census = field(init=False)
+    #: The last rules listing by id(): each rule object and the grant it stands for (the
+    #: watch's objects are replaced, never changed in place, as for :class:`Census`).
+    _read: dict[int, tuple[Mapping[str, Any], Grant | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._decider = Decider(self.budget)
+        self._census = Census(self.driver)
 
     def reconcile(
         self, slices: Iterable[Mapping[str, Any]], rules: Iterable[Mapping[str, Any]], now: float
@@ -95,7 +99,7 @@ class Reconciler:
         observed = self._observe(rules)
         self._verify()
         grants = {**self._pending, **observed}
-        view = view_of(slices, self.driver, self._summaries)
+        view = view_of(slices, self.driver, self._census)
         plan = self._decider.decide(view, grants, now, deleting=frozenset(self._deleting))
         waiting = {r.device for r in plan.waiting}
         newly_waiting = tuple(r for r in plan.waiting if r.device not in self._waiting)
@@ -110,10 +114,16 @@ class Reconciler:
 
     def _observe(self, rules: Iterable[Mapping[str, Any]]) -> dict[DeviceRef, Grant]:
         observed: dict[DeviceRef, Grant] = {}
+        read: dict[int, tuple[Mapping[str, Any], Grant | None]] = {}
         for rule in rules:
-            grant = grant_of(rule, self.driver)
+            known = self._read.get(id(rule))
+            grant = (
+                known[1] if known is not None and known[0] is rule else grant_of(rule, self.driver)
+            )
+            read[id(rule)] = (rule, grant)
             if grant is not None:
                 observed[grant.device] = grant
+        self._read = read
         for ref in list(self._pending):
             if ref in observed:
                 del self._pending[ref]
