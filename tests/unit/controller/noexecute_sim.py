@@ -88,8 +88,15 @@ class Checker:
         mine = [r for r in rules.values() if r["metadata"]["labels"].get(BUDGET_LABEL) == DRIVER]
         if len(mine) > self.cap:
             raise Violation(f"step {self.step}: {len(mine)} rules in effect, cap {self.cap}")
-        per_node = Counter(r["metadata"]["annotations"][NODE_ANNOTATION] for r in mine)
-        truth = Counter(self.devices[_ref(r)].node for r in mine)
+        if len(mine) <= self.per_node:
+            return  # no node can hold more rules than there are
+        per_node: dict[str, int] = {}
+        truth: dict[str, int] = {}
+        for rule in mine:
+            node = rule["metadata"]["annotations"][NODE_ANNOTATION]
+            per_node[node] = per_node.get(node, 0) + 1
+            node = self.devices[_ref(rule)].node
+            truth[node] = truth.get(node, 0) + 1
         for counts in (per_node, truth):
             node, most = max(counts.items(), key=lambda kv: kv[1], default=("", 0))
             if most > self.per_node:
