@@ -3,8 +3,10 @@ plugin restarts, controller restarts, leader changes and API write failures, acr
 hundreds of simulated nodes, the cap is never exceeded and no device's effect flips more than
 once per real change (tests/unit/controller/noexecute_sim.py has the model and the checks).
 
-The 10,000 schedules take about 4.5 minutes on the shared 2-core development machine (run
-alone: `.venv/bin/pytest tests/unit/controller/test_noexecute_budget_property.py -q`); they
+The 10,000 schedules take about 2.5 minutes on the shared 2-core development machine
+(`.venv/bin/pytest tests/unit/controller/test_noexecute_budget_property.py -q`: 141 s wall,
+129 s CPU, both cores busy; the simulation alone 123 s of CPU, against 138 s before the
+census kept its counts across reconciles, run side by side); they
 run in chunks of 500, so that each test stays far below the suite's 300-second timeout and
 a failure names its seed."""
 
