@@ -15,7 +15,6 @@ import builtins
 import contextlib
 import enum
 import json
-import logging
 import random
 import socket
 import sys
@@ -33,6 +32,7 @@ from drakit.kubeapi.errors import (
     transport_errors,
 )
 from drakit.kubeapi.objects import KubeObject
+from drakit.telemetry.logs import get_logger
 
 __all__ = [
     "DEVICE_CLASSES",
@@ -54,7 +54,7 @@ __all__ = [
     "bind_pod",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 DEFAULT_TIMEOUT = (10.0, 60.0)
 DEFAULT_PAGE_SIZE = 500
