@@ -32,7 +32,6 @@ from drakit.kubeapi.errors import (
     transport_errors,
 )
 from drakit.kubeapi.objects import KubeObject
-from drakit.telemetry.logs import get_logger
 
 __all__ = [
     "DEVICE_CLASSES",
@@ -54,7 +53,6 @@ __all__ = [
     "bind_pod",
 ]
 
-logger = get_logger(__name__)
 
 DEFAULT_TIMEOUT = (10.0, 60.0)
 DEFAULT_PAGE_SIZE = 500
