@@ -261,6 +261,14 @@ class WorkQueue(Generic[K]):
         with self._cond:
             return len(self._due)
 
+    def idle(self) -> bool:
+        """True when no key is queued, being processed or waiting out a delay: every key
+        added so far has been handled. A test waits for it (after the event it expects a
+        component to ignore has reached the queue's producer) before asserting that nothing
+        was done."""
+        with self._cond:
+            return not (self._queue or self._processing or self._due)
+
     # -- internals -----------------------------------------------------------------------------
 
     def _add_locked(self, key: K) -> None:

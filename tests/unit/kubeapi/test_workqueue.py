@@ -283,3 +283,20 @@ def test_run_pending_retries_a_failed_key_once_its_backoff_has_passed() -> None:
     clock.advance(1.0)
     assert q.run_pending(conflict_once) == 1
     assert attempts == ["pool-a", "pool-a"] and limiter.retries("pool-a") == 0
+
+
+def test_the_queue_is_idle_only_once_every_added_key_was_handled() -> None:
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue("t", clock=clock)
+    assert q.idle()
+    q.add("a")
+    assert not q.idle()  # queued
+    key = q.get(timeout=0)
+    assert key == "a" and not q.idle()  # being processed
+    q.done("a")
+    assert q.idle()
+    q.add_after("b", 5)
+    assert not q.idle()  # waiting out its delay
+    clock.advance(5)
+    assert q.run_pending(lambda _key: None) == 1
+    assert q.idle()
