@@ -9,7 +9,6 @@ what Go's transport replays (a PUT or DELETE whose answer was lost is not sent a
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from drakit.kubeapi.errors import ConfigError, MissingKubernetesError
 from drakit.kubeapi.http11 import REPLAYABLE_METHODS
 from drakit.kubeapi.ratelimit import TokenBucket
 from drakit.kubeapi.retryafter import send_with_retry_after
+from drakit.telemetry.logs import get_logger
 
 # `kubernetes` is the extra drakit[kubernetes]: a program that gets here without it stops
 # with one line naming the extra (a ConfigError, which every command prints as is) instead
@@ -39,7 +39,7 @@ __all__ = [
     "load_client",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 # Controllers in 1.37 run with QPS 50 / burst 100 (the client-go default of 5/10 is far too low
 # for a scheduler-like component); the apiserver's priority-and-fairness is the real guard.
@@ -100,9 +100,7 @@ def load_client(
     # the default pool (5 per CPU) would keep discarding connections under that load.
     configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
     configuration.retries = URLLIB3_RETRIES
-    logger.debug(
-        "Loaded API client configuration", extra={"source": source, "host": configuration.host}
-    )
+    logger.debug("Loaded API client configuration", source=source, host=configuration.host)
     api = RateLimitedApiClient(configuration, qps=qps, burst=burst)
     api.user_agent = user_agent
     return api

@@ -15,7 +15,6 @@ import builtins
 import contextlib
 import enum
 import json
-import logging
 import random
 import socket
 import sys
@@ -54,7 +53,6 @@ __all__ = [
     "bind_pod",
 ]
 
-logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = (10.0, 60.0)
 DEFAULT_PAGE_SIZE = 500

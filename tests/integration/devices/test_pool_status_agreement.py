@@ -14,12 +14,12 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from devices_workload import Workload
+from helpers.waiting import eventually
 
 from drakit.cli import main
 from drakit.controller.app import Controller
@@ -84,14 +84,16 @@ def answered_request(api: Any, driver: str) -> dict[str, Any]:
         {"metadata": {"generateName": "drakit-agreement-"}, "spec": {"driver": driver}}
     )
     name = created["metadata"]["name"]
-    deadline = time.monotonic() + EVENTUALLY
+
+    def answered() -> dict[str, Any] | None:
+        current = requests.get(name)
+        return current if current.get("status") else None
+
     try:
-        while True:
-            current = requests.get(name)
-            if current.get("status"):
-                return current
-            assert time.monotonic() < deadline, "kube-controller-manager never answered"
-            time.sleep(0.2)
+        answer: dict[str, Any] = eventually(
+            answered, f"kube-controller-manager's answer to {name}", EVENTUALLY
+        )
+        return answer
     finally:
         requests.delete(name)
 
