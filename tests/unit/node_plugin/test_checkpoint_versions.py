@@ -179,7 +179,7 @@ def test_a_plugin_with_a_newer_checkpoint_starts_and_refuses_each_call(tmp_path:
         core.start()  # no raise: the plugin keeps serving what it can
         lock = SerializeLock(config.plugin_data_dir / "serialize.lock")
         ref = ClaimRef("ns", str(uuid.uuid4()), "c")
-        with pytest.raises(UnsupportedCheckpointError, match="drakit.dev/v3"):
+        with pytest.raises(UnsupportedCheckpointError, match=r"drakit\.dev/v3"):
             core.unprepare([ref], CallContext("r1", lock))
     finally:
         core.stop()
