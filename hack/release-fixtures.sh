@@ -16,7 +16,7 @@ REPO="${DRAKIT_RELEASE_REPO:-$ROOT}"
 CACHE="${DRAKIT_CACHE_DIR:-$HOME/.cache/drakit}"
 
 if [[ $# -eq 0 ]]; then
-  mapfile -t TAGS < <(git -C "$REPO" tag --list 'v*' | grep -E '^v[0-9]+\.[0-9]+\.[0-9]+$' || true)
+  mapfile -t TAGS < <(git -C "$REPO" tag --list 'v*' | grep -E '^v[0-9]+\.[0-9]+\.[0-9]+([.+-][0-9A-Za-z.+-]*)?$' || true)
 else
   TAGS=("$@")
 fi

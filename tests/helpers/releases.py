@@ -85,9 +85,10 @@ def current_version() -> Version:
     return Version(__version__)
 
 
-def earlier_release_tags(repo: Path = REPO_ROOT) -> list[str]:
-    """The release tags older than this checkout, oldest first: the releases to upgrade from."""
-    now = current_version()
+def earlier_release_tags(repo: Path = REPO_ROOT, now: Version | None = None) -> list[str]:
+    """The release tags older than ``now`` (default: this checkout's version), oldest first:
+    the releases to upgrade from."""
+    now = now or current_version()
     return [tag for tag in release_tags(repo) if Version(tag.removeprefix("v")) < now]
 
 
