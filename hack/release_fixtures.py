@@ -51,7 +51,7 @@ BOOT_ID = "0e5c2b7a-7f0d-4c1e-9d64-release-fixture"
 NAMESPACE = "fixtures"
 UID_NAMESPACE = uuid.UUID("5b4f0d2e-44a1-4c3e-8a0b-6f1d2c3b4a59")
 BACKEND_CONFIG: dict[str, Any] = {
-    "gpus": 2,
+    "gpus": 3,
     "partitionable": {"gpus": 1, "memory": "40Gi", "partitions": 2},
     "consumable": {"devices": 1, "memory": "80Gi", "default": "10Gi", "step": "1Gi"},
     "deviceMetadata": True,
@@ -126,7 +126,7 @@ CLAIMS: dict[str, tuple[dict[str, Any], dict[str, str], bool]] = {
         True,
     ),
     # prepared, then unprepared: the journal's remove record
-    "gone": ({"results": [result("gpu", "pgpu-0")]}, {}, False),
+    "gone": ({"results": [result("gpu", "gpu-2")]}, {}, False),
 }
 
 

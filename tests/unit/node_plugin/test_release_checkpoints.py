@@ -87,9 +87,18 @@ class Node:
     config: PluginConfig
     core: PrepareCore
     claims: Claims
+    boot_id: str
 
     def call(self) -> CallContext:
         return CallContext("r1", SerializeLock(self.config.plugin_data_dir / "serialize.lock"))
+
+    def checkpoint(self) -> Checkpoint:
+        """The checkpoint as a reader of the same boot sees it (another boot would drop it)."""
+        checkpoint = Checkpoint(
+            self.config.plugin_data_dir / FILE_NAME, boot_id=lambda: self.boot_id
+        )
+        checkpoint.refresh()
+        return checkpoint
 
     def spec_files(self) -> list[str]:
         return sorted(p.name for p in self.config.cdi_root.iterdir())
@@ -134,7 +143,7 @@ def node_of(tmp_path: Path) -> Iterator[Any]:
         )  # fmt: skip
         started.append((core, backend))
         core.start()
-        return Node(config, core, claims)
+        return Node(config, core, claims, str(manifest["bootID"]))
 
     yield make
     for core, backend in started:
@@ -203,8 +212,7 @@ def test_claims_a_release_prepared_are_prepared_again_and_unprepared_by_this_rel
         assert not [n for n in node.spec_files() if ref.uid in n]
         assert node.metadata_files(ref.uid) == []
     assert node.spec_files() == []
-    checkpoint = Checkpoint(node.config.plugin_data_dir / FILE_NAME, boot_id=lambda: "")
-    checkpoint.refresh()
+    checkpoint = node.checkpoint()
     assert list(checkpoint.entries()) == []
     # The devices are free again: a new claim on the first of them prepares.
     first = release.claims(prepared=True)[0]["object"]
@@ -221,8 +229,7 @@ def test_a_lost_checkpoint_is_rebuilt_from_the_cdi_specs_a_release_wrote(
     # The release's CDI specs carry its prepared claims: a checkpoint gone corrupt (a disk
     # error) is rebuilt from them by this release, with the devices the release returned.
     node = node_of(release, corrupt=True)
-    checkpoint = Checkpoint(node.config.plugin_data_dir / FILE_NAME, boot_id=lambda: "")
-    checkpoint.refresh()
+    checkpoint = node.checkpoint()
     prepared = release.claims(prepared=True)
     assert {e.uid for e in checkpoint.entries()} == {
         c["object"]["metadata"]["uid"] for c in prepared
