@@ -39,3 +39,4 @@ for TAG in "${TAGS[@]}"; do
       --out "$ROOT/tests/fixtures/releases/$TAG"
   echo "release-fixtures: wrote tests/fixtures/releases/$TAG" >&2
 done
+rmdir /tmp/drakit-release-fixtures 2>/dev/null || true

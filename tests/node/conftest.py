@@ -85,9 +85,13 @@ _EARLIER_RELEASES = earlier_release_tags()
 
 
 @pytest.fixture(scope="session", params=_EARLIER_RELEASES or [None], ids=str)
-def earlier_release(request: pytest.FixtureRequest, node_assets: NodeAssets) -> Release:
+def earlier_release(request: pytest.FixtureRequest) -> Release:
     """One release to upgrade from: its chart, and its image as an OCI archive whose image is
-    ``localhost/drakit:<image_tag>`` (import it with ``import_images``)."""
+    ``localhost/drakit:<image_tag>`` (import it with ``import_images``). It needs no image of
+    this checkout (``node_assets``): a test of the release alone builds nothing else."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
     tag = request.param
     if tag is None:
         pytest.skip("this checkout has no release tag older than its version (git fetch --tags)")
