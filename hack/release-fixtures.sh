@@ -7,9 +7,10 @@
 # For each tag: its tree from hack/build-release.sh --no-image (a git worktree in the cache),
 # its own venv (`make venv` in that tree), then hack/release_fixtures.py under that venv's
 # interpreter, so the state is written by the release's own prepare path (PrepareCore, the
-# example backend, real files). The state is made in /tmp/drakit-release-fixtures/<tag>
-# (a fixed folder: the CDI specs name it, and a second run writes the same files) and copied
-# to tests/fixtures/releases/<tag>/. tests/unit/node_plugin/test_release_state.py reads it.
+# example backend, real files). The state is made in /tmp/drakit-release-fixtures/<tag> (a
+# fixed folder: the CDI specs name it; a second run differs in the journal's epoch only) and
+# copied to tests/fixtures/releases/<tag>/; tests/unit/node_plugin/test_release_checkpoints.py
+# reads it. A release whose venv is made already: a few seconds (its first venv: about a minute).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REPO="${DRAKIT_RELEASE_REPO:-$ROOT}"

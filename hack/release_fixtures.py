@@ -13,7 +13,8 @@ calls, then unprepares one, and the files it left are copied to ``--out``:
 The claims come from a map of ResourceClaim objects as the API server returns them (the
 claim reader checks them as it checks the API server's). Everything that could vary from run
 to run is fixed (UIDs from the claim names, the boot ID, the folder the state is written in),
-so a second run writes the same files.
+so a second run writes the same files but for the journal's epoch (the release draws it at
+random: checkpoint.json's ``journalEpoch`` and the journal's first line).
 
 Imports go by the names of drakit 0.1.0 first, then of later releases (a release that moves a
 name adds its place here).
