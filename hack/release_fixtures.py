@@ -163,10 +163,13 @@ class Claims:
         return self.objects[name]
 
 
-def run(root: Path) -> dict[str, Any]:
-    """Prepare and unprepare the claims with state under ``root``; the manifest."""
+def plugin(
+    root: Path, objects: Mapping[str, dict[str, Any]], backend_config: Mapping[str, Any]
+) -> tuple[PluginConfig, Any, Any, Any]:
+    """The release's core on the state under ``root`` (made if missing): config, core, its
+    backend and a call context."""
     for sub in ("registry", "plugins", "cdi"):
-        (root / sub).mkdir(parents=True)
+        (root / sub).mkdir(parents=True, exist_ok=True)
     config = PluginConfig(
         driver_name=DRIVER,
         node_name=NODE,
@@ -176,10 +179,16 @@ def run(root: Path) -> dict[str, Any]:
         cdi_root=root / "cdi",
         backend="example",
     )
-    objects = {name: claim_object(name) for name in CLAIMS}
-    backend = load_backend("example", driver_name=DRIVER, node_name=NODE, config=BACKEND_CONFIG)
+    backend = load_backend("example", driver_name=DRIVER, node_name=NODE, config=backend_config)
     core = PrepareCore(config, PluginMetrics(), backend, Claims(objects), boot_id=lambda: BOOT_ID)
     call = CallContext("fixtures", SerializeLock(config.plugin_data_dir / "serialize.lock"))
+    return config, core, backend, call
+
+
+def run(root: Path) -> dict[str, Any]:
+    """Prepare and unprepare the claims with state under ``root``; the manifest."""
+    objects = {name: claim_object(name) for name in CLAIMS}
+    config, core, backend, call = plugin(root, objects, BACKEND_CONFIG)
     claims = []
     core.start()
     try:
@@ -220,6 +229,37 @@ def run(root: Path) -> dict[str, Any]:
     }
 
 
+def take_over(root: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The rollback: the release takes over the state another drakit left under ``root``
+    for ``manifest``'s claims. It prepares each claim prepared there again (the kubelet's
+    retry) and unprepares it; what it returned, and the files left."""
+    objects = {c["object"]["metadata"]["name"]: c["object"] for c in manifest["claims"]}
+    _config, core, backend, call = plugin(root, objects, manifest["backendConfig"])
+    report: dict[str, Any] = {"release": __version__, "claims": {}}
+    core.start()
+    try:
+        for claim in manifest["claims"]:
+            if not claim["preparedAtEnd"]:
+                continue
+            meta = claim["object"]["metadata"]
+            ref = ClaimRef(meta["namespace"], meta["uid"], meta["name"])
+            outcome = core.prepare([ref], call)[ref.uid]
+            report["claims"][meta["name"]] = {
+                "prepareError": outcome.error,
+                "prepared": [asdict(d) for d in outcome.devices],
+                "unprepareError": core.unprepare([ref], call)[ref.uid],
+            }
+    finally:
+        core.stop()
+        backend.close()
+    report["left"] = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and p.name != "serialize.lock"
+    )
+    return report
+
+
 def copy_state(manifest: dict[str, Any], out: Path) -> None:
     """The files the release left, without the lock (no state: an empty file)."""
     shutil.copytree(
@@ -232,15 +272,25 @@ def copy_state(manifest: dict[str, Any], out: Path) -> None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="the fixture folder (replaced)")
-    parser.add_argument("--root", type=Path, required=True, help="where the plugin's state is")
-    parser.add_argument("--tag", required=True)
-    parser.add_argument("--commit", required=True)
     parser.add_argument("--source", type=Path, required=True, help="the release's tree")
+    parser.add_argument("--root", type=Path, required=True, help="where the plugin's state is")
+    parser.add_argument("--out", type=Path, help="the fixture folder (replaced)")
+    parser.add_argument("--tag")
+    parser.add_argument("--commit")
+    parser.add_argument(
+        "--take-over", type=Path, metavar="MANIFEST",
+        help="take over the state under --root of MANIFEST's claims; print a JSON report",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     imported = Path(sys.modules["drakit"].__file__ or "").resolve()
     if not imported.is_relative_to(args.source.resolve()):
         raise SystemExit(f"drakit is imported from {imported}, not from {args.source}")
+    if args.take_over:
+        manifest = json.loads(args.take_over.read_text(encoding="utf-8"))
+        print(json.dumps(take_over(args.root, manifest)))
+        return 0
+    if not (args.out and args.tag and args.commit):
+        parser.error("writing fixtures needs --out, --tag and --commit")
     shutil.rmtree(args.root, ignore_errors=True)
     manifest = run(args.root)
     manifest["release"].update(tag=args.tag, commit=args.commit)
