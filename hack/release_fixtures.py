@@ -10,6 +10,11 @@ calls, then unprepares one, and the files it left are copied to ``--out``:
                            device metadata files (dra-device-metadata/<claim UID>/...)
     cdi/                   the CDI root: one spec per prepared claim
 
+With ``--take-over MANIFEST`` it does the reverse, a rollback's part: the release takes over
+the state another drakit left under ``--root`` for MANIFEST's claims, prepares each again
+and unprepares it, and prints what it got (tests/integration/deploy/
+test_release_takes_over_state.py).
+
 The claims come from a map of ResourceClaim objects as the API server returns them (the
 claim reader checks them as it checks the API server's). Everything that could vary from run
 to run is fixed (UIDs from the claim names, the boot ID, the folder the state is written in),
