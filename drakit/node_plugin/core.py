@@ -49,6 +49,7 @@ from drakit.node_plugin.checkpoint import (
     STARTED,
     Checkpoint,
     ClaimEntry,
+    UnsupportedCheckpointError,
     read_boot_id,
     read_document,
 )
@@ -174,6 +175,9 @@ class PrepareCore:
     def start(self) -> None:
         """Load the checkpoint, clean up after a reboot, start health; returns promptly.
 
+        A checkpoint of a newer format (UnsupportedCheckpointError) is logged, not raised:
+        the plugin starts, and every prepare and unprepare fails with that error.
+
         The checkpoint may be rewritten here (reboot drop, corruption recovery), so that
         happens only under the serialize lock: during a rolling update the other instance
         may be preparing. When that instance holds the lock longer than
@@ -191,6 +195,10 @@ class PrepareCore:
             )
             count = peek_prepared_count(self.checkpoint.path, self._boot_id())
             self.metrics.prepared_claims.set(count)
+        except UnsupportedCheckpointError as exc:
+            # Serve what this release can (registration, slices, health); each prepare and
+            # unprepare is refused with this message while the checkpoint stays unread.
+            _log.error("Checkpoint written by a newer drakit; refusing prepares", error=str(exc))
         self.health.start()
         if self.health.supported:
             self.backend.subscribe(self.health.on_change)
