@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from drakit.node_plugin.checkpoint import COMPLETED, ClaimEntry
@@ -63,10 +64,21 @@ class Draft:
         """A ``PrepareFailed`` error for a part of the backend's answer that cannot be used."""
         return self.failure("PrepareFailed", f"backend {self.backend}: {field_name}: {exc}")
 
+    @cached_property
+    def results(self) -> tuple[Mapping[str, Any], ...]:
+        """The claim's allocation results as the record keeps them (encoded once: the record
+        is rendered for the CDI spec's annotation and again for the checkpoint)."""
+        return tuple(r.to_dict() for r in self.claim.results)
+
     def entry(self) -> ClaimEntry:
         """The claim's ``PrepareCompleted`` record, with what the outputs added so far."""
         return claim_entry(
-            self.claim, COMPLETED, self.devices, self.prepared.state, extra=self.record
+            self.claim,
+            COMPLETED,
+            self.devices,
+            self.prepared.state,
+            extra=self.record,
+            results=self.results,
         )
 
 
@@ -75,15 +87,18 @@ def claim_entry(
     state: str,
     devices: tuple[PreparedDevice, ...] = (),
     backend_state: Mapping[str, Any] | None = None,
+    *,
     extra: Mapping[str, Any] | None = None,
+    results: tuple[Mapping[str, Any], ...] | None = None,
 ) -> ClaimEntry:
-    """The checkpoint record of ``claim`` in ``state``."""
+    """The checkpoint record of ``claim`` in ``state`` (``results``: the claim's results
+    encoded already)."""
     return ClaimEntry(
         uid=claim.ref.uid,
         namespace=claim.ref.namespace,
         name=claim.ref.name,
         state=state,
-        results=tuple(r.to_dict() for r in claim.results),
+        results=results if results is not None else tuple(r.to_dict() for r in claim.results),
         devices=devices,
         backend_state=backend_state or {},
         extra=dict(extra) if extra else {},

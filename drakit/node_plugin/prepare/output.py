@@ -31,7 +31,6 @@ unprepare finds it and tries again.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import ClassVar
 
 from drakit.node_plugin.checkpoint import ClaimEntry
 from drakit.node_plugin.prepare.draft import Draft
@@ -49,7 +48,7 @@ class ClaimOutput:
     the other methods have defaults that fit an output kept on the node alone."""
 
     #: What the output is, as messages name it ("CDI spec").
-    title: ClassVar[str] = "output"
+    title: str = "output"
 
     def write(self, draft: Draft) -> AfterCommit | None:
         """Write the claim's output from ``draft`` (and add to the draft what later outputs

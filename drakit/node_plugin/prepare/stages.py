@@ -106,6 +106,8 @@ class PrepareStages:
         commit's flush covers it, see the checkpoint module). Returns the claims recorded;
         if the save fails, none: every one fails, the new entries are dropped again."""
         inventory = self.inventory()
+        # Guard, then record, claim by claim: each claim's guard sees the claims recorded
+        # before it, so two claims of one call never get the same device.
         attempts = [self.record(c, run.log) for c in fetched if self.guard(c, inventory, run)]
         if not attempts:
             return attempts
