@@ -186,12 +186,15 @@ class PrepareCore:
     # -- prepare and unprepare -----------------------------------------------------------
 
     def prepare(self, claims: Sequence[ClaimRef], call: CallContext) -> Mapping[str, PrepareResult]:
+        """One answer per claim UID (devices, or the claim's error); never raises for one
+        claim's failure. A backend that keeps metrics hears each claim's outcome."""
         started = time.monotonic()
         results = self._prepare(claims, call)
         self._tell_backend("prepare", {uid: r.error for uid, r in results.items()}, started)
         return results
 
     def unprepare(self, claims: Sequence[ClaimRef], call: CallContext) -> Mapping[str, str]:
+        """Claim UID -> "" (undone, or never prepared here) or the claim's error."""
         started = time.monotonic()
         results = self._unprepare(claims, call)
         self._tell_backend("unprepare", results, started)

@@ -30,6 +30,7 @@ unprepare finds it and tries again.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 
 from drakit.node_plugin.checkpoint import ClaimEntry
@@ -43,25 +44,25 @@ from drakit.telemetry.logs import StructuredLogger
 AfterCommit = Callable[[StructuredLogger], None]
 
 
-class ClaimOutput:
+class ClaimOutput(ABC):
     """One per-claim output of a prepare. Subclasses implement ``write`` and ``roll_back``;
     the other methods have defaults that fit an output kept on the node alone."""
 
     #: What the output is, as messages name it ("CDI spec").
     title: str = "output"
 
+    @abstractmethod
     def write(self, draft: Draft) -> AfterCommit | None:
         """Write the claim's output from ``draft`` (and add to the draft what later outputs
         and the record need); idempotent: a re-prepare writes it again. Raises the claim's
         :class:`~drakit.node_plugin.claims.ClaimError` (see ``Draft.failure``) when the
         backend's answer or the claim cannot be written; every output is then rolled back.
         Returns work for after the commit, or None."""
-        raise NotImplementedError
 
+    @abstractmethod
     def roll_back(self, uid: str) -> None:
         """Undo whatever this output may hold for claim ``uid``, written in full, in part or
         not at all; idempotent. ``OSError`` when it cannot (the undo stops there)."""
-        raise NotImplementedError
 
     def forget(self, claim: ClaimRef, entry: ClaimEntry | None) -> AfterCommit | None:
         """Undo the output of a claim being unprepared (``claim`` as it was prepared;

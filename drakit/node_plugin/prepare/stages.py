@@ -32,7 +32,7 @@ from typing import Any
 from drakit.node_plugin.checkpoint import STARTED, Checkpoint, ClaimEntry
 from drakit.node_plugin.claims import ClaimError, FetchedClaim, abandoned, describe
 from drakit.node_plugin.driver import PrepareResult
-from drakit.node_plugin.guard import Inventory, find_conflicts
+from drakit.node_plugin.guard import GuardConflict, Inventory, find_conflicts
 from drakit.node_plugin.prepare.backend_calls import backend_prepare
 from drakit.node_plugin.prepare.draft import Draft, claim_entry
 from drakit.node_plugin.prepare.output import AfterCommit, ClaimOutput
@@ -132,22 +132,9 @@ class PrepareStages:
             return False
         others = [e for e in self.checkpoint.entries() if e.uid != claim.ref.uid]
         conflicts = find_conflicts(self.driver, claim.ref, claim.results, others, inventory)
-        if not conflicts:
-            return True
-        # The holders are named in the log only: the Event goes on this claim, whose owner
-        # must not learn which other claims exist.
-        run.log.warning(
-            "Devices of a claim are in use by other claims",
-            claim_uid=claim.ref.uid,
-            conflicts=[c.detail for c in conflicts],
-        )
-        error = ClaimError(
-            "DeviceAlreadyInUse",
-            f"ResourceClaim {claim.ref.namespace}/{claim.ref.name}: "
-            + "; ".join(c.public for c in conflicts),
-        )
-        run.failed(claim.ref, claim.obj, error)
-        return False
+        if conflicts:
+            _refuse(claim, conflicts, run)
+        return not conflicts
 
     def _in_place(self, entry: ClaimEntry, log: StructuredLogger) -> bool:
         """Whether every output of a claim recorded as prepared is still there; a missing
@@ -254,7 +241,25 @@ def after_commit(committed: Sequence[Attempt], log: StructuredLogger) -> None:
                 log.exception("Output work after a prepare failed", claim_uid=attempt.uid)
 
 
+def _refuse(claim: FetchedClaim, conflicts: Sequence[GuardConflict], run: PrepareRun) -> None:
+    """The guard's answer for a claim whose devices other claims hold. The holders are named
+    in the log only: the Event goes on this claim, whose owner must not learn which other
+    claims exist."""
+    run.log.warning(
+        "Devices of a claim are in use by other claims",
+        claim_uid=claim.ref.uid,
+        conflicts=[c.detail for c in conflicts],
+    )
+    error = ClaimError(
+        "DeviceAlreadyInUse",
+        f"ResourceClaim {claim.ref.namespace}/{claim.ref.name}: "
+        + "; ".join(c.public for c in conflicts),
+    )
+    run.failed(claim.ref, claim.obj, error)
+
+
 def _not_recorded(exc: OSError) -> ClaimError:
+    """The error of every claim of a batch whose record could not be saved."""
     return ClaimError(
         "CheckpointWriteFailed", f"cannot record the prepare in the checkpoint: {exc}"
     )

@@ -56,6 +56,9 @@ class ClaimUndo:
         log: StructuredLogger,
         step: Callable[[ClaimOutput], AfterCommit | None],
     ) -> tuple[str, list[AfterCommit]]:
+        """The backend (when ``state`` says it was given the claim), then ``step`` for every
+        output in reverse list order, then the entry dropped; ("" or the error of the step
+        that stopped it, the outputs' work for after the save)."""
         if state is not None:
             error = backend_unprepare(self.backend, ref, state, call, log)
             if error:
