@@ -83,7 +83,7 @@ ENTRY_POINTS = {
     ("node_plugin/cdi.py", "CDISpecs.read_all", "json.loads"): (
         "CDI specs the plugin wrote (named after claim UIDs, in its own directory)"
     ),
-    ("node_plugin/core.py", "PrepareCore._rebuild_from_cdi_specs", "json.loads"): (
+    ("node_plugin/prepare/cdi_output.py", "CDISpecOutput.recorded", "json.loads"): (
         "the annotation the plugin wrote into its own CDI spec"
     ),
     ("allocator/cel/sandbox.py", "_message", "json.loads"): (
