@@ -41,9 +41,10 @@ __all__ = [
     "overlaps",
 ]
 
-#: Up to this many demands every group is checked for a device shortage (2**n groups);
-#: beyond it, pairs only.
-MAX_SUBSET_DEMANDS = 10
+#: Up to this many demands every group is checked for a device shortage (2**n groups, each
+#: a union of device sets); beyond it, pairs only, so that a pod with many requests costs
+#: the controller's unschedulable message no more than a few hundred unions per node.
+MAX_SUBSET_DEMANDS = 8
 #: Devices named in a message before "and N more".
 MAX_NAMED = 6
 
@@ -212,6 +213,7 @@ def device_shortages(demands: Sequence[Demand]) -> list[DeviceShortage]:
     suitable devices, smallest groups first; a group containing one already named is not
     named again."""
     demands = _scarce(demands)
+    ids = [frozenset(e.id for e in d.devices) for d in demands]
     sizes = range(2, len(demands) + 1) if len(demands) <= MAX_SUBSET_DEMANDS else (2,)
     out: list[DeviceShortage] = []
     named: list[frozenset[int]] = []
@@ -220,7 +222,7 @@ def device_shortages(demands: Sequence[Demand]) -> list[DeviceShortage]:
             members = frozenset(group)
             if any(n <= members for n in named):
                 continue
-            union = {str(e.id): e for i in group for e in demands[i].devices}
+            union = frozenset().union(*(ids[i] for i in group))
             wanted = sum(demands[i].count for i in group)
             if wanted > len(union):
                 named.append(members)
@@ -228,7 +230,7 @@ def device_shortages(demands: Sequence[Demand]) -> list[DeviceShortage]:
                     DeviceShortage(
                         labels=tuple(demands[i].label for i in group),
                         wanted=wanted,
-                        devices=tuple(sorted(union)),
+                        devices=tuple(sorted(str(i) for i in union)),
                     )
                 )
     return out

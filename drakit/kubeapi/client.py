@@ -86,14 +86,16 @@ class GoJsonRestClient(k8s_rest.RESTClientObject):
     ) -> Any:
         headers = headers or {}
         content_type = headers.get("Content-Type") or "application/json"
+        matches: Any = k8s_rest.contenttype_matches
         if (
             body is None
             or post_params
             or isinstance(body, (str, bytes))
-            or not k8s_rest.contenttype_matches(content_type, "application", "json")
+            or not matches(content_type, "application", "json")
             or (content_type == "application/json-patch+json" and not isinstance(body, list))
         ):
-            return super().request(method, url, headers, body, post_params, _request_timeout)
+            send: Any = super().request  # the package's own path (untyped)
+            return send(method, url, headers, body, post_params, _request_timeout)
         headers.setdefault("Content-Type", content_type)
         try:
             response = self.pool_manager.request(
