@@ -540,7 +540,12 @@ class PrepareCore:
         if cdi_devices:
             annotation = json.dumps(entry.to_json() | {"uid": entry.uid}, separators=(",", ":"))
             try:
-                self.cdi.write(claim.ref.uid, cdi_devices, {PREPARED_ANNOTATION: annotation})
+                self.cdi.write(
+                    claim.ref.uid,
+                    cdi_devices,
+                    {PREPARED_ANNOTATION: annotation},
+                    claim_edits=prepared.claim_edits,
+                )
             except OSError as exc:
                 error = ClaimError("PrepareFailed", f"{name}: cannot write CDI spec: {exc}")
                 error.backend_state = prepared.state
