@@ -368,7 +368,7 @@ class DeviceStatusWriter:
 #: Why a patch that leaves the allocation alone is refused as a change of it.
 UNPATCHABLE_HINT = (
     " (the claim's opaque config parameters are stored in a form the apiserver changes when "
-    "it applies a patch (not compact JSON as Go writes it, e.g. written with \", \" "
+    'it applies a patch (not compact JSON as Go writes it, e.g. written with ", " '
     "separators by Python's json.dumps): it refuses every patch of this claim; create such "
     "claims with kubectl, client-go or drakit's clients)"
 )

@@ -31,8 +31,7 @@ DRIVER = "gpu.example.com"
 PARAMETERS = {"z": "<b> & caf\u00e9 \u2028", "n": [1, 2.5, None], "a": {"b": True}}
 #: What the apiserver serves for PARAMETERS once they were written in Go's form.
 STORED = (
-    '"parameters":{"z":"\\u003cb\\u003e \\u0026 caf\u00e9 \\u2028",'
-    '"n":[1,2.5,null],"a":{"b":true}}'
+    '"parameters":{"z":"\\u003cb\\u003e \\u0026 caf\u00e9 \\u2028","n":[1,2.5,null],"a":{"b":true}}'
 )
 
 CLIENTS: dict[str, Callable[[str], Any]] = {
