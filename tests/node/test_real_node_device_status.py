@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from conftest import NodeAssets, make_stack
+from helpers.rawclaims import raw_claim_text
 from node_rig import (
     DRIVER,
     EXAMPLE_IMAGE,
@@ -32,6 +33,7 @@ from node_rig import (
     eventually,
 )
 
+from drakit.kubeapi import gojson
 from drakit.kubeapi.resources import PODS, RESOURCE_CLAIMS, PatchType, ResourceType
 
 pytestmark = pytest.mark.node
@@ -182,8 +184,11 @@ def test_the_plugin_writes_the_device_status_of_a_claim_on_the_real_node(
     assert entry["data"] == {"device": result["device"], "strategy": strategy}
     assert [(c["type"], c["status"]) for c in entry["conditions"]] == [("Ready", "True")]
     # The opaque parameters as written, in the spec and in the allocation kube-scheduler
-    # copied them into (the apiserver refuses any status write that would change the latter).
+    # copied them into (the apiserver refuses any status write that would change the
+    # latter); their stored bytes are the compact form the client sent, once in each.
     assert claim["spec"]["devices"].get("config", []) == config
     allocated = claim["status"]["allocation"]["devices"].get("config", [])
     assert [c["opaque"] for c in allocated] == [c["opaque"] for c in config]
+    sent = gojson.dumps(GPU_CONFIG).decode()
+    assert raw_claim_text(stack.client, namespace, "gpu").count(sent) == 2 * len(config)
     stack.running_pod("user", namespace)
