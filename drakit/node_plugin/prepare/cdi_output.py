@@ -38,7 +38,12 @@ class CDISpecOutput(ClaimOutput):
         entry = draft.entry()
         annotation = json.dumps(entry.to_json() | {"uid": entry.uid}, separators=(",", ":"))
         try:
-            self.specs.write(draft.uid, cdi_devices, {PREPARED_ANNOTATION: annotation})
+            self.specs.write(
+                draft.uid,
+                cdi_devices,
+                {PREPARED_ANNOTATION: annotation},
+                claim_edits=draft.prepared.claim_edits,
+            )
         except OSError as exc:
             raise draft.failure("PrepareFailed", f"cannot write CDI spec: {exc}") from exc
         return None

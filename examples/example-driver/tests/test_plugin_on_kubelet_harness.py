@@ -100,11 +100,15 @@ def test_plugin_publishes_gpus_and_prepares_a_configured_claim_for_the_kubelet(
 
 
 @pytest.mark.usefixtures("plugin")
+@pytest.mark.parametrize("with_config", [True, False], ids=["opaque config", "no config"])
 def test_prepared_gpu_is_reported_in_the_claim_status(
-    drakit_api: Any, drakit_namespace: str, drakit_node: HarnessNode
+    drakit_api: Any, drakit_namespace: str, drakit_node: HarnessNode, with_config: bool
 ) -> None:
+    # With opaque config the status was never written: drakit.testing's client stored the
+    # parameters with json.dumps' ", " separators, which the apiserver's re-encoding on the
+    # status patch changed ("status.allocation: field cannot be modified once set").
     gpu_1 = published_devices(drakit_api, drakit_node.name)["gpu-1"]
-    allocate_gpu_1(drakit_api, drakit_namespace, drakit_node.name, with_config=False)
+    allocate_gpu_1(drakit_api, drakit_namespace, drakit_node.name, with_config=with_config)
     claims = Resource(drakit_api, RESOURCE_CLAIMS)
     deadline = time.monotonic() + WAIT
     while not (status := claims.get("one-gpu", drakit_namespace).get("status", {})).get("devices"):
