@@ -1,7 +1,7 @@
 """Which tags are releases, in which order, and which of them this checkout upgrades from.
 
 A repository of its own in tmp_path with tags of every shape; the building and caching of a
-release's tree and image: tests/integration/deploy/test_release_build.py and
+release's tree and image: tests/integration/deploy/test_earlier_release_build.py and
 tests/node/test_release_image.py.
 """
 
