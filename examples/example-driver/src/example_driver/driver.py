@@ -32,10 +32,10 @@ from drakit.plugin import (
     DeviceToPrepare,
     LazyConfigModel,
     PoolDescription,
-    Registry,
     RequestContext,
     validate_settings,
 )
+from drakit.plugin.metrics import Registry
 from example_driver.metrics import DriverMetrics
 from example_driver.profiles import Profile, env_key
 from example_driver.profiles.cpu import CpuProfile
