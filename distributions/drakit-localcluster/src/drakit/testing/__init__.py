@@ -58,7 +58,7 @@ from drakit.testing.claims import Allocated, allocate, claim, opaque_config, pod
 from drakit.testing.config import InvalidConfigError, admission_verdict, validate_config
 from drakit.testing.metrics import metric_samples, metrics_text
 from drakit.testing.node import HarnessNode, PluginUnderTest, backend_spec
-from drakit.testing.tools import find_helm, helm_places
+from drakit.testing.tools import find_helm, helm_or_skip
 from drakit.testing.waiting import eventually
 
 if TYPE_CHECKING:
@@ -186,10 +186,4 @@ def drakit_plugin(drakit_node: HarnessNode) -> Iterator[StartPlugin]:
 def drakit_helm(request: pytest.FixtureRequest) -> Path:
     """helm (:func:`find_helm`); the test is skipped when there is none, or fails with
     ``--drakit-require-tools``."""
-    found = find_helm()
-    if found is None:
-        reason = f"helm not found (looked in: {', '.join(helm_places())})"
-        if request.config.getoption(REQUIRE_TOOLS):
-            pytest.fail(f"{reason}; {REQUIRE_TOOLS} was given", pytrace=False)
-        pytest.skip(reason)
-    return found
+    return helm_or_skip(required=request.config.getoption(REQUIRE_TOOLS))

@@ -27,7 +27,6 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -84,8 +83,12 @@ class Objects:
     validate and admit a write (webhooks and admission policies included) without storing it.
     """
 
-    def __init__(self, resource: Resource) -> None:
-        self._resource = resource
+    def __init__(
+        self, api: Any, api_version: str, plural: str, kind: str, *, namespaced: bool = True
+    ) -> None:
+        group, _, version = api_version.rpartition("/")
+        rtype = ResourceType(group, version, plural, kind, namespaced)
+        self._resource = Resource(api, rtype)
 
     @property
     def kind(self) -> str:
@@ -241,11 +244,28 @@ class KubeAPI:
     node plugin) a kubeconfig of its own.
     """
 
+    #: The kubeconfig file it was made from.
+    kubeconfig: Path
+    claims: Objects
+    claim_templates: Objects
+    slices: Objects
+    device_classes: Objects
+    pods: Objects
+    nodes: Objects
+    namespaces: Objects
+    service_accounts: Objects
+    secrets: Objects
+    #: events.k8s.io/v1 Events (what ``kubectl events`` shows).
+    events: Objects
+    #: ValidatingWebhookConfigurations.
+    webhook_configurations: Objects
+
     def __init__(self, kubeconfig: str | Path) -> None:
         self.kubeconfig = Path(kubeconfig)
         self._light = load_light_client(str(self.kubeconfig), qps=0, user_agent="drakit-testing")
         self._owned: builtins.list[KubeAPI] = []
         self._folder: Path | None = None
+        self._client: Any = None
         #: How ``Resource`` decodes this client's answers (the light client's decoder).
         self.json_loads: Callable[[bytes], Any] = getattr(self._light, "json_loads", json.loads)
         self.claims = self.objects("resource.k8s.io/v1", "resourceclaims", "ResourceClaim")
@@ -277,8 +297,7 @@ class KubeAPI:
         """Any kind: ``objects("rbac.authorization.k8s.io/v1", "clusterroles",
         "ClusterRole", namespaced=False)``; other versions of a kind too
         (``objects("resource.k8s.io/v1beta1", "resourceclaims", "ResourceClaim")``)."""
-        group, _, version = api_version.rpartition("/")
-        return Objects(Resource(self, ResourceType(group, version, plural, kind, namespaced)))
+        return Objects(self, api_version, plural, kind, namespaced=namespaced)
 
     # -- the devices a driver published -------------------------------------------------------
 
@@ -341,13 +360,15 @@ class KubeAPI:
         self._owned.append(other)
         return other
 
-    @cached_property
+    @property
     def client(self) -> Any:
         """The ``kubernetes`` package's ``ApiClient`` for this cluster and user (no rate
-        limit), for code written against that package."""
-        from drakit.kubeapi.client import load_client  # noqa: PLC0415 (imports kubernetes)
+        limit), for code written against that package; made on first use."""
+        if self._client is None:
+            from drakit.kubeapi.client import load_client  # noqa: PLC0415 (imports kubernetes)
 
-        return load_client(str(self.kubeconfig), qps=0)
+            self._client = load_client(str(self.kubeconfig), qps=0)
+        return self._client
 
     # -- the API client interface ``Resource`` and ``PluginOptions.api_client`` take ------------
 
@@ -364,9 +385,9 @@ class KubeAPI:
         for other in self._owned:
             other.close()
         self._owned.clear()
-        if "client" in self.__dict__:
-            self.client.close()
-            del self.__dict__["client"]
+        if self._client is not None:
+            self._client.close()
+            self._client = None
         close = getattr(self._light, "close", None)
         if close is not None:
             close()

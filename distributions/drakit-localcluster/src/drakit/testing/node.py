@@ -176,8 +176,18 @@ def backend_spec(backend: str | type) -> tuple[str, tuple[Path, ...]]:
         return backend, ()
     module = sys.modules.get(backend.__module__)
     spec = f"{backend.__module__}:{backend.__qualname__}"
-    where = getattr(module, "__file__", None)
+    where = getattr(module, "__file__", None) or _defining_file(backend)
     if where is None:
         return spec, ()
     depth = backend.__module__.count(".") + 1
     return spec, (Path(where).resolve().parents[depth - 1],)
+
+
+def _defining_file(cls: type) -> str | None:
+    """The file of a class whose module is no longer in ``sys.modules`` (a test removed it
+    after importing the class from a folder it put on ``sys.path``): its methods know it."""
+    for member in vars(cls).values():
+        code = getattr(getattr(member, "__func__", member), "__code__", None)
+        if code is not None:
+            return str(code.co_filename)
+    return None

@@ -12,7 +12,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-__all__ = ["find_helm", "helm_places"]
+import pytest
+
+__all__ = ["find_helm", "helm_or_skip", "helm_places"]
 
 
 def find_helm() -> Path | None:
@@ -35,3 +37,15 @@ def helm_places() -> list[str]:
     from drakit.localcluster import assets  # noqa: PLC0415
 
     return [*(str(p) for p in assets.candidate_paths("helm")), "helm on PATH"]
+
+
+def helm_or_skip(*, required: bool) -> Path:
+    """:func:`find_helm`'s helm; none skips the test saying where it looked, or fails it
+    when ``required`` (``--drakit-require-tools``)."""
+    found = find_helm()
+    if found is None:
+        reason = f"helm not found (looked in: {', '.join(helm_places())})"
+        if required:
+            pytest.fail(f"{reason}; --drakit-require-tools was given", pytrace=False)
+        pytest.skip(reason)
+    return found
