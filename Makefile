@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv docs test-example-standalone test-reference binaries compat-binaries test-compat node-assets test-node soak tools manifests codegen verify lint format typecheck imports test unit unit-lowest integration integration-grpc-fallback e2e bench demo clean
+.PHONY: all venv docs test-example-standalone test-reference binaries demo-binaries test-binaries compat-binaries test-compat node-assets test-node soak tools manifests codegen verify lint format typecheck imports test unit unit-lowest integration integration-grpc-fallback e2e bench demo clean
 
 all: test
 
@@ -29,15 +29,26 @@ $(STAMP): pyproject.toml requirements/dev.txt $(DEV_DIST)/pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --config-settings editable_mode=compat -e . -e $(DEV_DIST)
 	@touch $@
 
-# Besides the default version, `make test` runs a test against another minor's apiserver
-# (tests/integration/publisher/test_node_allocatable_mappings.py: v1.36.3). Its binaries are
-# built here, not inside the test: a cold build takes longer than a test may (pytest-timeout),
-# and failed the cold-cache CI run.
-TEST_KUBE_VERSIONS := v1.36.3
+# The default version's control plane (kube-apiserver, kube-scheduler,
+# kube-controller-manager) and etcd: what the integration and e2e tiers, the benchmarks
+# and the soak start.
 binaries:
 	@hack/build-binaries.sh kube etcd >/dev/null
+
+# Only what `make demo` starts: the default version's kube-apiserver, kube-scheduler and
+# etcd (its flow runs no kube-controller-manager; the kubelet harness it builds itself on
+# the first run). A cold `make demo` thus builds no binary it does not use.
+demo-binaries:
+	@hack/build-binaries.sh kube-apiserver kube-scheduler etcd >/dev/null
+
+# Besides the default version, `make test` runs a test against another minor's apiserver
+# (tests/integration/publisher/test_node_allocatable_mappings.py: v1.36.3, apiserver and
+# etcd only). Its apiserver is built here, before pytest, not inside the test: a cold build
+# takes longer than a test may (pytest-timeout), and failed the cold-cache CI run.
+TEST_KUBE_VERSIONS := v1.36.3
+test-binaries: binaries
 	@for v in $(TEST_KUBE_VERSIONS); do \
-	  DRAKIT_KUBE_VERSION=$$v hack/build-binaries.sh kube >/dev/null || exit 1; \
+	  DRAKIT_KUBE_VERSION=$$v hack/build-binaries.sh kube-apiserver etcd >/dev/null || exit 1; \
 	done
 
 # The real-node tier's binaries (kubelet, containerd, runc, CNI, crictl) and
@@ -78,7 +89,7 @@ imports: venv
 
 # Everything: static checks, the documentation site, then unit, integration, e2e and (as
 # root) real-node tests.
-test: verify docs binaries node-assets
+test: verify docs test-binaries node-assets
 	$(VENV)/bin/pytest --ignore=tests/site $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml): a --strict build into build/site, every internal link
@@ -164,7 +175,7 @@ soak: venv binaries
 	PYTHONPATH=tests $(PY) -m soak --duration $(DURATION) --seed $(SEED) $(SOAK_ARGS)
 
 # DEMO_ARGS=--hold stops before the clean-up so you can look around.
-demo: venv binaries
+demo: venv demo-binaries
 	$(VENV)/bin/python -m drakit.demo $(DEMO_ARGS)
 
 clean:

@@ -4,6 +4,8 @@
 #
 #   hack/build-binaries.sh [TARGET...]
 #     TARGET: kube etcd grpcurl oracle kubelet-harness helm dra-example-driver
+#             kube-apiserver kube-scheduler kube-controller-manager (one control-plane
+#             binary each; `kube` is all three)
 #             node (the real node: kubelet, containerd, ctr, shim, runc, CNI plugins,
 #             crictl, pause; for another version its own kubelet, the rest linked)
 #             (default: kube etcd)
@@ -13,6 +15,8 @@
 #             unmodified from the module), the ginkgo CLI and the Go driver's
 #             binaries (reference/dra-example-*), pinned by hack/tools/dra-example-e2e
 #             (hack/test-reference.sh)
+#             cert-manager: cert-manager v1.20.2's certificate controllers and cainjector
+#             (hack/tools/cert-manager), for the Go driver's reference run
 #             dra-example-webhook: the Go driver's admission webhook alone
 #             (reference/dra-example-webhook, same pin and same file as `reference`),
 #             for the admission differential (tests/differential/admission)
@@ -256,12 +260,14 @@ targets=("$@")
 for t in "${targets[@]}"; do
   case "$t" in
     kube) build_kube ;;
+    kube-apiserver | kube-scheduler | kube-controller-manager) build_kube "$t" ;;
     compat) build_kube kube-apiserver kube-scheduler; build_harness; build_etcd ;;
     etcd) build_etcd ;;
     grpcurl) build_tool grpcurl "$HACK/tools/grpcurl" github.com/fullstorydev/grpcurl/cmd/grpcurl grpcurl ;;
     oracle) build_tool dra-oracle "$HACK/oracle" . oracle ;;
     kubelet-harness) build_harness ;;
     helm) build_tool helm "$HACK/tools/helm" helm.sh/helm/v3/cmd/helm helm ;;
+    cert-manager) build_tool cert-manager "$HACK/tools/cert-manager" . cert-manager ;;
     node)
       if [[ $KUBE_VERSION != "$DEFAULT_KUBE_VERSION" ]]; then build_node_other_version; else build_node; fi ;;
     reference)

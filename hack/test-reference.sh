@@ -20,7 +20,8 @@
 #                      the pinned one, v1.37.2; v1.36.3 is the minor the suite targets)
 #
 # Builds (cached): the suite, the ginkgo CLI and the Go driver from the pinned module
-# hack/tools/dra-example-e2e (hack/build-binaries.sh reference), the control plane and
+# hack/tools/dra-example-e2e (hack/build-binaries.sh reference), for DRIVER=go cert-manager
+# (hack/tools/cert-manager) and helm, the control plane and
 # node binaries, the images (hack/reference/build-images.sh; drakit's example image
 # from examples/example-driver/hack/build-image.sh). Prints a per-spec table and exits
 # non-zero when a spec failed that the exclusion file does not name. Everything it
@@ -66,9 +67,17 @@ images=()
 while read -r name archive; do images+=(--image "$name=$archive"); done \
   < <(REFERENCE_GO_IMAGE=$REFERENCE_GO_IMAGE "$ROOT/hack/reference/build-images.sh" "$REF_BIN")
 
+cert_manager_args=()
 if [[ $DRIVER == go ]]; then
   chart="$MODULE_DIR/deployments/helm/dra-example-driver"
   driver_image="registry.k8s.io/dra-example-driver/dra-example-driver:v0.4.0"
+  # The Go chart's webhook takes its certificate and CA bundle from cert-manager, which
+  # upstream's e2e setup installs (v1.20.2): its controllers and cainjector from the pinned
+  # module, its CRDs rendered from its chart with helm (hack/reference/certmanager.py).
+  TOOLS="$(DRAKIT_KUBE_VERSION="$KUBE_VERSION" "$ROOT/hack/build-binaries.sh" cert-manager helm)"
+  CM_DIR="$(cd "$ROOT/hack/tools/cert-manager" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)"
+  cert_manager_args=(--cert-manager "$TOOLS/cert-manager" --helm "$TOOLS/helm"
+    --cert-manager-chart "$CM_DIR/deploy/charts/cert-manager")
 else
   chart="$ROOT/examples/example-driver/deployments/helm/example-driver"
   build="$ROOT/examples/example-driver/hack/build-image.sh"
@@ -88,5 +97,6 @@ exclude_args=()
 cd "$ROOT"
 PYTHONPATH="$ROOT/hack/reference${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" "$ROOT/hack/reference/launcher.py" \
   --driver "$DRIVER" --out "$OUT" --bin "$REF_BIN" --module-dir "$MODULE_DIR" --chart "$chart" \
-  --driver-image "$driver_image" "${images[@]}" "${exclude_args[@]}" --procs "$PROCS" \
+  --driver-image "$driver_image" "${images[@]}" "${exclude_args[@]}" "${cert_manager_args[@]}" \
+  --procs "$PROCS" \
   --kube-version "$KUBE" -- "$@"

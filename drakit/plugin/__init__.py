@@ -137,15 +137,19 @@ _DEFINED_IN: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported from the module that defines it on first use."""
-    module = _DEFINED_IN.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    defining = importlib.import_module(f"{__name__}.{module}")
-    value = defining if name == module else getattr(defining, name)
-    globals()[name] = value
-    return value
+# Defined for the interpreter only: a type checker sees the imports above, and a module
+# ``__getattr__`` would make it accept any name (a typo in a driver would type-check).
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        """A public name, imported from the module that defines it on first use."""
+        module = _DEFINED_IN.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        defining = importlib.import_module(f"{__name__}.{module}")
+        value = defining if name == module else getattr(defining, name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:

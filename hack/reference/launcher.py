@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+import certmanager
 import staging
 import suite_report
 
@@ -57,6 +58,11 @@ GONE_GATES = {37: ("GangScheduling",)}
 #: plane) and scheduling.k8s.io/v1alpha2, which 1.37 no longer serves: its Workload and
 #: PodGroup API is v1beta1.
 RUNTIME_CONFIG = {36: "scheduling.k8s.io/v1alpha2=true", 37: "scheduling.k8s.io/v1beta1=true"}
+#: Service webhooks are called at their endpoint (the Pod's address) instead of the
+#: Service's ClusterIP, which nothing routes on this node (no service proxy). In kind,
+#: kube-proxy takes the ClusterIP to the same endpoint. drakit's chart calls a URL and
+#: is not affected; both drivers get the flag, so that their control planes are alike.
+APISERVER_ARGS = ("--enable-aggregator-routing=true",)
 #: The whole suite; ginkgo's default (1 h) is too short for 23 specs on two cores.
 SUITE_TIMEOUT = "3h"
 
@@ -88,6 +94,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--driver-image", default="", help="NAME:TAG of the driver's image (drakit's chart)"
     )
+    p.add_argument(
+        "--cert-manager",
+        type=Path,
+        default=None,
+        help="hack/tools/cert-manager's binary: cert-manager for the Go chart's webhook",
+    )
+    p.add_argument(
+        "--cert-manager-chart", type=Path, default=None, help="cert-manager's chart (its CRDs)"
+    )
+    p.add_argument("--helm", type=Path, default=None, help="helm, to render cert-manager's CRDs")
     p.add_argument("--exclude", type=Path, default=None, help="exclusion file")
     p.add_argument("--procs", type=int, default=2, help="ginkgo parallel processes")
     p.add_argument(
@@ -115,7 +131,10 @@ def main(argv: list[str]) -> int:
             for name, archive in images:
                 _import(node, name, archive)
             chart = _stage(args, cluster, node)
-            with _pod_logs_kept(node.paths.pod_logs, args.out / "logs" / "pods"):
+            with (
+                _cert_manager(args, cluster),
+                _pod_logs_kept(node.paths.pod_logs, args.out / "logs" / "pods"),
+            ):
                 code = _run_suite(args, cluster.kubeconfig, chart)
     except (SignalledError, KeyboardInterrupt) as err:
         print(
@@ -144,6 +163,7 @@ def _cluster_and_node(out: Path, version: str) -> Iterator[tuple[LocalCluster, L
         kube_version=version,
         feature_gates=gates,
         runtime_config=RUNTIME_CONFIG.get(minor_of(version), ""),
+        extra_apiserver_args=APISERVER_ARGS,
     )
     cluster = LocalCluster(config)
     node: LocalNode | None = None
@@ -234,12 +254,28 @@ def _import(node: LocalNode, name: str, archive: Path) -> None:
     print(f"reference: image {name} imported")
 
 
+@contextmanager
+def _cert_manager(args: argparse.Namespace, cluster: LocalCluster) -> Iterator[None]:
+    """cert-manager (certmanager.py) when given: its CRDs, controller and cainjector."""
+    if args.cert_manager is None:
+        yield
+        return
+    if args.cert_manager_chart is None or args.helm is None:
+        raise StartError("--cert-manager needs --cert-manager-chart and --helm")
+    crds = certmanager.render_crds(args.helm, args.cert_manager_chart, cluster.kube_version)
+    certmanager.install_crds(cluster.kubeconfig, crds)
+    logs = args.out / "logs" / "cert-manager"
+    with certmanager.running(args.cert_manager, cluster.kubeconfig, logs):
+        yield
+
+
 def _stage(args: argparse.Namespace, cluster: LocalCluster, node: LocalNode) -> Path:
     host, port = cluster.server.removeprefix("https://").rsplit(":", 1)
     facts = staging.NodeFacts(host, int(port), node.kubelet_dir, node.cdi_root)
     dest = args.out / "chart"
     if args.driver == "go":
-        return staging.stage_chart(args.chart, dest, staging.go_values(facts), staging.GO_PATCHES)
+        values = staging.go_values(facts, webhook_port=free_port())
+        return staging.stage_chart(args.chart, dest, values, staging.GO_PATCHES)
     repository, _, tag = args.driver_image.rpartition(":")
     values = staging.drakit_values(facts, repository, tag, free_port())
     return staging.stage_chart(args.chart, dest, values)

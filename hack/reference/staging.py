@@ -100,12 +100,23 @@ GO_PATCHES = (
         '        command: ["dra-example-controller"]\n        env:\n' + api_env(8),
         "apiserver address for the controller, as for the kubelet plugin",
     ),
+    Patch(
+        "webhook-deployment.yaml",
+        "    spec:\n      {{- if .Values.webhook.priorityClassName }}\n",
+        "    spec:\n      hostNetwork: true\n      {{- if .Values.webhook.priorityClassName }}\n",
+        "host network for the webhook: the apiserver reaches it through its Service's endpoint "
+        "(--enable-aggregator-routing), the node's address, which no pod network routes to",
+    ),
 )
 
 
-def go_values(facts: NodeFacts) -> dict[str, Any]:
-    """values.yaml changes for upstream's chart (the image keeps its default name)."""
-    return {
+def go_values(facts: NodeFacts, webhook_port: int | None = None) -> dict[str, Any]:
+    """values.yaml changes for upstream's chart (the image keeps its default name).
+
+    ``webhook_port``: the webhook's containerPort. On the host network the chart's 443
+    may be taken; the Service keeps its port 443 and routes to this one.
+    """
+    values: dict[str, Any] = {
         "apiServer": {"host": facts.apiserver_host, "port": str(facts.apiserver_port)},
         "cdiRoot": str(facts.cdi_root),
         "kubeletPlugin": {
@@ -116,6 +127,9 @@ def go_values(facts: NodeFacts) -> dict[str, Any]:
             "containers": {"plugin": {"healthcheckPort": -1, "metricsPort": -1}},
         },
     }
+    if webhook_port is not None:
+        values["webhook"] = {"containerPort": webhook_port}
+    return values
 
 
 def drakit_values(

@@ -101,6 +101,39 @@ def test_a_folder_without_chart_yaml_is_refused(tmp_path: Path) -> None:
         staging.stage_chart(tmp_path, tmp_path / "out", {})
 
 
+def test_go_webhook_runs_on_the_host_network_behind_its_service_with_cert_managers_cert(
+    tmp_path: Path,
+) -> None:
+    """The webhook's Pod listens on the node (the apiserver reaches its Service's endpoint)
+    at the staged port; everything cert-manager provides is upstream's: the Certificate
+    for the Service's name, the Secret the Pod mounts, the cainjector annotation."""
+    values = staging.go_values(FACTS, webhook_port=40443)
+    chart = staging.stage_chart(_upstream_chart(), tmp_path / "chart", values, staging.GO_PATCHES)
+    docs = _render(chart, "webhook.enabled=true")
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    webhook = next(
+        d["spec"]["template"]["spec"]
+        for d in docs
+        if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-webhook")
+    )
+    assert webhook["hostNetwork"] is True
+    container = webhook["containers"][0]
+    assert "--port=40443" in container["args"]
+    assert container["ports"] == [{"name": "webhook", "containerPort": 40443}]
+    service = by_kind[("Service", "rel-dra-example-driver-webhook")]
+    assert service["spec"]["ports"][0]["port"] == 443
+    assert service["spec"]["ports"][0]["targetPort"] == "webhook"
+    certificate = by_kind[("Certificate", "rel-dra-example-driver-webhook-cert")]
+    assert certificate["spec"]["dnsNames"] == ["rel-dra-example-driver-webhook.ns.svc"]
+    secret = next(v for v in webhook["volumes"] if v["name"] == "cert")["secret"]["secretName"]
+    assert secret == certificate["spec"]["secretName"]
+    config = by_kind[("ValidatingWebhookConfiguration", "rel-dra-example-driver-webhook-config")]
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        "ns/rel-dra-example-driver-webhook-cert"
+    )
+    assert config["webhooks"][0]["clientConfig"]["service"]["name"] == service["metadata"]["name"]
+
+
 def test_drakits_staged_chart_calls_its_webhook_on_the_hosts_loopback(tmp_path: Path) -> None:
     """The node has no service proxy: the chart's default (a Service) would never answer."""
     chart = Path(__file__).resolve().parents[2] / "examples/example-driver/deployments/helm"

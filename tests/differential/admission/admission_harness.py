@@ -36,6 +36,8 @@ from typing import Any
 
 from admission_cases import Case
 
+from drakit.webhook import jsonbudget
+
 REPO = Path(__file__).resolve().parents[3]
 REVIEW_PATH = "/validate-resource-claim-parameters"
 #: The profiles upstream's webhook serves (v0.4.0 refuses to start for net).
@@ -286,11 +288,25 @@ def upstream_admits_what_its_plugin_refuses(result: Result) -> bool:
     )
 
 
+def nesting_bound(result: Result) -> bool:
+    """drakit refuses, before decoding, a review nested deeper than its bound (the fourth
+    review's finding 1: a body's nesting is bounded before it becomes Python objects);
+    upstream's Go decoder takes up to 10000 levels and admits it (another driver's config,
+    or an ignored field, nested that deep)."""
+    return (
+        result.upstream.admitted
+        and result.drakit.kind == "http 400"
+        and "nested more than" in result.drakit.message
+        and jsonbudget.nesting(result.case.body) > jsonbudget.MAX_NESTING
+    )
+
+
 #: Exception class -> its test, in the order they are tried.
 EXCEPTIONS: dict[str, Callable[[Result], bool]] = {
     "update-unchanged-config": update_unchanged_config,
     "upstream-crash": upstream_crash,
     "upstream-admits-what-its-plugin-refuses": upstream_admits_what_its_plugin_refuses,
+    "nesting-bound": nesting_bound,
 }
 
 

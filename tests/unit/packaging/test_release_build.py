@@ -112,14 +112,14 @@ def test_drakit_sdist_and_wheel_hold_no_development_tools(release: tuple[Path, P
         assert "drakit/cli/__init__.py" in names  # the check looks where the package is
 
 
-def test_dev_tools_wheel_adds_only_localcluster_and_demo_to_drakits_namespace(
+def test_dev_tools_wheel_adds_only_the_dev_tools_and_commands_to_drakits_namespace(
     dev_tools_release: tuple[Path, Path],
 ) -> None:
     _sdist, wheel = dev_tools_release
     names = [n for n in _contents(wheel) if ".dist-info/" not in n]
     assert names and all(n.startswith(DEV_TOOLS) for n in names), names
-    for module in ("localcluster/__init__.py", "drakit/cli/local_cluster.py",
-                   "drakit/cli/local_node.py", "localcluster/hoststate.py",
+    for module in ("localcluster/__init__.py", "cli/local_cluster.py",
+                   "cli/local_node.py", "localcluster/hoststate.py",
                    "demo/__main__.py"):  # fmt: skip
         assert f"drakit/{module}" in names, f"drakit/{module} is not in drakit-localcluster"
     # The sdist rebuilds it: its source root is in it.
