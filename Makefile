@@ -88,9 +88,12 @@ imports: venv
 	hack/lint-imports.sh
 
 # Everything: static checks, the documentation site, then unit, integration, e2e and (as
-# root) real-node tests.
+# root) real-node tests; last, as a step of its own, the example driver's tests from a copy
+# outside the repository (test-example-standalone, without PYTEST_ARGS: those name drakit's
+# tests).
 test: verify docs test-binaries node-assets
 	$(VENV)/bin/pytest --ignore=tests/site $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test-example-standalone PYTEST_ARGS=
 
 # The documentation site (mkdocs.yml): a --strict build into build/site, every internal link
 # and anchor checked, no stub page, and every page opened in headless Chromium from a local
@@ -122,6 +125,7 @@ integration-grpc-fallback: venv binaries
 # outside the repository, in a fresh venv with drakit's two wheels (built from this checkout),
 # the example and its `test` extra (hack/test-example-standalone.sh). The Kubernetes binaries,
 # the kubelet harness and helm come from the cache (~/.cache/drakit), built here first.
+# `make test` runs it after pytest.
 test-example-standalone: venv binaries
 	@hack/build-binaries.sh kubelet-harness helm >/dev/null
 	hack/test-example-standalone.sh $(PYTEST_ARGS)
