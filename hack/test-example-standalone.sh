@@ -29,8 +29,9 @@ if [[ -z "${KEEP:-}" ]]; then
 else
   echo "test-example-standalone: keeping $work" >&2
 fi
-log() { echo "test-example-standalone: $*" >&2; }
 start=$SECONDS
+# Each line with the seconds since the start: where a slow run spends its time.
+log() { echo "test-example-standalone: [$((SECONDS - start)) s] $*" >&2; }
 
 log "building the wheels of drakit and drakit-localcluster"
 printf '[build]\nbuild_base = %s\n' "$work/setuptools-build" >"$work/setuptools-build.cfg"
@@ -54,9 +55,9 @@ sed -e '/^[[:space:]]*--hash=/d' -e 's/[[:space:]]*\\$//' "$ROOT/requirements/de
   "$work"/wheels/drakit-*.whl "$work"/wheels/drakit_localcluster-*.whl \
   "$work/example-driver[test]"
 "$work/venv/bin/python" -m pip check >&2
-log "ready after $((SECONDS - start)) s; running the example's tests in $work/example-driver"
+log "running the example's tests in $work/example-driver"
 
 cd "$work/example-driver"
 # Not the checkout's drakit: the venv's alone (PYTHONPATH could reach back into it).
 env -u PYTHONPATH "$work/venv/bin/python" -m pytest -p no:cacheprovider --drakit-require-tools "$@"
-log "done in $((SECONDS - start)) s"
+log "done"
