@@ -51,7 +51,9 @@ log "installing the wheels and the example with its test extra into a fresh venv
 "$PYTHON" -m venv "$work/venv"
 sed -e '/^[[:space:]]*--hash=/d' -e 's/[[:space:]]*\\$//' "$ROOT/requirements/dev.txt" \
   >"$work/constraints.txt"
-"$work/venv/bin/python" -m pip install --quiet --constraint "$work/constraints.txt" \
+# --no-compile: byte-compiling every module of every dependency (the kubernetes client's
+# thousands) took most of the set-up; Python compiles what the tests import as they run.
+"$work/venv/bin/python" -m pip install --quiet --no-compile --constraint "$work/constraints.txt" \
   "$work"/wheels/drakit-*.whl "$work"/wheels/drakit_localcluster-*.whl \
   "$work/example-driver[test]"
 "$work/venv/bin/python" -m pip check >&2
