@@ -24,7 +24,6 @@ claim an earlier instance created is known), then starts the workers; it returns
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -57,10 +56,11 @@ from drakit.kubeapi.leaseobserver import LeaseObserver, parse_lease_key
 from drakit.kubeapi.objects import KubeObject, object_key, split_key
 from drakit.kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource
 from drakit.kubeapi.workqueue import WorkQueue
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["Controller"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 POD, CLAIM, SCHEDULE = "pod", "claim", "schedule"
 
@@ -197,10 +197,8 @@ class Controller:
                 return
             logger.info(
                 "Caches synced, starting workers",
-                extra={
-                    "workers": self.config.workers,
-                    "lifecycle_workers": self.config.lifecycle_workers,
-                },
+                workers=self.config.workers,
+                lifecycle_workers=self.config.lifecycle_workers,
             )
             self.queue.start(self.sync, workers=self.config.lifecycle_workers)
             self.scheduling.start(self.sync, workers=self.config.workers)
@@ -230,14 +228,14 @@ class Controller:
         objects are all going away, and a retry would only warn again.
         """
         if not self.fence():
-            logger.warning("Not acting: the leader Lease may be lost", extra={"key": key})
+            logger.warning("Not acting: the leader Lease may be lost", key=key)
             return FENCED_RETRY_SECONDS
         try:
             return self._sync_key(key)
         except ApiError as err:
             if not namespace_terminating(err):
                 raise
-            logger.debug("Namespace is terminating; dropping", extra={"key": key})
+            logger.debug("Namespace is terminating; dropping", key=key)
             return None
 
     def _sync_key(self, key: str) -> float | None:

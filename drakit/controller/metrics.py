@@ -118,7 +118,7 @@ class _PoolCollector:
         devices = GaugeFamily(
             "drakit_pool_devices",
             "Devices per pool and node by state (free, allocated, shared, admin-access, "
-            "tainted, unhealthy).",
+            "tainted, unhealthy, exhausted: a partition whose shared counters are used up).",
             labels=[*POOL_LABELS, "state"],
         )
         tally: Tally[tuple[str, str, str, str]] = Tally(

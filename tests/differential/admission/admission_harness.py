@@ -26,7 +26,6 @@ import socket
 import ssl
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from admission_cases import Case
+from helpers.waiting import eventually
 
 from drakit.webhook import jsonbudget
 
@@ -151,24 +151,29 @@ class Webhook:
             raise AssertionError(f"{self.name} exited ({code}):\n{self.log_text()[-3000:]}")
 
 
-def wait_until_served(webhook: Webhook, deadline: float) -> None:
+def wait_until_served(webhook: Webhook, timeout: float = 60.0) -> None:
     """Until GET /readyz answers over TLS (the server is up and presents its certificate)."""
-    last: Exception | None = None
-    while time.monotonic() < deadline:
+    last: list[Exception] = []
+
+    def ready() -> bool:
         webhook.alive()
         conn = http.client.HTTPSConnection(
             "127.0.0.1", webhook.port, context=webhook.context, timeout=5
         )
         try:
             conn.request("GET", "/readyz")
-            if conn.getresponse().status == 200:
-                return
+            return conn.getresponse().status == 200
         except OSError as exc:
-            last = exc
+            last[:] = [exc]
+            return False
         finally:
             conn.close()
-        time.sleep(0.1)
-    raise AssertionError(f"{webhook.name} not serving: {last}\n{webhook.log_text()[-3000:]}")
+
+    eventually(
+        ready,
+        lambda: f"{webhook.name} serving (last error: {last})\n{webhook.log_text()[-3000:]}",
+        timeout,
+    )
 
 
 @contextmanager

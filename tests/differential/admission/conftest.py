@@ -7,7 +7,6 @@ import os
 import ssl
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -148,7 +147,6 @@ def webhooks(
                 stack=stack,
             )
             pairs[profile] = (upstream, drakit)
-        deadline = time.monotonic() + 60
         for hook in (h for pair in pairs.values() for h in pair):
-            wait_until_served(hook, deadline)
+            wait_until_served(hook)
         yield pairs

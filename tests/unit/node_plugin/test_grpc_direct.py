@@ -163,9 +163,7 @@ def test_deadline_makes_the_call_inactive_and_runs_its_callbacks(
     def wait_for_cancel(request: Any, context: Any) -> Any:
         observed["remaining"] = context.time_remaining()
         context.add_callback(ended.set)
-        deadline = time.monotonic() + 10
-        while context.is_active() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: not context.is_active(), 10)
         observed["active_after_deadline"] = context.is_active()
         return answer(request, context)
 
@@ -301,7 +299,11 @@ def claim_request(uid: str) -> v1.NodePrepareResourcesRequest:
 
 
 def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
-    """Poll ``condition`` until it holds (True) or ``seconds`` passed (False)."""
+    """Poll ``condition`` until it holds (True) or ``seconds`` passed (False).
+
+    Not ``eventually``: handlers poll with it, in the server's threads, where failing the test
+    would only end the handler; a handler records the answer and the test asserts it.
+    """
     deadline = time.monotonic() + seconds
     while not condition():
         if time.monotonic() > deadline:
