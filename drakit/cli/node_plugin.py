@@ -227,6 +227,15 @@ def _add_health_policy_flags(p: argparse.ArgumentParser) -> None:
             help=f"deprecated in 0.2, removed in 0.3: use --health-{new}; N consecutive "
             f"reports are taken as (N-1) check intervals of --health-{new}",
         )
+    for old, new, metavar in _MOVED_BUDGET_FLAGS:
+        g.add_argument(
+            old,
+            action=env,
+            env=_env_twin(old),
+            metavar=metavar,
+            help=f"deprecated in 0.2, removed in 0.3, ignored: the NoExecute budget is drakit "
+            f"controller's {new} (chart: controller.noExecuteBudget)",
+        )
     g.add_argument(
         "--health-check-interval",
         action=env,
@@ -236,6 +245,38 @@ def _add_health_policy_flags(p: argparse.ArgumentParser) -> None:
         help="a health report is read every SECONDS, whenever the backend announces a "
         "change and when a dwell above ends; the dwells count seconds, not reports "
         "(default: %(default)s)",
+    )
+
+
+#: 0.1's node plugin budget flags (the old flag, the controller's flag that replaced it,
+#: metavar): kept so that 0.1's command lines and environments still start the plugin.
+_MOVED_BUDGET_FLAGS = (
+    ("--health-noexecute-per-node", "--noexecute-per-node", "N"),
+    ("--health-noexecute-cluster-percent", "--noexecute-cluster-percent", "PERCENT"),
+)
+
+
+def _env_twin(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_").upper()
+
+
+def _warn_moved_budget_flags(args: argparse.Namespace) -> None:
+    """One line on standard error naming the given 0.1 budget flags, which the plugin
+    ignores, and the controller's flags and chart value that replaced them."""
+    given = [
+        (old, new)
+        for old, new, _ in _MOVED_BUDGET_FLAGS
+        if getattr(args, old.removeprefix("--").replace("-", "_"), None) not in (None, "")
+    ]
+    if not given:
+        return
+    olds = " and ".join(old for old, _ in given)
+    news = " and ".join(new for _, new in given)
+    print(
+        f"drakit node-plugin: {olds} {'is' if len(given) == 1 else 'are'} deprecated, no "
+        f"longer used by the node plugin and removed in 0.3: the NoExecute budget is drakit "
+        f"controller's ({news}; chart value controller.noExecuteBudget)",
+        file=sys.stderr,
     )
 
 
@@ -297,6 +338,7 @@ def _seconds(flag: str, value: str) -> float:
 
 def health_policy(args: argparse.Namespace) -> HealthPolicy:
     """The health policy of the flags; ConfigError names the flag, value and reason."""
+    _warn_moved_budget_flags(args)
     try:
         default, effects = parse_effects(args.health_taint_effect)
     except PolicyError as exc:

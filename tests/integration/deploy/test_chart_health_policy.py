@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from deploy_support import Helm, one
+from deploy_support import CHART, Helm, one, set_args
 
 from drakit.cli import build_parser
 from drakit.cli.controller import build_config
 from drakit.cli.node_plugin import health_policy
 from drakit.controller.noexecute.decision import Budget
+from drakit.localcluster import LocalCluster
 from drakit.node_plugin.health.policy import HealthPolicy
 
 pytestmark = pytest.mark.integration
@@ -118,3 +119,85 @@ def test_the_deprecated_report_counts_of_0_1_still_reach_the_plugin(
     env = daemonset["spec"]["template"]["spec"]["containers"][0]["env"]
     policy = _policy_of(env, monkeypatch)
     assert (policy.unhealthy_for, policy.healthy_for) == (20, 10)
+
+
+def _controller_budget(
+    helm: Helm, values: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> Budget | None:
+    deployment = one(helm.render(values=values), "Deployment")
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    return _budget_of(env, monkeypatch)
+
+
+def _notes(helm: Helm, cluster: LocalCluster, values: dict[str, str]) -> str:
+    """The NOTES ``helm install`` prints for these values (a client-side dry run: nothing is
+    installed; helm only asks the apiserver for its version)."""
+    out = helm.run(
+        "install", "notes", str(CHART), "--dry-run=client", "--kubeconfig", cluster.kubeconfig,
+        "--namespace", "drakit-system", *set_args(values),
+    ).stdout  # fmt: skip
+    return out[out.index("NOTES:") :]
+
+
+def test_the_deprecated_plugin_budget_of_0_1_still_reaches_the_controller(
+    helm: Helm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0.1's ``nodePlugin.health.noExecuteBudget`` passes the schema and, while
+    ``controller.noExecuteBudget`` keeps its defaults, becomes the controller's budget (the
+    node plugin no longer has one) until 0.3 removes it."""
+    values = {
+        "nodePlugin.health.noExecuteBudget.perNode": "3",
+        "nodePlugin.health.noExecuteBudget.clusterPercent": "25",
+    }
+    assert _controller_budget(helm, values, monkeypatch) == Budget(per_node=3, percent=25)
+
+
+def test_the_deprecated_plugin_budget_passes_only_the_keys_it_sets(
+    helm: Helm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    values = {"nodePlugin.health.noExecuteBudget.perNode": "0"}
+    assert _controller_budget(helm, values, monkeypatch) == Budget(per_node=0)
+
+
+def test_a_changed_controller_budget_wins_over_the_deprecated_one(
+    helm: Helm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    values = {
+        "nodePlugin.health.noExecuteBudget.perNode": "3",
+        "controller.noExecuteBudget.clusterPercent": "20",
+    }
+    assert _controller_budget(helm, values, monkeypatch) == Budget(percent=20)
+
+
+def test_the_schema_still_checks_the_deprecated_plugin_budget(helm: Helm) -> None:
+    values = {"nodePlugin.health.noExecuteBudget.clusterPercent": "101"}
+    proc = helm.template(values=values, check=False)
+    assert proc.returncode != 0
+    assert "noExecuteBudget/clusterPercent" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "fate"),
+    [
+        ({"nodePlugin.health.noExecuteBudget.perNode": "3"}, "passed to the controller"),
+        (
+            {
+                "nodePlugin.health.noExecuteBudget.perNode": "3",
+                "controller.noExecuteBudget.perNode": "2",
+            },
+            "It is ignored",
+        ),
+    ],
+)
+def test_the_notes_warn_that_the_plugin_budget_moved_to_the_controller(
+    helm: Helm, cluster: LocalCluster, values: dict[str, str], fate: str
+) -> None:
+    notes = _notes(helm, cluster, values)
+    assert "nodePlugin.health.noExecuteBudget is deprecated" in notes
+    assert "controller.noExecuteBudget" in notes and fate in notes
+
+
+def test_the_notes_say_nothing_of_the_plugin_budget_when_it_is_not_set(
+    helm: Helm, cluster: LocalCluster
+) -> None:
+    assert "noExecuteBudget" not in _notes(helm, cluster, {})
