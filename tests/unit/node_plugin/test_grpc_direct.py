@@ -388,7 +388,12 @@ def test_a_call_whose_deadline_passed_while_its_request_was_decoded_is_not_run(
     def decode_late_slowly(data: bytes) -> v1.NodePrepareResourcesRequest:
         request = v1.NodePrepareResourcesRequest.FromString(data)
         if request.claims[0].uid == "late":  # a request that takes long to decode
+            decoding_began = time.monotonic()
             client_gave_up.wait(30)
+            # The server's deadline runs from when it received the call, before this decode
+            # began, and may end after the client's (a loaded machine delivers the call
+            # late): wait out the server's 0.5 s too, or the call is still live.
+            time.sleep(max(0.0, decoding_began + 0.6 - time.monotonic()))
         return request
 
     def add_with_slow_decode(servicer: Servicer, server: Any) -> None:
