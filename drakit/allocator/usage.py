@@ -46,6 +46,7 @@ from drakit.allocator.quantity import Quantity
 
 __all__ = [
     "ALL_NODES",
+    "NOEXECUTE_REQUEST_TAINT_SUFFIX",
     "STATES",
     "CapacityUse",
     "DeviceUsage",
@@ -65,6 +66,9 @@ STATES = (
     "free", "allocated", "shared", "admin-access", "tainted", "unhealthy", "exhausted", "unknown",
 )  # fmt: skip
 UNHEALTHY_TAINT_SUFFIX = "/unhealthy"
+#: drakit's node plugin asks the controller's NoExecute budget for a device with a taint of
+#: this key suffix and effect None (``<driver>/noexecute-request``; docs/health.md).
+NOEXECUTE_REQUEST_TAINT_SUFFIX = "/noexecute-request"
 
 
 def is_blocking_taint(effect: str) -> bool:

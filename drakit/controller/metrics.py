@@ -231,6 +231,18 @@ class ControllerMetrics:
         self.queue_depth = metric.gauge(
             "drakit_controller_workqueue_depth", "Keys waiting in the work queue."
         )
+        self.noexecute_held = metric.gauge(
+            "drakit_controller_noexecute_held_devices",
+            "Devices holding NoExecute through the budget's DeviceTaintRules (those being "
+            "created or deleted counted), by driver.",
+            "driver",
+        )
+        self.noexecute_waiting = metric.gauge(
+            "drakit_controller_noexecute_waiting_devices",
+            "Devices whose node plugin requests NoExecute but that hold NoSchedule because "
+            "the eviction budget (per node or cluster-wide) is used up, by driver.",
+            "driver",
+        )
 
     def watch_claims(self, list_claims: Callable[[], Iterable[KubeObject]]) -> None:
         """Export the claim gauge counted from ``list_claims`` (recounted after changes)."""

@@ -17,11 +17,12 @@ defaults) and ``pkg/kubelet/cm/dra/plugin`` (gRPC services the kubelet knows).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from drakit.allocator.features import Features
+from drakit.kubeapi.errors import ApiError
 from drakit.telemetry.logs import get_logger
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "kubelet_health_services_for_node",
     "parse_feature_metrics",
     "parse_minor",
+    "served_version",
     "slice_fields",
 ]
 
@@ -218,6 +220,21 @@ def detect(api: Any) -> ClusterInfo:
         f"resource.k8s.io {','.join(served)}, gates {gates_from}"
     )
     return info
+
+
+def served_version(api: Any, group: str, plural: str, versions: Sequence[str]) -> str | None:
+    """The first of ``versions`` of API ``group`` whose discovery document lists the resource
+    ``plural``; None when none does (a version that is not served answers 404; a resource
+    behind an off feature gate is left out of its version's document)."""
+    for version in versions:
+        try:
+            document = _get_json(api, f"/apis/{group}/{version}")
+        except (ValueError, ApiError):
+            continue
+        resources = document.get("resources") or ()
+        if any(isinstance(r, dict) and r.get("name") == plural for r in resources):
+            return version
+    return None
 
 
 def _get_text(api: Any, path: str) -> str:
