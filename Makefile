@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv docs test-reference binaries demo-binaries test-binaries compat-binaries test-compat node-assets test-node soak tools manifests codegen verify lint format typecheck imports test unit unit-lowest integration integration-grpc-fallback e2e bench demo clean
+.PHONY: all venv docs test-example-standalone test-reference binaries demo-binaries test-binaries compat-binaries test-compat node-assets test-node soak tools manifests codegen verify lint format typecheck imports test unit unit-lowest integration integration-grpc-fallback e2e bench demo clean
 
 all: test
 
@@ -88,9 +88,12 @@ imports: venv
 	hack/lint-imports.sh
 
 # Everything: static checks, the documentation site, then unit, integration, e2e and (as
-# root) real-node tests.
+# root) real-node tests; last, as a step of its own, the example driver's tests from a copy
+# outside the repository (test-example-standalone, without PYTEST_ARGS: those name drakit's
+# tests).
 test: verify docs test-binaries node-assets
 	$(VENV)/bin/pytest --ignore=tests/site $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test-example-standalone PYTEST_ARGS=
 
 # The documentation site (mkdocs.yml): a --strict build into build/site, every internal link
 # and anchor checked, no stub page, and every page opened in headless Chromium from a local
@@ -117,6 +120,15 @@ e2e: venv binaries
 # the fallback of the direct path (drakit/node_plugin/service/direct_support.py): about a minute.
 integration-grpc-fallback: venv binaries
 	DRAKIT_GRPC_DIRECT=0 $(VENV)/bin/pytest tests/integration/node_plugin $(PYTEST_ARGS)
+
+# The example driver's tests as a vendor runs a driver's: from a copy of examples/example-driver
+# outside the repository, in a fresh venv with drakit's two wheels (built from this checkout),
+# the example and its `test` extra (hack/test-example-standalone.sh). The Kubernetes binaries,
+# the kubelet harness and helm come from the cache (~/.cache/drakit), built here first.
+# `make test` runs it after pytest.
+test-example-standalone: venv binaries
+	@hack/build-binaries.sh kubelet-harness helm >/dev/null
+	hack/test-example-standalone.sh $(PYTEST_ARGS)
 
 # The real-node tier alone (root): kubelet + containerd + runc, the chart, real containers.
 test-node: venv node-assets

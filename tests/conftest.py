@@ -84,21 +84,17 @@ def kube_facts(kube_version: str) -> MinorFacts:
 
 
 @pytest.fixture(scope="session")
-def cluster(kube_version: str) -> Iterator[LocalCluster]:
-    with LocalCluster(ClusterConfig(kube_version=kube_version)) as c:
-        yield c
+def cluster(drakit_cluster: LocalCluster) -> LocalCluster:
+    """The session's control plane: drakit.testing's ``drakit_cluster`` (of the session's
+    version, $DRAKIT_KUBE_VERSION), so drakit's tests and the example driver's, which know
+    only drakit.testing, share one."""
+    return drakit_cluster
 
 
 @pytest.fixture(scope="session")
 def cluster_with_scheduler(kube_version: str) -> Iterator[LocalCluster]:
     with LocalCluster(ClusterConfig(with_scheduler=True, kube_version=kube_version)) as c:
         yield c
-
-
-@pytest.fixture(scope="session")
-def drakit_cluster(cluster: LocalCluster) -> LocalCluster:
-    """drakit.testing's control plane is the session's ``cluster`` (one control plane)."""
-    return cluster
 
 
 def _fresh_namespace(cluster: LocalCluster) -> Iterator[str]:

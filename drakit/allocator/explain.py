@@ -4,10 +4,14 @@
 the allocated state, and counts what happened to each candidate device: considered,
 rejected by the class selector, by the request's selectors, by node selection, by binding
 conditions, by a taint, because it is in use, because its shared counters are used up, or
-because its capacity does not fit. Devices that pass every check are *suitable*. When a
-request has enough suitable devices on its own, the refusal comes from the combination
-(constraints, devices wanted by several requests or claims): the account says so. Pools
-that are incomplete or invalid on the node are listed with the reason.
+because its capacity does not fit. Devices that pass every check are *suitable*. A device
+whose shared counters are used up names each counter: set, pool, needed and left. When the
+requests have enough suitable devices on their own, the refusal comes from the combination:
+the account names what the requests compete for (:mod:`drakit.allocator.competition`):
+shared counters they together need more of than is left, devices they together want more
+of than suit them, or else the devices and counter sets they share (where the claims'
+constraints decide). Pools that are incomplete or invalid on the node are listed with the
+reason.
 
 The analysis is separate from the search, so allocation stays fast; it runs only when a
 person asks (``drakit allocate --explain``) or a controller wants an event message.
@@ -16,11 +20,18 @@ person asks (``drakit allocate --explain``) or a controller wants an event messa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from drakit.allocator.allocate import AllocationError, Allocator, taint_blocks
 from drakit.allocator.capacity import CapacityError, fits_capacity
 from drakit.allocator.cel import CELError, compile_selector
+from drakit.allocator.competition import (
+    Demand,
+    counter_shortages,
+    device_shortages,
+    overlaps,
+)
 from drakit.allocator.constraints import lookup_attribute
 from drakit.allocator.inventory import DeviceEntry
 from drakit.allocator.model import (
@@ -31,6 +42,7 @@ from drakit.allocator.model import (
     ResourceClaim,
 )
 from drakit.allocator.nodeselector import NodeSelectorError
+from drakit.allocator.quantity import DECIMAL_SI, Quantity
 
 __all__ = ["ClaimExplanation", "NodeExplanation", "RequestExplanation", "explain", "render"]
 
@@ -61,6 +73,11 @@ class RequestExplanation:
     note: str = ""
     constraint_notes: list[str] = field(default_factory=list)
     suitable_devices: list[DeviceEntry] = field(default_factory=list, repr=False)
+    #: For devices whose shared counters are used up: one line per counter that is short.
+    counter_notes: list[str] = field(default_factory=list)
+    short_amounts: dict[tuple[str, str, str], list[Quantity]] = field(
+        default_factory=dict, repr=False
+    )
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -77,6 +94,8 @@ class RequestExplanation:
             d["note"] = self.note
         if self.constraint_notes:
             d["constraints"] = self.constraint_notes
+        if self.counter_notes:
+            d["counters"] = self.counter_notes
         return d
 
 
@@ -101,9 +120,13 @@ class NodeExplanation:
     incomplete_pools: list[str] = field(default_factory=list)
     invalid_pools: dict[str, str] = field(default_factory=dict)
     error: str = ""
+    #: What requests that fit on their own compete for (:mod:`~drakit.allocator.competition`).
+    together: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"node": self.node, "claims": [c.to_dict() for c in self.claims]}
+        if self.together:
+            d["together"] = self.together
         if self.incomplete_pools:
             d["incompletePools"] = self.incomplete_pools
         if self.invalid_pools:
@@ -126,6 +149,7 @@ def explain(allocator: Allocator, node: Node, claims: list[ResourceClaim]) -> No
             out.incomplete_pools.append(f"{p.driver}/{p.name}")
         elif p.invalid:
             out.invalid_pools[f"{p.driver}/{p.name}"] = p.invalid_reason
+    demands: list[tuple[RequestExplanation, Demand]] = []
     for claim in claims:
         ce = ClaimExplanation(claim=claim.key, constraints=len(claim.spec.devices.constraints))
         for request in claim.spec.devices.requests:
@@ -136,6 +160,9 @@ def explain(allocator: Allocator, node: Node, claims: list[ResourceClaim]) -> No
                 _apply_constraints(ex, claim, request.name, None, request.exactly)
                 _conclude(ex, request.exactly)
                 ce.requests.append(ex)
+                demand = _demand(ex, request.exactly, claim.key, len(claims) > 1)
+                if demand is not None:
+                    demands.append((ex, demand))
             for sub in request.first_available:
                 ex = _explain_request(
                     allocator, node, pools.candidates, f"{request.name}/{sub.name}", sub
@@ -144,7 +171,58 @@ def explain(allocator: Allocator, node: Node, claims: list[ResourceClaim]) -> No
                 _conclude(ex, sub)
                 ce.requests.append(ex)
         out.claims.append(ce)
+    _explain_together(allocator, pools.by_id, out, demands)
     return out
+
+
+def _demand(
+    ex: RequestExplanation, req: ExactDeviceRequest, claim: str, several_claims: bool
+) -> Demand | None:
+    """What the request takes from the others, when it has enough suitable devices on its
+    own (a request without them is explained by its own rejections); admin access takes
+    nothing."""
+    if ex.error or req.admin_access:
+        return None
+    all_mode = req.allocation_mode == ALLOCATION_MODE_ALL
+    count = ex.suitable if all_mode else (req.count or 0)
+    if not count or ex.suitable < count:
+        return None
+    label = f"request {ex.request}" + (f" of claim {claim}" if several_claims else "")
+    return Demand(label, count, tuple(ex.suitable_devices))
+
+
+def _explain_together(
+    allocator: Allocator,
+    pools: Any,
+    out: NodeExplanation,
+    demands: list[tuple[RequestExplanation, Demand]],
+) -> None:
+    """Name what the requests that fit on their own compete for (counters first, then
+    devices, else what they share), and point their notes at it."""
+    if not demands:
+        return
+    plain = [d for _, d in demands]
+
+    def left(pool_id: tuple[str, str]) -> Any:
+        pool = pools.get(pool_id)
+        return allocator.available_counters(pool) if pool is not None else {}
+
+    counters = counter_shortages(plain, left)
+    devices = device_shortages(plain) if not counters else []
+    findings: list[tuple[tuple[str, ...], str]] = [
+        (tuple(label for label, _, _ in f.shares), f.text()) for f in counters
+    ] + [(f.labels, f.text()) for f in devices]
+    if not findings:
+        findings = [(labels, text) for labels, text in overlaps(plain)]
+    out.together = [text for _, text in findings]
+    for ex, demand in demands:
+        named = [labels for labels, _ in findings if demand.label in labels]
+        if not named or ex.note != _ON_THEIR_OWN:
+            continue
+        if all(labels == (demand.label,) for labels in named):
+            ex.note = "enough suitable devices, but not all it wants at once (below)"
+        else:
+            ex.note = "enough suitable devices on its own, but not together with the others (below)"
 
 
 def _explain_request(
@@ -191,6 +269,11 @@ def _explain_request(
             ex.suitable_devices.append(d)
         else:
             ex.rejected[reason] += 1
+            if reason == "counters":
+                _note_short_counters(ex, allocator, node, d)
+    ex.counter_notes = [
+        _short_text(key, amounts) for key, amounts in sorted(ex.short_amounts.items())
+    ]
     return ex
 
 
@@ -202,10 +285,13 @@ def _conclude(ex: RequestExplanation, req: ExactDeviceRequest | DeviceSubRequest
         if ex.suitable and any(ex.rejected[k] for k in ("in_use", "taint", "counters")):
             ex.note = "All mode needs every matching device, and some are unavailable"
     elif ex.suitable >= (req.count or 0):
-        ex.note = (
-            "enough suitable devices on their own: the claim's constraints or "
-            "other requests and claims compete for them"
-        )
+        ex.note = _ON_THEIR_OWN
+
+
+_ON_THEIR_OWN = (
+    "enough suitable devices on their own: the claim's constraints or "
+    "other requests and claims compete for them"
+)
 
 
 def _apply_constraints(
@@ -310,15 +396,58 @@ def _first_rejection(
 
 
 def _counters_fit(allocator: Allocator, node: Node, d: DeviceEntry) -> bool:
+    return not _short_counters(allocator, node, d)
+
+
+def _short_counters(
+    allocator: Allocator, node: Node, d: DeviceEntry
+) -> list[tuple[str, str, int, int]]:
+    """(counter set, counter, needed, left) of each counter the device needs more of than
+    its pool has left, in nano-units."""
     pools = allocator.inventory.pools_for_node(node)
     pool = next(p for p in pools.pools if p.id == (d.id.driver, d.id.pool))
     available = allocator.available_counters(pool)
+    short = []
     for set_name, counters in d.counters:
         have = available.get(set_name, {})
         for name, amount in counters:
             if have.get(name, 0) < amount:
-                return False
-    return True
+                short.append((set_name, name, amount, have.get(name, 0)))
+    return short
+
+
+def _note_short_counters(
+    ex: RequestExplanation, allocator: Allocator, node: Node, d: DeviceEntry
+) -> None:
+    """Remember, per counter, what the device needs and what is left (as quantities)."""
+    formats = {
+        (cc.counter_set, name): c.value.format
+        for cc in d.device.consumes_counters
+        for name, c in cc.counters.items()
+    }
+    for set_name, name, needed, left in _short_counters(allocator, node, d):
+        fmt = formats.get((set_name, name), DECIMAL_SI)
+        amounts = ex.short_amounts.setdefault((d.id.driver + "/" + d.id.pool, set_name, name), [])
+        if not amounts:
+            amounts.append(_nanos(left, fmt))
+        amounts.append(_nanos(needed, fmt))
+
+
+def _nanos(amount: int, fmt: str) -> Quantity:
+    return Quantity(Fraction(amount, 1_000_000_000), fmt)
+
+
+def _short_text(key: tuple[str, str, str], amounts: list[Quantity]) -> str:
+    """``counter set npu-0 of pool drv/node-a, counter memory: 20Gi to 40Gi needed, 0 left
+    (3 device(s))`` from [left, needed, needed, ...]."""
+    pool, set_name, name = key
+    left, needed = amounts[0], amounts[1:]
+    low, high = min(needed), max(needed)
+    wants = f"{low} needed" if low == high else f"{low} to {high} needed"
+    return (
+        f"counter set {set_name} of pool {pool}, counter {name}: {wants}, {left} left "
+        f"({len(needed)} device(s))"
+    )
 
 
 def render(explanation: NodeExplanation) -> str:
@@ -342,10 +471,15 @@ def render(explanation: NodeExplanation) -> str:
                 n = r.rejected.get(key, 0)
                 if n:
                     lines.append(f"      {n} {label}")
+                if n and key == "counters":
+                    lines.extend(f"        {note}" for note in r.counter_notes)
             if r.error:
                 lines.append(f"      error: {r.error}")
             for note in r.constraint_notes:
                 lines.append(f"      constraint: {note}")
             if r.note:
                 lines.append(f"      note: {r.note}")
+    if explanation.together:
+        lines.append("  together:")
+        lines.extend(f"    {line}" for line in explanation.together)
     return "\n".join(lines)

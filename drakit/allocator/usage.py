@@ -14,13 +14,19 @@ Pure bookkeeping over ResourceSlices and ResourceClaims (model objects), shared 
 * A device is *tainted* when it carries a ``NoSchedule`` or ``NoExecute`` taint (the effects
   that stop new allocations); *unhealthy* when one of those taints' key ends in
   ``/unhealthy`` (drakit's node plugin taints devices its backend reports Unhealthy).
+* A device is *exhausted* when it consumes shared counters (a partition of a partitionable
+  device) and one of them has less left than it needs: the pool's counter sets minus what
+  its allocated devices consume (counters are pool-wide). Nothing can allocate it until
+  another partition is freed, so it is not free.
 * ``state`` is one word per device, first match wins: shared, allocated, admin-access,
-  unhealthy, tainted, free; ``unknown`` instead of free when the caller could not see every
-  claim (a device held by a hidden claim looks free).
+  unhealthy, tainted, exhausted, free; ``unknown`` instead of free when the caller could not
+  see every claim (a device held by a hidden claim looks free). An exhausted device stays
+  exhausted then: hidden claims can only use more.
 
-Pools are summarised per (node, driver, pool): devices total, allocated, tainted and free
-(neither allocated nor tainted); shared counters consumed by allocated devices vs the pool's
-counter sets; consumable capacity used vs total over multi-allocatable devices.
+Pools are summarised per (node, driver, pool): devices total, allocated, tainted, exhausted
+and free (neither allocated, tainted nor exhausted); shared counters consumed by allocated
+devices vs the pool's counter sets; consumable capacity used vs total over multi-allocatable
+devices.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from drakit.allocator.quantity import Quantity
 
 __all__ = [
     "ALL_NODES",
+    "NOEXECUTE_REQUEST_TAINT_SUFFIX",
     "STATES",
     "CapacityUse",
     "DeviceUsage",
@@ -55,8 +62,13 @@ __all__ = [
 #: The node column of devices that are not bound to one node.
 ALL_NODES = "<all nodes>"
 SELECTED_NODES = "<node selector>"
-STATES = ("free", "allocated", "shared", "admin-access", "tainted", "unhealthy", "unknown")
+STATES = (
+    "free", "allocated", "shared", "admin-access", "tainted", "unhealthy", "exhausted", "unknown",
+)  # fmt: skip
 UNHEALTHY_TAINT_SUFFIX = "/unhealthy"
+#: drakit's node plugin asks the controller's NoExecute budget for a device with a taint of
+#: this key suffix and effect None (``<driver>/noexecute-request``; docs/health.md).
+NOEXECUTE_REQUEST_TAINT_SUFFIX = "/noexecute-request"
 
 
 def is_blocking_taint(effect: str) -> bool:
@@ -117,6 +129,9 @@ class DeviceUsage:
     #: What this device draws from its pool's shared counters: ``(set/counter, amount)``.
     counters: tuple[tuple[str, Quantity], ...]
     slice: str
+    #: Exhausted devices only: each counter with less left than the device needs, as
+    #: ``(set/counter, needed, left)``.
+    short: tuple[tuple[str, Quantity, Quantity], ...] = ()
 
     @property
     def id(self) -> DeviceID:
@@ -125,7 +140,9 @@ class DeviceUsage:
 
 @dataclass(frozen=True)
 class PoolSummary:
-    """How full one pool is on one node. ``free`` is None when claims were hidden."""
+    """How full one pool is on one node. ``free`` is None when claims were hidden;
+    ``exhausted`` counts the devices neither allocated nor tainted whose shared counters are
+    used up (upstream's pool status counts them as available)."""
 
     node: str
     driver: str
@@ -139,6 +156,7 @@ class PoolSummary:
     capacity: tuple[CapacityUse, ...]  # summed over multi-allocatable devices
     slices: int
     incomplete: bool
+    exhausted: int = 0
 
 
 @dataclass(frozen=True)
@@ -166,6 +184,7 @@ def build_usage(
             devices.append(
                 _device_usage(s, d, holders.get(DeviceID(s.driver, s.pool.name, d.name), []))
             )
+    devices = _mark_exhausted(devices, _counters_left(current, devices))
     if not all_claims_visible:
         devices = [_unknown_if_free(u) for u in devices]
     devices.sort(key=lambda u: (u.node, u.driver, u.pool, u.device))
@@ -262,6 +281,41 @@ def _device_usage(s: ResourceSlice, d: Device, held: list[Holder]) -> DeviceUsag
     )
 
 
+#: (driver, pool) -> ``set/counter`` -> amount not consumed by the pool's allocated devices.
+CountersLeft = dict[tuple[str, str], dict[str, Quantity]]
+
+
+def _counters_left(slices: list[ResourceSlice], devices: list[DeviceUsage]) -> CountersLeft:
+    """What each pool's counter sets have left after its allocated devices (a counter set's
+    name is unique in its pool, whichever slice publishes it)."""
+    left: CountersLeft = {}
+    for s in slices:
+        for cs in s.spec.shared_counters:
+            pool = left.setdefault((s.driver, s.pool.name), {})
+            for name, counter in cs.counters.items():
+                pool[f"{cs.name}/{name}"] = counter.value
+    for u in devices:
+        if u.state not in ("allocated", "shared"):
+            continue
+        pool = left.get((u.driver, u.pool), {})
+        for key, amount in u.counters:
+            if key in pool:
+                pool[key] = pool[key] - amount
+    return left
+
+
+def _mark_exhausted(devices: list[DeviceUsage], left: CountersLeft) -> list[DeviceUsage]:
+    """Free devices that need more of a counter than their pool has left: ``exhausted``."""
+    out = []
+    for u in devices:
+        pool = left.get((u.driver, u.pool), {})
+        short = tuple(
+            (key, need, pool[key]) for key, need in u.counters if key in pool and need > pool[key]
+        )
+        out.append(replace(u, state="exhausted", short=short) if u.state == "free" and short else u)
+    return out
+
+
 def _unknown_if_free(u: DeviceUsage) -> DeviceUsage:
     if u.state != "free":
         return u
@@ -308,7 +362,10 @@ def _summary(
     allocated = sum(1 for u in members if u.state in ("allocated", "shared"))
     tainted = sum(1 for u in members if u.blocked)
     unknown = sum(1 for u in members if u.state == "unknown")
-    neither = sum(1 for u in members if u.state not in ("allocated", "shared") and not u.blocked)
+    exhausted = sum(1 for u in members if u.state == "exhausted")
+    neither = sum(
+        1 for u in members if u.state not in ("allocated", "shared", "exhausted") and not u.blocked
+    )
     expected = max((s.pool.resource_slice_count for s in pool_slices), default=0)
     return PoolSummary(
         node=node,
@@ -323,6 +380,7 @@ def _summary(
         capacity=capacity_use(members),
         slices=len(pool_slices),
         incomplete=len(pool_slices) < expected,
+        exhausted=exhausted,
     )
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "check_device_class",
     "check_resource_claim",
     "check_resource_slice",
+    "dns_label_problem",
     "dns_subdomain_problem",
     "is_semver",
     "validate_device",
@@ -164,6 +165,11 @@ def _dns_label_problem(value: str) -> str | None:
     if not _DNS_LABEL.match(value):
         return "must be a lowercase RFC 1123 label (a-z, 0-9, '-')"
     return None
+
+
+def dns_label_problem(value: str) -> str | None:
+    """Why ``value`` is not an RFC 1123 label (a device, counter set or counter name), or None."""
+    return _dns_label_problem(value)
 
 
 def validate_qualified_name(name: str, *, fully_qualified: bool = False) -> str | None:

@@ -34,7 +34,6 @@ container runtime resolves.
 from __future__ import annotations
 
 import glob
-import logging
 import os
 import re
 import stat
@@ -61,6 +60,7 @@ from drakit.plugin import (
     LazyConfigModel,
     PoolDescription,
     RequestContext,
+    get_logger,
     pci_bus_id_of_device_node,
     pci_device_attributes,
 )
@@ -69,7 +69,7 @@ from drakit.plugin import plainconfig as plain
 if TYPE_CHECKING:
     import pydantic
 
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 _SYSFS = "/sys"
 _NAME_UNSAFE = re.compile(r"[^a-z0-9]+")
 
@@ -274,7 +274,7 @@ class HostDevBackend:
             self._devices = current
             self._seen.update(current)
             self._changed_at = int(time.time())
-        _log.info("Host devices changed", extra={"devices": sorted(current)})
+        _log.info("Host devices changed", devices=sorted(current))
         self._listeners.notify()
         return True
 

@@ -32,6 +32,7 @@ from drakit.telemetry.logs import configure as configure_logging
 
 if TYPE_CHECKING:
     from drakit.controller.main import RunConfig
+    from drakit.controller.noexecute.decision import Budget
 
 EXIT_INVALID = 2  # bad flags or environment: nothing was started
 CLAIM_GENERATION_MODES = ("all", "scoped", "off")
@@ -144,6 +145,34 @@ def add_parser(sub: Subcommands) -> None:
         "the two apart, and a slow kube-controller-manager can race drakit) "
         "(default: %(default)s)",
     )
+    p.add_argument(
+        "--noexecute-per-node",
+        metavar="K",
+        action=env,
+        env="NOEXECUTE_PER_NODE",
+        default="1",
+        help="NoExecute budget: most devices of one node that hold NoExecute at once; a node "
+        "plugin's request past it waits, its device keeps NoSchedule (default: %(default)s)",
+    )
+    p.add_argument(
+        "--noexecute-cluster-percent",
+        metavar="P",
+        action=env,
+        env="NOEXECUTE_CLUSTER_PERCENT",
+        default="10",
+        help="NoExecute budget: most of a driver's devices, in percent of those its slices "
+        "publish (rounded down, at least one when P > 0), that hold NoExecute at once "
+        "cluster-wide; 0: nothing gets NoExecute (default: %(default)s)",
+    )
+    p.add_argument(
+        "--noexecute-forget-after",
+        metavar="SECONDS",
+        action=env,
+        env="NOEXECUTE_FORGET_AFTER",
+        default="600",
+        help="NoExecute budget: seconds a device's DeviceTaintRule outlives the device's "
+        "absence from the slices (a node plugin restarting) (default: %(default)s)",
+    )
     add_metrics_address_flag(p, 9401)
     p.add_argument(
         "--metrics-claim-namespaces",
@@ -198,6 +227,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
                 "--controller-manager-lease", args.controller_manager_lease
             ),
             identity=identity,
+            noexecute=_budget(args),
         ),
         kubeconfig=args.kubeconfig,
         leader_election=(
@@ -215,6 +245,25 @@ def build_config(args: argparse.Namespace) -> RunConfig:
         ),
         qps=qps,
         burst=burst,
+    )
+
+
+def _budget(args: argparse.Namespace) -> Budget:
+    from drakit.controller.noexecute.decision import Budget  # noqa: PLC0415
+
+    percent = check_number("--noexecute-cluster-percent", args.noexecute_cluster_percent,
+                           float, 0.0)  # fmt: skip
+    if percent > 100:
+        raise ConfigError(
+            f"--noexecute-cluster-percent {args.noexecute_cluster_percent!r} must be a "
+            "percentage in [0, 100]"
+        )
+    return Budget(
+        per_node=check_number("--noexecute-per-node", args.noexecute_per_node, int, 0),
+        percent=percent,
+        forget_after=check_number(
+            "--noexecute-forget-after", args.noexecute_forget_after, float, 0.0
+        ),
     )
 
 

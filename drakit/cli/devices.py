@@ -40,13 +40,16 @@ Device states (first match wins):
   unhealthy     tainted NoSchedule/NoExecute with a key ending in /unhealthy
                 (drakit's node plugin sets <driver>/unhealthy for unhealthy devices)
   tainted       another NoSchedule or NoExecute taint: no new allocations
+  exhausted     a partition that needs more of a shared counter than its pool has left
+                after the allocated partitions, e.g. "exhausted (npu-0/memory 40Gi
+                needed, 0 left)": nothing can allocate it until one is freed
   free          none of the above
   unknown       free as far as you can see, but some claims are hidden from you
 
 --summary prints one row per node and pool: devices in total, allocated, free (neither
-allocated nor tainted) and tainted; shared counters used by allocated devices of
-partitionable pools vs the counter sets' totals; consumable capacity used vs total over the
-multi-allocatable devices.
+allocated, tainted nor exhausted), exhausted and tainted; shared counters used by allocated
+devices of partitionable pools vs the counter sets' totals; consumable capacity used vs
+total over the multi-allocatable devices.
 
 With --node (table and wide output) the node's own view follows: what the kubelet's
 PodResources API says each container on the node uses (claim -> pod -> container ->

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import signal
 import sys
 import threading
@@ -31,6 +30,7 @@ from drakit.cli.flags import (
     client_limits_of,
 )
 from drakit.telemetry.logs import configure as configure_logging
+from drakit.telemetry.logs import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 EXIT_INVALID = 2  # bad flags or environment: nothing was started
 EXIT_FAILED = 1  # start-up failed or leadership was lost
 
-log = logging.getLogger("drakit.driver_controller")
+log = get_logger("drakit.driver_controller")
 
 DESCRIPTION = """\
 Run a DRA driver's controller: it satisfies the binding conditions of the driver's devices.

@@ -184,8 +184,9 @@ def _add_health_policy_flags(p: argparse.ArgumentParser) -> None:
         default="NoSchedule",
         metavar="[EFFECT,]REASON=EFFECT,...",
         help="taint effect per health reason, a bare EFFECT for every other reason; EFFECT "
-        "is None (report only), NoSchedule (new claims avoid the device) or NoExecute (also "
-        "evicts pods whose claims do not tolerate it, within the budget below); hostdev "
+        "is None (report only), NoSchedule (new claims avoid the device) or NoExecute (NoSchedule, "
+        "and a request that drakit's controller grants within its eviction budget, which evicts "
+        "pods whose claims do not tolerate it); hostdev "
         "reports DeviceNodeMissing, e.g. NoSchedule,DeviceNodeMissing=NoExecute "
         "(default: %(default)s)",
     )
@@ -226,6 +227,15 @@ def _add_health_policy_flags(p: argparse.ArgumentParser) -> None:
             help=f"deprecated in 0.2, removed in 0.3: use --health-{new}; N consecutive "
             f"reports are taken as (N-1) check intervals of --health-{new}",
         )
+    for old, new, metavar in _MOVED_BUDGET_FLAGS:
+        g.add_argument(
+            old,
+            action=env,
+            env=_env_twin(old),
+            metavar=metavar,
+            help=f"deprecated in 0.2, removed in 0.3, ignored: the NoExecute budget is drakit "
+            f"controller's {new} (chart: controller.noExecuteBudget)",
+        )
     g.add_argument(
         "--health-check-interval",
         action=env,
@@ -236,24 +246,37 @@ def _add_health_policy_flags(p: argparse.ArgumentParser) -> None:
         "change and when a dwell above ends; the dwells count seconds, not reports "
         "(default: %(default)s)",
     )
-    g.add_argument(
-        "--health-noexecute-per-node",
-        action=env,
-        env="HEALTH_NOEXECUTE_PER_NODE",
-        default="1",
-        metavar="K",
-        help="most devices of this node that hold NoExecute at once; past it: NoSchedule "
-        "and an alert (default: %(default)s)",
-    )
-    g.add_argument(
-        "--health-noexecute-cluster-percent",
-        action=env,
-        env="HEALTH_NOEXECUTE_CLUSTER_PERCENT",
-        default="10",
-        metavar="P",
-        help="most of the driver's devices, in percent of all it publishes (rounded down, at "
-        "least one when P > 0), that hold NoExecute at once cluster-wide (default: "
-        "%(default)s)",
+
+
+#: 0.1's node plugin budget flags (the old flag, the controller's flag that replaced it,
+#: metavar): kept so that 0.1's command lines and environments still start the plugin.
+_MOVED_BUDGET_FLAGS = (
+    ("--health-noexecute-per-node", "--noexecute-per-node", "N"),
+    ("--health-noexecute-cluster-percent", "--noexecute-cluster-percent", "PERCENT"),
+)
+
+
+def _env_twin(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_").upper()
+
+
+def _warn_moved_budget_flags(args: argparse.Namespace) -> None:
+    """One line on standard error naming the given 0.1 budget flags, which the plugin
+    ignores, and the controller's flags and chart value that replaced them."""
+    given = [
+        (old, new)
+        for old, new, _ in _MOVED_BUDGET_FLAGS
+        if getattr(args, old.removeprefix("--").replace("-", "_"), None) not in (None, "")
+    ]
+    if not given:
+        return
+    olds = " and ".join(old for old, _ in given)
+    news = " and ".join(new for _, new in given)
+    print(
+        f"drakit node-plugin: {olds} {'is' if len(given) == 1 else 'are'} deprecated, no "
+        f"longer used by the node plugin and removed in 0.3: the NoExecute budget is drakit "
+        f"controller's ({news}; chart value controller.noExecuteBudget)",
+        file=sys.stderr,
     )
 
 
@@ -313,20 +336,9 @@ def _seconds(flag: str, value: str) -> float:
     return seconds
 
 
-def _check_percent(value: str) -> float:
-    try:
-        percent = float(value)
-    except ValueError:
-        percent = -1.0
-    if not 0 <= percent <= 100:
-        raise ConfigError(
-            f"--health-noexecute-cluster-percent {value!r} must be a percentage in [0, 100]"
-        )
-    return percent
-
-
 def health_policy(args: argparse.Namespace) -> HealthPolicy:
     """The health policy of the flags; ConfigError names the flag, value and reason."""
+    _warn_moved_budget_flags(args)
     try:
         default, effects = parse_effects(args.health_taint_effect)
     except PolicyError as exc:
@@ -337,10 +349,6 @@ def health_policy(args: argparse.Namespace) -> HealthPolicy:
         unhealthy_for=_dwell(args, "unhealthy"),
         healthy_for=_dwell(args, "healthy"),
         flap_window=_seconds("--health-flap-window", args.health_flap_window),
-        noexecute_per_node=_positive_int(
-            "--health-noexecute-per-node", args.health_noexecute_per_node, 0
-        ),
-        noexecute_cluster_percent=_check_percent(args.health_noexecute_cluster_percent),
     )
 
 

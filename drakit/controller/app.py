@@ -24,7 +24,6 @@ claim an earlier instance created is known), then starts the workers; it returns
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +42,8 @@ from drakit.controller.naming import (
     meta,
     pod_is_done,
 )
+from drakit.controller.noexecute.reconciler import Outcome
+from drakit.controller.noexecute.runner import NoExecuteBudget
 from drakit.controller.podfit.usage import NodeUsage, UsageChange
 from drakit.controller.poolstatus import PoolStatusResponder
 from drakit.controller.scheduler import PLACED_PODS, PodScheduler, needs_scheduling
@@ -55,10 +56,11 @@ from drakit.kubeapi.leaseobserver import LeaseObserver, parse_lease_key
 from drakit.kubeapi.objects import KubeObject, object_key, split_key
 from drakit.kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource
 from drakit.kubeapi.workqueue import WorkQueue
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["Controller"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 POD, CLAIM, SCHEDULE = "pod", "claim", "schedule"
 
@@ -170,6 +172,19 @@ class Controller:
         self.started = threading.Event()
         #: Whether this replica may act now (leader election sets it; default: always).
         self.fence: Callable[[], bool] = lambda: True
+        # The NoExecute budget: the one decider of NoExecute for every driver's devices.
+        self.noexecute: NoExecuteBudget | None = None
+        if config.noexecute is not None:
+            self.noexecute = NoExecuteBudget(
+                api,
+                config.noexecute,
+                list_slices=self.caches.slices.store.objects,
+                # Late-bound: leader election replaces self.fence after construction.
+                fence=lambda: self.fence(),  # noqa: PLW0108
+                # The rule's owner: the garbage collector deletes it with its Node.
+                node_of=self.caches.nodes.store.get_by_name,
+                on_outcome=self._noexecute_outcome,
+            )
 
     # -- running -------------------------------------------------------------------------------
 
@@ -182,15 +197,15 @@ class Controller:
                 return
             logger.info(
                 "Caches synced, starting workers",
-                extra={
-                    "workers": self.config.workers,
-                    "lifecycle_workers": self.config.lifecycle_workers,
-                },
+                workers=self.config.workers,
+                lifecycle_workers=self.config.lifecycle_workers,
             )
             self.queue.start(self.sync, workers=self.config.lifecycle_workers)
             self.scheduling.start(self.sync, workers=self.config.workers)
             if self.pool_status is not None:
                 self.pool_status.start()
+            if self.noexecute is not None:
+                self.noexecute.start()
             self.started.set()
             while not stop.wait(1.0):
                 self.metrics.queue_depth.set(len(self.queue) + len(self.scheduling))
@@ -201,6 +216,8 @@ class Controller:
             self.scheduling.shutdown(wait=True, timeout=30)
             if self.pool_status is not None:
                 self.pool_status.stop()
+            if self.noexecute is not None:
+                self.noexecute.stop()
             self.caches.stop()
             logger.info("Controller stopped")
 
@@ -211,14 +228,14 @@ class Controller:
         objects are all going away, and a retry would only warn again.
         """
         if not self.fence():
-            logger.warning("Not acting: the leader Lease may be lost", extra={"key": key})
+            logger.warning("Not acting: the leader Lease may be lost", key=key)
             return FENCED_RETRY_SECONDS
         try:
             return self._sync_key(key)
         except ApiError as err:
             if not namespace_terminating(err):
                 raise
-            logger.debug("Namespace is terminating; dropping", extra={"key": key})
+            logger.debug("Namespace is terminating; dropping", key=key)
             return None
 
     def _sync_key(self, key: str) -> float | None:
@@ -365,6 +382,8 @@ class Controller:
             return  # a resync or a metadata-only change
         self.book.invalidate_inventory()
         self._wake(CAPACITY)
+        if self.noexecute is not None:
+            self.noexecute.kick()
 
     def _class_changed(self, device_class: KubeObject) -> None:
         self.book.invalidate_classes()
@@ -374,6 +393,10 @@ class Controller:
     def _node_changed(self, old: KubeObject, new: KubeObject) -> None:
         if _scheduling_view(old) != _scheduling_view(new):
             self._wake(CAPACITY)
+
+    def _noexecute_outcome(self, driver: str, outcome: Outcome) -> None:
+        self.metrics.noexecute_held.labels(driver).set(outcome.plan.held)
+        self.metrics.noexecute_waiting.labels(driver).set(len(outcome.plan.waiting))
 
     def _wake(self, reason: str) -> None:
         for pod_key in self.waiting.wake(reason):

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -58,6 +57,7 @@ from drakit.plugin.binding import (
     BindingVerdict,
     VerdictError,
 )
+from drakit.telemetry.logs import get_logger
 
 __all__ = [
     "FIELD_MANAGER",
@@ -68,7 +68,7 @@ __all__ = [
     "waiting_devices",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 FIELD_MANAGER = "drakit-driver-controller"
 #: Writes retried at once after a conflict (each with a fresh GET) before the key backs off.
@@ -256,9 +256,11 @@ class BindingConditionsController:
                     return
             self.queue.start(self.sync, workers=self.config.workers)
             self.started.set()
-            logger.info("Driver controller started",
-                        extra={"driver": self.config.driver_name,
-                               "workers": self.config.workers})  # fmt: skip
+            logger.info(
+                "Driver controller started",
+                driver=self.config.driver_name,
+                workers=self.config.workers,
+            )
             stop.wait()
         finally:
             self.queue.shutdown(wait=False)
@@ -279,7 +281,7 @@ class BindingConditionsController:
     def sync(self, key: str) -> float | None:
         """Check and write one claim; returns when to look again (None: when it changes)."""
         if not self.fence():
-            logger.warning("Not acting: the leader Lease may be lost", extra={"claim": key})
+            logger.warning("Not acting: the leader Lease may be lost", claim=key)
             return 1.0
         namespace, name = split_key(key)
         claim = self.informer.store.get(key)
@@ -321,11 +323,12 @@ class BindingConditionsController:
                 if verdict.met or verdict.failed:
                     logger.info(
                         "Binding conditions set",
-                        extra={"claim": f"{view.namespace}/{view.name}", "device": device.device,
-                               "pool": device.pool,
-                               "met": [r.type for r in verdict.met],
-                               "failed": [r.type for r in verdict.failed]},
-                    )  # fmt: skip
+                        claim=f"{view.namespace}/{view.name}",
+                        device=device.device,
+                        pool=device.pool,
+                        met=[r.type for r in verdict.met],
+                        failed=[r.type for r in verdict.failed],
+                    )
         return self._recheck_after(verdicts)
 
     def _too_deep(self, claim: KubeObject) -> bool:
@@ -344,8 +347,9 @@ class BindingConditionsController:
                 return True
             self._refused[key] = version
         note = f"{problem}: binding conditions of driver {self.config.driver_name} are not checked"
-        logger.warning("Claim nested too deep; not checking its binding conditions",
-                       extra={"claim": key, "problem": problem})  # fmt: skip
+        logger.warning(
+            "Claim nested too deep; not checking its binding conditions", claim=key, problem=problem
+        )
         if self._events is not None:
             self._events.warning(claim, deepjson.EVENT_REASON, "CheckBindingConditions", note)
         return True

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -65,10 +64,11 @@ from drakit.kubeapi.errors import ApiError, Conflict, NotFound
 from drakit.kubeapi.events import EventRecorder
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import RESOURCE_CLAIMS, Resource
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["ClaimGenerator", "TemplateMissingError", "TemplateTooDeepError"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 EVENT_FAILED_CREATION = "FailedResourceClaimCreation"
 #: Templates refused for their depth whose Event was recorded: uid -> resourceVersion.
@@ -156,7 +156,8 @@ class ClaimGenerator:
         if not may_record():
             logger.info(
                 "Another generator started while claims were created; leaving them to it",
-                extra={"pod": _pod_key(pod), "claims": sorted(new_entries.values())},
+                pod=_pod_key(pod),
+                claims=sorted(new_entries.values()),
             )
             return False
         self._record(pod, new_entries)
@@ -194,7 +195,8 @@ class ClaimGenerator:
         namespace = str(meta(pod).get("namespace"))
         logger.info(
             "Deleting a claim generated from a stale pod; another was recorded",
-            extra={"pod": _pod_key(pod), "claim": f"{namespace}/{name}"},
+            pod=_pod_key(pod),
+            claim=f"{namespace}/{name}",
         )
         with contextlib.suppress(NotFound, Conflict):  # already gone, or not the one we made
             deleting = self._claims.delete(name, namespace, uid=str(meta(created).get("uid")))
@@ -249,7 +251,8 @@ class ClaimGenerator:
             return True
         logger.error(
             "Claim recorded for the pod is not owned by it; generating a new one",
-            extra={"pod": _pod_key(pod), "claim": name},
+            pod=_pod_key(pod),
+            claim=name,
         )
         return False
 
@@ -293,11 +296,9 @@ class ClaimGenerator:
         self._created.remember(str(meta(pod).get("uid")), pod_claim_name, created)
         logger.info(
             "Created ResourceClaim",
-            extra={
-                "pod": _pod_key(pod),
-                "podClaim": pod_claim_name,
-                "claim": f"{namespace}/{meta(created).get('name')}",
-            },
+            pod=_pod_key(pod),
+            podClaim=pod_claim_name,
+            claim=f"{namespace}/{meta(created).get('name')}",
         )
         return str(meta(created)["name"])
 
@@ -340,9 +341,10 @@ class ClaimGenerator:
             self._refused[uid] = version
         logger.warning(
             "Not generating claims from a template nested too deep",
-            extra={"pod": _pod_key(pod), "template": f"{template_meta.get('namespace')}/"
-                   f"{template_meta.get('name')}", "problem": err.problem},
-        )  # fmt: skip
+            pod=_pod_key(pod),
+            template=f"{template_meta.get('namespace')}/{template_meta.get('name')}",
+            problem=err.problem,
+        )
         if self._events is not None:
             self._events.warning(
                 err.template,

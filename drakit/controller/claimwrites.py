@@ -36,7 +36,6 @@ Why these shapes:
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from drakit.controller.naming import (
@@ -51,13 +50,14 @@ from drakit.kubeapi.jsonpatch import guarded_patch, set_or_remove
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import PatchType, Resource
 from drakit.kubeapi.retry import Backoff
+from drakit.telemetry.logs import get_logger
 
 __all__ = [
     "ClaimWriteError",
     "ClaimWriter",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 ATTEMPTS = 5
 
@@ -103,7 +103,9 @@ class ClaimWriter:
                     raise
                 logger.debug(
                     "Allocation write refused, reading the claim again",
-                    extra={"claim": _key(current), "cause": str(err), "attempt": attempt},
+                    claim=_key(current),
+                    cause=str(err),
+                    attempt=attempt,
                 )
                 backoff.sleep()
                 current = self._fresh(current)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from drakit.allocator.features import Features
+from drakit.controller.noexecute.decision import Budget
 from drakit.kubeapi.leaseobserver import parse_lease_key
 
 __all__ = ["DEFAULT_SCHEDULER_NAME", "ClaimGeneration", "ControllerConfig"]
@@ -73,6 +74,9 @@ class ControllerConfig:
     allocator_features: Features | None = None
     #: Ask the apiserver for its version and gates when allocator_features is None.
     detect_cluster: bool = True
+    #: The NoExecute budget the controller grants node plugins' requests within
+    #: (drakit.controller.noexecute; docs/health.md); None: it does not run.
+    noexecute: Budget | None = field(default_factory=Budget)
 
     def __post_init__(self) -> None:
         if not self.scheduler_name:

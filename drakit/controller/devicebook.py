@@ -19,10 +19,9 @@ that same critical section, so two pods can never be given the same device.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from drakit.allocator.allocated import AllocatedState
 from drakit.allocator.features import Features
@@ -31,10 +30,11 @@ from drakit.allocator.inventory import Inventory
 from drakit.allocator.model import DeviceClass, ModelError, ResourceClaim, ResourceSlice
 from drakit.controller.naming import meta, without_managed_fields
 from drakit.kubeapi.objects import KubeObject
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["SNAPSHOT_MAX_LAG", "DeviceBook", "claim_model", "decode_claim_model", "held_model"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: Changes a copy of the allocated state may lag behind before a decision gets a new one
 #: (:meth:`DeviceBook.snapshot`). A lagging copy only costs a re-check of the chosen node,
@@ -138,11 +138,7 @@ def _landed_as_decided(stored: KubeObject, decided: KubeObject) -> bool:
 
 def _log_undecodable(claim: KubeObject, err: ModelError, message: str) -> None:
     logger.warning(
-        message,
-        extra={
-            "claim": f"{meta(claim).get('namespace')}/{meta(claim).get('name')}",
-            "cause": str(err),
-        },
+        message, claim=f"{meta(claim).get('namespace')}/{meta(claim).get('name')}", cause=str(err)
     )
 
 
@@ -287,7 +283,8 @@ class DeviceBook:
                     except ModelError as err:
                         logger.warning(
                             "Ignoring undecodable ResourceSlice",
-                            extra={"slice": meta(obj).get("name"), "cause": str(err)},
+                            slice=meta(obj).get("name"),
+                            cause=str(err),
                         )
                 self._inventory = Inventory(slices, self._features)
             return self._inventory
@@ -300,10 +297,9 @@ class DeviceBook:
                     try:
                         model = DeviceClass.from_dict(obj)
                     except ModelError as err:
-                        logger.warning(
-                            "Ignoring undecodable DeviceClass",
-                            extra={"class": meta(obj).get("name"), "cause": str(err)},
-                        )
+                        # "class" is a Python keyword: the field goes in as a mapping.
+                        fields: dict[str, Any] = {"class": meta(obj).get("name")}
+                        logger.warning("Ignoring undecodable DeviceClass", **fields, cause=str(err))
                         continue
                     classes[model.name] = model
                 self._classes = classes

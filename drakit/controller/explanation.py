@@ -2,8 +2,10 @@
 
 The allocator explains one node at a time (``drakit.allocator.explain``). For a pod condition one
 line per request is enough: how many candidate devices all tried nodes offered, how many were
-suitable, and the reasons the others were rejected, summed over the nodes. Explaining is
-slower than allocating, so at most ``MAX_NODES`` nodes are looked at.
+suitable, and the reasons the others were rejected, summed over the nodes; then what requests
+that fit on their own compete for (counters used up together, devices wanted by several),
+once per finding, naming the first node it was seen on. Explaining is slower than
+allocating, so at most ``MAX_NODES`` nodes are looked at.
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ def summarise(allocator: Allocator, nodes: Sequence[Node], claims: list[Resource
     """One sentence per request of ``claims`` over (up to ``MAX_NODES`` of) ``nodes``."""
     tried = list(nodes[:MAX_NODES])
     totals: dict[tuple[str, str], _RequestTotal] = {}
+    together: dict[str, str] = {}  # finding -> the first node it was seen on
     for node in tried:
         account = explain(allocator, node, claims)
+        for line in account.together:
+            together.setdefault(line, node.name)
         for claim in account.claims:
             for r in claim.requests:
                 total = totals.setdefault(
@@ -50,7 +55,7 @@ def summarise(allocator: Allocator, nodes: Sequence[Node], claims: list[Resource
                 if r.error:
                     total.errors.add(r.error)
                 if r.note:
-                    total.notes.add(r.note)
+                    total.notes.add(r.note.removesuffix(" (below)"))
     scope = f"{len(tried)} node(s)" + (f" of {len(nodes)}" if len(nodes) > len(tried) else "")
     parts = []
     for (claim_key, request), t in totals.items():
@@ -65,4 +70,5 @@ def summarise(allocator: Allocator, nodes: Sequence[Node], claims: list[Resource
         if extra:
             text += "; " + "; ".join(extra)
         parts.append(text)
+    parts += [f"together on node {node}: {line}" for line, node in together.items()]
     return ". ".join(parts)

@@ -24,7 +24,6 @@ kube-controller-manager replicas have the same window with each other.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 
@@ -33,10 +32,11 @@ from drakit.controller.naming import age_seconds, has_pending_generated_claims
 from drakit.kubeapi.errors import Forbidden
 from drakit.kubeapi.leaseobserver import LeaseObserver, LeaseView
 from drakit.kubeapi.objects import KubeObject
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["MAX_RECHECK_SECONDS", "GenerationGate"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: A pod left to a leading kube-controller-manager is looked at again this often at most.
 MAX_RECHECK_SECONDS = 5.0
@@ -73,7 +73,8 @@ class GenerationGate:
         if grace_left > 0:
             logger.debug(
                 "Leaving the pod's claims to kube-controller-manager for the grace period",
-                extra={"pod": _pod_key(pod), "seconds": round(grace_left, 3)},
+                pod=_pod_key(pod),
+                seconds=round(grace_left, 3),
             )
             return grace_left
         if self._lease is None:
@@ -84,7 +85,8 @@ class GenerationGate:
             wait = min(max(wait, MIN_RECHECK_SECONDS), MAX_RECHECK_SECONDS)
             logger.debug(
                 "Leaving the pod's claims to a leading kube-controller-manager",
-                extra={"pod": _pod_key(pod), "recheck_seconds": round(wait, 3)},
+                pod=_pod_key(pod),
+                recheck_seconds=round(wait, 3),
             )
             return wait
         lease = self._lease
@@ -105,7 +107,8 @@ class GenerationGate:
                     "drakit treats kube-controller-manager as leading and generates no claims; "
                     "grant 'get' on that Lease (the Helm chart does) or use "
                     "--claim-generation=off",
-                    extra={"lease": self._lease_key(), "cause": str(err)},
+                    lease=self._lease_key(),
+                    cause=str(err),
                 )
             return None
         self._log_transition(view)
@@ -119,13 +122,15 @@ class GenerationGate:
         if view.held:
             logger.info(
                 "kube-controller-manager is leading: it generates the claims of new pods",
-                extra={"lease": self._lease_key(), "holder": view.holder},
+                lease=self._lease_key(),
+                holder=view.holder,
             )
         else:
             logger.warning(
                 "kube-controller-manager is not leading: drakit generates the claims of its "
                 "own pods after the grace period",
-                extra={"lease": self._lease_key(), "holder": view.holder or None},
+                lease=self._lease_key(),
+                holder=view.holder or None,
             )
 
     def _lease_key(self) -> str:

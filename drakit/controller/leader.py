@@ -10,16 +10,16 @@ process should exit so that it starts over with empty state.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from drakit.kubeapi.leaderelection import LeaderElectionConfig, LeaderElector
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["run_leader_elected"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 class LeaderRun(Protocol):
@@ -66,7 +66,7 @@ def run_leader_elected(
         election,
         on_started_leading=lead,
         on_stopped_leading=stopped_leading,
-        on_new_leader=lambda holder: logger.info("Leader observed", extra={"leader": holder}),
+        on_new_leader=lambda holder: logger.info("Leader observed", leader=holder),
     )
     elector.start()
     while not stop.wait(0.5):

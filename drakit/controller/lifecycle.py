@@ -21,7 +21,6 @@ The rules are the Kubernetes resourceclaim controller's (``syncClaim``/``syncPod
 from __future__ import annotations
 
 import contextlib
-import logging
 from typing import Any
 
 from drakit.controller.caches import Caches, DeletedPods
@@ -44,10 +43,11 @@ from drakit.kubeapi.assume_cache import AssumeCacheError
 from drakit.kubeapi.errors import Conflict, NotFound
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import Resource
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["ClaimLifecycle"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 class ClaimLifecycle:
@@ -139,7 +139,9 @@ class ClaimLifecycle:
         self._metrics.reservations_removed.inc(removed)
         logger.info(
             "Removed reservations of pods that are done or gone",
-            extra={"claim": _key(claim), "removed": removed, "deallocated": deallocate},
+            claim=_key(claim),
+            removed=removed,
+            deallocated=deallocate,
         )
         if deallocate:
             self._metrics.deallocations.inc()
@@ -156,7 +158,7 @@ class ClaimLifecycle:
             claim = self._writer.change_status(claim, {"allocation": None})
             self._metrics.deallocations.inc()
         self._writer.remove_finalizer(claim)
-        logger.info("Released claim being deleted", extra={"claim": _key(claim)})
+        logger.info("Released claim being deleted", claim=_key(claim))
 
     def _delete_if_pod_gone(self, claim: KubeObject) -> None:
         owner_uid, owner_name = pod_owner_uid(claim), pod_owner_name(claim)
@@ -178,7 +180,7 @@ class ClaimLifecycle:
         except (NotFound, Conflict):
             return  # already gone, or replaced by a new claim of that name
         self._metrics.claims_deleted.inc()
-        logger.info("Deleted generated claim of a finished pod", extra={"claim": _key(claim)})
+        logger.info("Deleted generated claim of a finished pod", claim=_key(claim))
 
     def _assume(self, claim: KubeObject) -> None:
         with contextlib.suppress(AssumeCacheError):  # the informer has something newer

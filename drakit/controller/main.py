@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import gc
-import logging
 import signal
 import sys
 import threading
@@ -22,6 +21,7 @@ from drakit.kubeapi.errors import ConfigError as KubeConfigError
 from drakit.kubeapi.events import EventRecorder
 from drakit.kubeapi.leaderelection import LeaderElectionConfig
 from drakit.kubeapi.lightclient import load_light_client
+from drakit.telemetry.logs import get_logger
 
 if TYPE_CHECKING:
     from drakit.telemetry.endpoint import MetricsEndpoint
@@ -38,7 +38,7 @@ EXIT_FAILED = 1  # start-up failed, or leadership was lost (the process should r
 #: collected, in larger batches.
 GC_THRESHOLDS = (20_000, 20, 10)
 
-log = logging.getLogger("drakit.controller")
+log = get_logger("drakit.controller")
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,7 @@ def _serve_metrics(address: tuple[str, int], metrics: ControllerMetrics) -> Metr
     # (rolling update); the endpoint waits for the port instead of failing the controller.
     endpoint = MetricsEndpoint(metrics.registry, *address)
     if not endpoint.serving:
-        log.warning("Metrics port in use; serving metrics once it is free",
-                    extra={"port": address[1]})  # fmt: skip
+        log.warning("Metrics port in use; serving metrics once it is free", port=address[1])
     return endpoint
 
 
@@ -122,11 +121,12 @@ def run(config: RunConfig) -> int:
 
     log.info(
         "Starting controller",
-        extra={"identity": identity, "schedulerName": config.controller.scheduler_name,
-               "claimGeneration": str(config.controller.claim_generation),
-               "workers": config.controller.workers,
-               "leaderElect": config.leader_election is not None},
-    )  # fmt: skip
+        identity=identity,
+        schedulerName=config.controller.scheduler_name,
+        claimGeneration=str(config.controller.claim_generation),
+        workers=config.controller.workers,
+        leaderElect=config.leader_election is not None,
+    )
     try:
         if config.leader_election is None:
             build().run(stop)

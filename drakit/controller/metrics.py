@@ -118,7 +118,7 @@ class _PoolCollector:
         devices = GaugeFamily(
             "drakit_pool_devices",
             "Devices per pool and node by state (free, allocated, shared, admin-access, "
-            "tainted, unhealthy).",
+            "tainted, unhealthy, exhausted: a partition whose shared counters are used up).",
             labels=[*POOL_LABELS, "state"],
         )
         tally: Tally[tuple[str, str, str, str]] = Tally(
@@ -230,6 +230,18 @@ class ControllerMetrics:
         )
         self.queue_depth = metric.gauge(
             "drakit_controller_workqueue_depth", "Keys waiting in the work queue."
+        )
+        self.noexecute_held = metric.gauge(
+            "drakit_controller_noexecute_held_devices",
+            "Devices holding NoExecute through the budget's DeviceTaintRules (those being "
+            "created or deleted counted), by driver.",
+            "driver",
+        )
+        self.noexecute_waiting = metric.gauge(
+            "drakit_controller_noexecute_waiting_devices",
+            "Devices whose node plugin requests NoExecute but that hold NoSchedule because "
+            "the eviction budget (per node or cluster-wide) is used up, by driver.",
+            "driver",
         )
 
     def watch_claims(self, list_claims: Callable[[], Iterable[KubeObject]]) -> None:

@@ -24,7 +24,6 @@ answered requests.
 from __future__ import annotations
 
 import datetime
-import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -35,10 +34,11 @@ from drakit.kubeapi.informer import EventHandlers, Informer
 from drakit.kubeapi.objects import KubeObject, decodable, held_claims
 from drakit.kubeapi.resources import RESOURCE_POOL_STATUS_REQUESTS, Resource
 from drakit.kubeapi.workqueue import WorkQueue
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["PoolStatusResponder", "pool_status"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 DEFAULT_LIMIT = 100
 INCOMPLETE_PREFIX = "PoolIncomplete:"
@@ -169,8 +169,7 @@ class PoolStatusResponder:
             return False
         except ApiError as err:
             logger.warning(
-                "Cannot read ResourcePoolStatusRequests; not answering them",
-                extra={"cause": str(err)},
+                "Cannot read ResourcePoolStatusRequests; not answering them", cause=str(err)
             )
             return False
         informer = Informer(self.requests, name="pool-status-requests")
@@ -211,8 +210,5 @@ class PoolStatusResponder:
             self.requests.update_status(answered)
         except (Conflict, Invalid, NotFound) as err:
             # Someone else (kube-controller-manager) answered first, or the request is gone.
-            logger.info(
-                "Pool status request not answered by drakit",
-                extra={"request": name, "cause": str(err)},
-            )
+            logger.info("Pool status request not answered by drakit", request=name, cause=str(err))
         return None

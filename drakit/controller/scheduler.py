@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import logging
 import threading
 import time
 from collections import Counter
@@ -77,10 +76,11 @@ from drakit.kubeapi.errors import ApiError, Conflict, NotFound
 from drakit.kubeapi.events import EventRecorder
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import PatchType, Resource, bind_pod
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["PLACED_PODS", "PodScheduler", "needs_scheduling"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: A pod waiting for another pod's in-flight allocation of a shared claim looks again after this.
 IN_FLIGHT_RETRY = 0.2
@@ -221,7 +221,7 @@ class PodScheduler:
         except _WaitError as wait:
             result = "waiting"
             self._waiting.park(_pod_key(pod), wait.reasons)
-            logger.debug("Pod waits", extra={"pod": _pod_key(pod), "reason": str(wait)})
+            logger.debug("Pod waits", pod=_pod_key(pod), reason=str(wait))
             return wait.retry_after
         finally:
             self._metrics.scheduling_attempts.labels(result).inc()
@@ -598,8 +598,7 @@ class PodScheduler:
             bound_to = (current.get("spec") or {}).get("nodeName")
             if not bound_to:
                 raise
-            logger.info("Pod was bound already", extra={"pod": f"{namespace}/{name}",
-                                                         "node": bound_to})  # fmt: skip
+            logger.info("Pod was bound already", pod=f"{namespace}/{name}", node=bound_to)
             return bool(bound_to == node)
         except NotFound:
             return False  # deleted meanwhile: the lifecycle releases its claims
@@ -610,7 +609,7 @@ class PodScheduler:
             self._events.normal(
                 pod, "Scheduled", "Binding", f"Successfully assigned {namespace}/{name} to {node}"
             )
-        logger.info("Bound pod", extra={"pod": f"{namespace}/{name}", "node": node})
+        logger.info("Bound pod", pod=f"{namespace}/{name}", node=node)
         return True
 
     def _settle(self, claim: KubeObject) -> None:
@@ -663,7 +662,7 @@ class PodScheduler:
             return
         if self._events is not None:
             self._events.warning(pod, "FailedScheduling", "Scheduling", message)
-        logger.info("Pod unschedulable", extra={"pod": _pod_key(pod), "reason": message})
+        logger.info("Pod unschedulable", pod=_pod_key(pod), reason=message)
 
 
 def _no_node_fits(

@@ -65,10 +65,15 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def state_text(u: DeviceUsage) -> str:
-    """``shared (memory 6Gi/16Gi left)`` for shared devices, else the state word."""
+    """``shared (memory 6Gi/16Gi left)`` for shared devices, ``exhausted (gpu-counters/memory
+    40Gi needed, 20Gi left)`` for devices whose shared counters are used up, else the state
+    word."""
     if u.state == "shared" and u.capacity:
         left = ", ".join(f"{c.name} {c.left}/{c.total}" for c in u.capacity)
         return f"shared ({left} left)"
+    if u.state == "exhausted" and u.short:
+        short = ", ".join(f"{name} {need} needed, {left} left" for name, need, left in u.short)
+        return f"exhausted ({short})"
     return u.state
 
 
@@ -112,7 +117,7 @@ def _summary_table(pools: Sequence[PoolSummary]) -> str:
     if not pools:
         return "No pools found.\n"
     header = [
-        "NODE", "DRIVER", "POOL", "DEVICES", "ALLOCATED", "FREE", "TAINTED",
+        "NODE", "DRIVER", "POOL", "DEVICES", "ALLOCATED", "FREE", "EXHAUSTED", "TAINTED",
         "COUNTERS USED/TOTAL", "CAPACITY USED/TOTAL",
     ]  # fmt: skip
     rows = []
@@ -127,6 +132,7 @@ def _summary_table(pools: Sequence[PoolSummary]) -> str:
                 str(p.total),
                 str(p.allocated),
                 free,
+                str(p.exhausted),
                 str(p.tainted),
                 _use_text(p.counters),
                 _use_text(p.capacity),
@@ -173,6 +179,16 @@ def _devices_doc(rendered: Rendered) -> dict[str, Any]:
                 "taints": list(u.taints),
                 "capacity": _uses_doc(u.capacity),
                 "counters": {k: str(v) for k, v in u.counters},
+                **(
+                    {
+                        "exhaustedCounters": [
+                            {"name": name, "needed": str(need), "left": str(left)}
+                            for name, need, left in u.short
+                        ]
+                    }
+                    if u.short
+                    else {}
+                ),
                 "slice": u.slice,
             }
         )
@@ -193,6 +209,7 @@ def _summary_doc(rendered: Rendered) -> dict[str, Any]:
             "devices": p.total,
             "allocated": p.allocated,
             "free": p.free,
+            "exhausted": p.exhausted,
             "tainted": p.tainted,
             "unknown": p.unknown,
             "counters": _uses_doc(p.counters),

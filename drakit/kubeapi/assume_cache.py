@@ -24,7 +24,6 @@ seen the assumed object. Handlers may read the cache; they must not write to it.
 from __future__ import annotations
 
 import functools
-import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -32,10 +31,11 @@ from dataclasses import dataclass
 
 from drakit.kubeapi.informer import EventHandlers, Informer
 from drakit.kubeapi.objects import KubeObject, object_key, resource_version_int
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["AssumeCache", "AssumeCacheError", "NotInCacheError", "OutOfSyncError"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 IndexFunc = Callable[[KubeObject], list[str]]
 
@@ -94,9 +94,7 @@ class AssumeCache:
         try:
             new_rv = resource_version_int(obj)
         except ValueError as err:
-            logger.error(
-                "Ignoring informer event", extra={"cache": self.description, "cause": str(err)}
-            )
+            logger.error("Ignoring informer event", cache=self.description, cause=str(err))
             return
         with self._cond:
             entry = self._entries.get(key)
@@ -235,9 +233,7 @@ class AssumeCache:
                 try:
                     deliver()
                 except Exception:
-                    logger.exception(
-                        "Assume cache event handler failed", extra={"cache": self.description}
-                    )
+                    logger.exception("Assume cache event handler failed", cache=self.description)
         finally:
             with self._cond:
                 self._emitter = None

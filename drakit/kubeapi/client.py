@@ -4,22 +4,26 @@
 client-side QPS/burst limit, like client-go's rest.Config), so the rest of ``kubeapi`` and the
 generated typed APIs can both use it. As client-go's REST client it waits out and retries
 answers that ask for it (:mod:`drakit.kubeapi.retryafter`); urllib3's own retries are narrowed to
-what Go's transport replays (a PUT or DELETE whose answer was lost is not sent again).
+what Go's transport replays (a PUT or DELETE whose answer was lost is not sent again). Its
+JSON bodies are written as Go writes them (:mod:`drakit.kubeapi.gojson`), not with the
+``json.dumps`` of the package's REST layer, whose ``", "`` separators the apiserver keeps
+in opaque parameters and then finds changed by its own re-encoding on every later patch.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import Any
 
 import urllib3
 
+from drakit.kubeapi import gojson
 from drakit.kubeapi.errors import ConfigError, MissingKubernetesError
 from drakit.kubeapi.http11 import REPLAYABLE_METHODS
 from drakit.kubeapi.ratelimit import TokenBucket
 from drakit.kubeapi.retryafter import send_with_retry_after
+from drakit.telemetry.logs import get_logger
 
 # `kubernetes` is the extra drakit[kubernetes]: a program that gets here without it stops
 # with one line naming the extra (a ConfigError, which every command prints as is) instead
@@ -27,6 +31,7 @@ from drakit.kubeapi.retryafter import send_with_retry_after
 try:
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
+    from kubernetes.client import rest as k8s_rest
 except ImportError as missing:
     raise MissingKubernetesError() from missing
 
@@ -39,7 +44,7 @@ __all__ = [
     "load_client",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 # Controllers in 1.37 run with QPS 50 / burst 100 (the client-go default of 5/10 is far too low
 # for a scheduler-like component); the apiserver's priority-and-fairness is the real guard.
@@ -61,12 +66,71 @@ URLLIB3_RETRIES = urllib3.Retry(
 )
 
 
+class GoJsonRestClient(k8s_rest.RESTClientObject):
+    """The kubernetes package's REST layer, writing JSON bodies as Go does.
+
+    Its ``request`` writes a structured body (what ``sanitize_for_serialization`` made of a
+    model, or drakit's plain dicts) with ``json.dumps``' defaults; this one writes it with
+    :func:`drakit.kubeapi.gojson.dumps` and sends the bytes as they are. Bodies already
+    encoded, form posts and requests without a body take the package's own path.
+    """
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str] | None = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        headers = headers or {}
+        content_type = headers.get("Content-Type") or "application/json"
+        matches: Any = k8s_rest.contenttype_matches
+        if (
+            body is None
+            or post_params
+            or isinstance(body, (str, bytes))
+            or not matches(content_type, "application", "json")
+            or (content_type == "application/json-patch+json" and not isinstance(body, list))
+        ):
+            send: Any = super().request  # the package's own path (untyped)
+            return send(method, url, headers, body, post_params, _request_timeout)
+        headers.setdefault("Content-Type", content_type)
+        try:
+            response = self.pool_manager.request(
+                method,
+                url,
+                body=gojson.dumps(body),
+                timeout=_urllib3_timeout(_request_timeout),
+                headers=headers,
+                preload_content=False,
+            )
+        except urllib3.exceptions.SSLError as err:  # as the package reports it
+            raise k8s_client.ApiException(status=0, reason=f"{type(err).__name__}\n{err}") from err
+        return k8s_rest.RESTResponse(response)
+
+
+def _urllib3_timeout(timeout: Any) -> urllib3.Timeout | None:
+    """The package's reading of ``_request_timeout``: a total, or (connect, read)."""
+    if not timeout:
+        return None
+    if isinstance(timeout, (int, float)):
+        return urllib3.Timeout(total=timeout)
+    if isinstance(timeout, tuple) and len(timeout) == 2:
+        return urllib3.Timeout(connect=timeout[0], read=timeout[1])
+    return None
+
+
 class RateLimitedApiClient(k8s_client.ApiClient):
     """An ApiClient that waits for a token before every request it sends, and sends it
-    again after the wait an answer asks for (:func:`send_with_retry_after`)."""
+    again after the wait an answer asks for (:func:`send_with_retry_after`); its JSON
+    bodies are written as Go writes them (:class:`GoJsonRestClient`)."""
 
     def __init__(self, configuration: Any, *, qps: float, burst: int) -> None:
         super().__init__(configuration)
+        self.rest_client.close()
+        self.rest_client = GoJsonRestClient(configuration)
         self.rate_limiter = TokenBucket(qps, burst)
         self.default_timeout = DEFAULT_TIMEOUT
 
@@ -100,9 +164,7 @@ def load_client(
     # the default pool (5 per CPU) would keep discarding connections under that load.
     configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
     configuration.retries = URLLIB3_RETRIES
-    logger.debug(
-        "Loaded API client configuration", extra={"source": source, "host": configuration.host}
-    )
+    logger.debug("Loaded API client configuration", source=source, host=configuration.host)
     api = RateLimitedApiClient(configuration, qps=qps, burst=burst)
     api.user_agent = user_agent
     return api

@@ -12,7 +12,6 @@ modification time) at most once a second and builds a new context when that chan
 
 from __future__ import annotations
 
-import logging
 import ssl
 import threading
 import time
@@ -20,10 +19,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from drakit.kubeapi.errors import ConfigError
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["RotatingTLSContext"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: How often the files are looked at, at most (client-go's cache lifetime).
 CHECK_INTERVAL_SECONDS = 1.0
@@ -70,13 +70,14 @@ class RotatingTLSContext:
         except ConfigError as err:
             logger.warning(
                 "Client certificate files changed but do not load; keeping the previous ones",
-                extra={"files": [str(f) for f in self._files], "cause": str(err)},
+                files=[str(f) for f in self._files],
+                cause=str(err),
             )
             return
         self._identity, self._context = identity, context
         logger.info(
             "Client certificate files changed; new connections use them",
-            extra={"files": [str(f) for f in self._files]},
+            files=[str(f) for f in self._files],
         )
 
     def _current_identity(self) -> _Identity:

@@ -16,13 +16,14 @@ defaults) and ``pkg/kubelet/cm/dra/plugin`` (gRPC services the kubelet knows).
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from drakit.allocator.features import Features
+from drakit.kubeapi.errors import ApiError
+from drakit.telemetry.logs import get_logger
 
 __all__ = [
     "NODE_ALLOCATABLE_MAPPINGS",
@@ -40,10 +41,11 @@ __all__ = [
     "kubelet_health_services_for_node",
     "parse_feature_metrics",
     "parse_minor",
+    "served_version",
     "slice_fields",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 class UnsupportedVersionError(ValueError):
@@ -209,17 +211,30 @@ def detect(api: Any) -> ClusterInfo:
     try:
         gates = parse_feature_metrics(_get_text(api, "/metrics")) or None
     except Exception as err:
-        logger.info("apiserver feature gates not readable (%s); using 1.%d defaults", err, minor)
+        logger.info(f"apiserver feature gates not readable ({err}); using 1.{minor} defaults")
         gates = None
     info = ClusterInfo(str(version.get("gitVersion", "")), minor, served, gates)
+    gates_from = "read from /metrics" if gates is not None else "assumed from the version"
     logger.info(
-        "apiserver %s (Kubernetes 1.%d), resource.k8s.io %s, gates %s",
-        info.git_version,
-        minor,
-        ",".join(served),
-        "read from /metrics" if gates is not None else "assumed from the version",
+        f"apiserver {info.git_version} (Kubernetes 1.{minor}), "
+        f"resource.k8s.io {','.join(served)}, gates {gates_from}"
     )
     return info
+
+
+def served_version(api: Any, group: str, plural: str, versions: Sequence[str]) -> str | None:
+    """The first of ``versions`` of API ``group`` whose discovery document lists the resource
+    ``plural``; None when none does (a version that is not served answers 404; a resource
+    behind an off feature gate is left out of its version's document)."""
+    for version in versions:
+        try:
+            document = _get_json(api, f"/apis/{group}/{version}")
+        except (ValueError, ApiError):
+            continue
+        resources = document.get("resources") or ()
+        if any(isinstance(r, dict) and r.get("name") == plural for r in resources):
+            return version
+    return None
 
 
 def _get_text(api: Any, path: str) -> str:
@@ -342,7 +357,7 @@ def kubelet_health_services_for_node(api: Any, node_name: str) -> tuple[str, ...
         minor = int(match.group(1)) if match else parse_minor(_get_json(api, "/version"))
         return kubelet_health_services(minor)
     except Exception as err:
-        logger.info("kubelet version of node %s unknown (%s)", node_name, err)
+        logger.info(f"kubelet version of node {node_name} unknown ({err})")
         return None
 
 
@@ -352,8 +367,8 @@ def features_for_cluster(api: Any) -> Features | None:
     try:
         info = detect(api)
     except Exception as err:
-        logger.warning("cannot tell the cluster's Kubernetes version (%s); default features", err)
+        logger.warning(f"cannot tell the cluster's Kubernetes version ({err}); default features")
         return None
     features = allocator_features(info)
-    logger.info("allocator features for Kubernetes 1.%d: %s", info.minor, features.to_dict())
+    logger.info(f"allocator features for Kubernetes 1.{info.minor}: {features.to_dict()}")
     return features

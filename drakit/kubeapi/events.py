@@ -17,7 +17,6 @@ is not sent a backlog it cannot take.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import queue
 import threading
 import time
@@ -30,10 +29,11 @@ from drakit.kubeapi.errors import ApiError, NotFound
 from drakit.kubeapi.objects import KubeObject, object_ref
 from drakit.kubeapi.ratelimit import TokenBucket
 from drakit.kubeapi.resources import EVENTS, PatchType, Resource
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["NORMAL", "WARNING", "EventRecorder"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -168,7 +168,8 @@ class EventRecorder:
             self._last_drop_warning = now
         logger.warning(
             "Events dropped: the writer is behind the apiserver",
-            extra={"dropped": dropped, "queued": self._max_queued},
+            dropped=dropped,
+            queued=self._max_queued,
         )
         return False
 
@@ -229,7 +230,7 @@ class EventRecorder:
                 self._pending[occ.key] = series
             return
         if not self._allowed(occ.bucket_key):
-            logger.debug("Event dropped by rate limit", extra={"object": occ.bucket_key})
+            logger.debug("Event dropped by rate limit", object=occ.bucket_key)
             return
         self._create(occ, now)
 
@@ -256,7 +257,9 @@ class EventRecorder:
         except ApiError as err:
             logger.warning(
                 "Could not record event",
-                extra={"reason": occ.body["reason"], "object": occ.bucket_key, "cause": str(err)},
+                reason=occ.body["reason"],
+                object=occ.bucket_key,
+                cause=str(err),
             )
             return
         meta = created["metadata"]
@@ -283,9 +286,7 @@ class EventRecorder:
             self._pending.pop(key, None)
             return
         except ApiError as err:
-            logger.warning(
-                "Could not update event series", extra={"event": series.name, "cause": str(err)}
-            )
+            logger.warning("Could not update event series", event=series.name, cause=str(err))
         series.written_count = series.count
         series.last_written = self._clock()
         self._pending.pop(key, None)

@@ -20,7 +20,6 @@ readers must not change them (``copy.deepcopy`` first).
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import time
@@ -32,10 +31,11 @@ from drakit.kubeapi.errors import ApiError, Gone
 from drakit.kubeapi.objects import KubeObject, object_key
 from drakit.kubeapi.resources import Resource, WatchStream
 from drakit.kubeapi.retry import Backoff
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["EventHandlers", "IndexFunc", "Indexer", "Informer", "namespace_index"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: An index function maps an object to the index values it should be found under.
 IndexFunc = Callable[[KubeObject], Iterable[str]]
@@ -192,6 +192,7 @@ class Informer:
         ``metadata.name``, ``namespace`` and ``resourceVersion`` and must not fail."""
         self.resource = resource
         self.name = name or resource.rtype.plural
+        self._log = logger.bind(informer=self.name)
         self.store = Indexer(indexers)
         self._namespace = namespace
         self._label_selector = label_selector
@@ -279,22 +280,23 @@ class Informer:
                     rv = self._list()
                 rv = self._watch_from(rv, backoff)
             except Gone as err:
-                logger.info("Watch expired, listing again", extra=self._log(cause=str(err)))
+                self._log.info("Watch expired, listing again", cause=str(err))
                 rv = None
             except ApiError as err:
                 if self._stopping.is_set():
                     break
                 delay = backoff.next()
-                logger.warning(
+                self._log.warning(
                     "List or watch failed, listing again after a pause",
-                    extra=self._log(cause=f"{type(err).__name__}: {err}", delay_seconds=delay),
+                    cause=f"{type(err).__name__}: {err}",
+                    delay_seconds=delay,
                 )
                 rv = None  # events may have been lost with the stream: start from a fresh list
                 for handlers in list(self._handlers):
                     self._call(handlers.on_error, err)
                 self._stopping.wait(delay)
             except Exception as err:
-                logger.exception("Informer reflector crashed, listing again", extra=self._log())
+                self._log.exception("Informer reflector crashed, listing again")
                 rv = None
                 for handlers in list(self._handlers):
                     self._call(handlers.on_error, err)
@@ -360,7 +362,7 @@ class Informer:
             try:
                 self._apply(message)
             except Exception:
-                logger.exception("Informer dispatch failed", extra=self._log())
+                self._log.exception("Informer dispatch failed")
 
     def _apply(self, message: Any) -> None:
         if isinstance(message, _Change):
@@ -427,10 +429,7 @@ class Informer:
             fn(*args)
         except Exception:
             # One broken handler must not starve the others or stop the informer.
-            logger.exception("Informer event handler failed", extra=self._log())
-
-    def _log(self, **fields: Any) -> dict[str, Any]:
-        return {"informer": self.name, **fields}
+            self._log.exception("Informer event handler failed")
 
 
 def _rv(obj: KubeObject) -> str:

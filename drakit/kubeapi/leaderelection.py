@@ -16,7 +16,6 @@ campaign again with state from its time as leader.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import random
 import socket
 import threading
@@ -29,10 +28,11 @@ from typing import Any
 from drakit.kubeapi.errors import AlreadyExists, ApiError, NotFound
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import LEASES, Resource
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["LeaderElectionConfig", "LeaderElector", "default_identity"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 # client-go waits retry_period * (1 + up to 1.2) between attempts to acquire.
 JITTER_FACTOR = 1.2
@@ -87,6 +87,9 @@ class LeaderElector:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
+        self._log = logger.bind(
+            lease=f"{config.namespace}/{config.lease_name}", identity=config.identity
+        )
         # A renew must not hang longer than the deadline it is racing against.
         timeout = (config.retry_period, max(1.0, config.renew_deadline / 2))
         self._leases = Resource(api, LEASES, request_timeout=timeout)
@@ -171,10 +174,10 @@ class LeaderElector:
     # -- campaign ------------------------------------------------------------------------------
 
     def _acquire(self) -> bool:
-        logger.info("Campaigning for leadership", extra=self._log())
+        self._log.info("Campaigning for leadership")
         while not self._stop.is_set():
             if self._try_acquire_or_renew():
-                logger.info("Became leader", extra=self._log())
+                self._log.info("Became leader")
                 return True
             self._stop.wait(self._next_attempt_in())
         return False
@@ -201,9 +204,7 @@ class LeaderElector:
                 last_renew = self._clock()
                 self._mark_renewed()
             elif self._clock() - last_renew >= self.config.renew_deadline:
-                logger.warning(
-                    "Could not renew the lease in time: leadership lost", extra=self._log()
-                )
+                self._log.warning("Could not renew the lease in time: leadership lost")
                 return
 
     def _mark_renewed(self) -> None:
@@ -224,7 +225,7 @@ class LeaderElector:
         except NotFound:
             return self._create(self._spec(now, acquire_time=now))
         except ApiError as err:
-            logger.warning("Could not read the lease", extra=self._log(cause=str(err)))
+            self._log.warning("Could not read the lease", cause=str(err))
             return False
         self._lease = lease
         spec = dict(lease.get("spec") or {})
@@ -252,7 +253,7 @@ class LeaderElector:
         except AlreadyExists:
             return False
         except ApiError as err:
-            logger.warning("Could not create the lease", extra=self._log(cause=str(err)))
+            self._log.warning("Could not create the lease", cause=str(err))
             return False
         self._observe(spec)
         return True
@@ -263,7 +264,7 @@ class LeaderElector:
         try:
             self._lease = self._leases.update(lease)
         except ApiError as err:
-            logger.debug("Could not update the lease", extra=self._log(cause=str(err)))
+            self._log.debug("Could not update the lease", cause=str(err))
             return False
         self._observe(spec)
         return True
@@ -315,7 +316,7 @@ class LeaderElector:
         try:
             self._on_started(self._leading_stopped)
         except Exception:
-            logger.exception("Leader callback failed; stepping down", extra=self._log())
+            self._log.exception("Leader callback failed; stepping down")
             self._stop.set()
 
     def _step_down(self) -> None:
@@ -327,7 +328,7 @@ class LeaderElector:
             self._release()
         if self._worker is not None and self._worker is not threading.current_thread():
             self._worker.join(self.config.renew_deadline)
-        logger.info("Stopped leading", extra=self._log())
+        self._log.info("Stopped leading")
         if self._on_stopped is not None:
             self._safe(self._on_stopped)
 
@@ -348,22 +349,15 @@ class LeaderElector:
         try:
             self._lease = self._leases.update({**self._lease, "spec": spec})
         except ApiError as err:
-            logger.warning("Could not release the lease", extra=self._log(cause=str(err)))
+            self._log.warning("Could not release the lease", cause=str(err))
             return
-        logger.info("Released the lease", extra=self._log())
+        self._log.info("Released the lease")
 
     def _safe(self, fn: Callable[..., None], *args: Any) -> None:
         try:
             fn(*args)
         except Exception:
-            logger.exception("Leader election callback failed", extra=self._log())
-
-    def _log(self, **fields: Any) -> dict[str, Any]:
-        return {
-            "lease": f"{self.config.namespace}/{self.config.lease_name}",
-            "identity": self.config.identity,
-            **fields,
-        }
+            self._log.exception("Leader election callback failed")
 
 
 def _age_seconds(micro_time: Any) -> float | None:

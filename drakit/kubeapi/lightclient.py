@@ -34,12 +34,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from drakit.kubeapi import deepjson
+from drakit.kubeapi import gojson
 from drakit.kubeapi.clientcert import RotatingTLSContext
 from drakit.kubeapi.documents import DocumentError, parse_document
 from drakit.kubeapi.errors import ConfigError, MissingKubernetesError
@@ -150,7 +149,7 @@ class LightApiClient:
         self._token = token
         #: How ``Resource`` decodes this client's answers and watch events.
         self.json_loads: Callable[[bytes], Any] = json.loads
-        self._json_dumps: Callable[[Any], bytes] = _stdlib_dumps
+        self._json_dumps: Callable[[Any], bytes] = gojson.dumps
         if fast_json:
             # orjson decodes about 3x and encodes about 10x faster than json; loaded only
             # for a client that asks (the controller), not in the node plugin, whose idle
@@ -158,7 +157,7 @@ class LightApiClient:
             import orjson  # noqa: PLC0415
 
             self.json_loads = orjson.loads
-            self._json_dumps = _orjson_dumps
+            self._json_dumps = gojson.dumps_fast
         parts = urlsplit(self.host)
         self._origin = f"{parts.scheme}://{parts.netloc}"
         self.pool = ConnectionPool(
@@ -227,45 +226,6 @@ class LightApiClient:
 
     def close(self) -> None:
         self.pool.clear()
-
-
-# Bodies are written as Go's encoding/json writes them: compact, UTF-8, with < > & U+2028
-# U+2029 escaped. The apiserver keeps RawExtension bytes (opaque config parameters, device
-# status data) as received and re-encodes stored objects this way when it applies a patch;
-# bytes already in that form stay the same through its patches, so a claim drakit writes
-# can later be patched (node plugin, driver controller) without "field is immutable".
-_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
-               "\u2029": "\\u2029"}  # fmt: skip
-_GO_ESCAPE_TABLE = str.maketrans(_GO_ESCAPES)
-_GO_ESCAPE_BYTES = [(k.encode(), v.encode()) for k, v in _GO_ESCAPES.items()]
-
-
-def _compact_dumps(body: Any, *, default: Any = None, ensure_ascii: bool = False) -> str:
-    return json.dumps(body, default=default, separators=(",", ":"), ensure_ascii=ensure_ascii)
-
-
-def _stdlib_dumps(body: Any) -> bytes:
-    text: str = deepjson.encode(body, _compact_dumps)
-    try:
-        data = text.translate(_GO_ESCAPE_TABLE).encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: escaped (\udXXX) as json does by default
-        ascii_dumps = partial(_compact_dumps, ensure_ascii=True)
-        data = deepjson.encode(body, ascii_dumps).translate(_GO_ESCAPE_TABLE).encode()
-    return data
-
-
-def _orjson_dumps(body: Any) -> bytes:
-    import orjson  # noqa: PLC0415  (loaded already by a client that uses this)
-
-    try:
-        data: bytes = deepjson.encode(body, orjson.dumps)
-    except TypeError:  # what only json can write (an int beyond 64 bits, a non-str key,
-        return _stdlib_dumps(body)  # nesting beyond orjson's 255 levels, a lone surrogate)
-    # orjson is compact and UTF-8 already; these characters can only be inside strings.
-    for raw, escaped in _GO_ESCAPE_BYTES:
-        if raw in data:
-            data = data.replace(raw, escaped)
-    return data
 
 
 def load_light_client(

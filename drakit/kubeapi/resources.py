@@ -15,7 +15,6 @@ import builtins
 import contextlib
 import enum
 import json
-import logging
 import random
 import socket
 import sys
@@ -54,7 +53,6 @@ __all__ = [
     "bind_pod",
 ]
 
-logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = (10.0, 60.0)
 DEFAULT_PAGE_SIZE = 500
@@ -383,16 +381,19 @@ class Resource:
         return self._request("POST", self._path(namespace, name, subresource), body=body)
 
     def update(
-        self, obj: KubeObject, *, subresource: str | None = None, field_manager: str | None = None
+        self,
+        obj: KubeObject,
+        *,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+        dry_run: bool = False,
     ) -> KubeObject:
-        """Replace the object (PUT). With ``metadata.resourceVersion`` set, Conflict if stale."""
+        """Replace the object (PUT). With ``metadata.resourceVersion`` set, Conflict if stale.
+        ``dry_run``: validated and admitted as a real write, then not stored."""
         meta = _meta(obj)
         path = self._path(meta.get("namespace"), _required_name(obj), subresource)
-        return self._object(
-            self._request(
-                "PUT", path, body=self._with_type(obj), query=_query(fieldManager=field_manager)
-            )
-        )
+        query = _query(fieldManager=field_manager, dryRun="All" if dry_run else None)
+        return self._object(self._request("PUT", path, body=self._with_type(obj), query=query))
 
     def update_status(self, obj: KubeObject, *, field_manager: str | None = None) -> KubeObject:
         """Replace the status subresource (PUT ``.../status``)."""
@@ -425,9 +426,11 @@ class Resource:
         patch_type: PatchType = PatchType.MERGE,
         subresource: str | None = None,
         field_manager: str | None = None,
+        dry_run: bool = False,
     ) -> KubeObject:
         """Patch the object. A JSON patch (a list of ops) may use ``test`` ops as preconditions;
-        a failed ``test`` is raised as Invalid or Conflict, whichever the apiserver reports."""
+        a failed ``test`` is raised as Invalid or Conflict, whichever the apiserver reports.
+        ``dry_run``: validated and admitted as a real write, then not stored."""
         if patch_type is PatchType.JSON and not isinstance(patch, list):
             raise TypeError("a JSON patch is a list of operations")
         if patch_type is not PatchType.JSON and not isinstance(patch, dict):
@@ -438,7 +441,7 @@ class Resource:
                 self._path(namespace, name, subresource),
                 body=patch,
                 content_type=patch_type.value,
-                query=_query(fieldManager=field_manager),
+                query=_query(fieldManager=field_manager, dryRun="All" if dry_run else None),
             )
         )
 
@@ -475,12 +478,14 @@ class Resource:
         resource_version: str | None = None,
         propagation_policy: str | None = None,
         grace_period_seconds: int | None = None,
+        dry_run: bool = False,
     ) -> KubeObject | None:
         """Delete the object, only if its UID / resourceVersion still match (Conflict if not).
 
         Returns what the server answered: the object's final state, or the object marked with
         ``metadata.deletionTimestamp`` when finalizers (or a grace period) keep it for now; None
         when the server only sent a Status. Raises NotFound when it is already gone.
+        ``dry_run``: authorized and admitted as a real delete, then nothing is deleted.
         """
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         preconditions = {
@@ -492,6 +497,8 @@ class Resource:
             body["propagationPolicy"] = propagation_policy
         if grace_period_seconds is not None:
             body["gracePeriodSeconds"] = grace_period_seconds
+        if dry_run:
+            body["dryRun"] = ["All"]
         answer = self._request("DELETE", self._path(namespace, name), body=body)
         return None if answer.get("kind") == "Status" else self._object(answer)
 

@@ -8,7 +8,6 @@ it all again. The mutation must be safe to run more than once.
 from __future__ import annotations
 
 import json
-import logging
 import random
 import threading
 import time
@@ -18,10 +17,11 @@ from typing import TypeVar
 from drakit.kubeapi.errors import Conflict
 from drakit.kubeapi.objects import KubeObject, object_key
 from drakit.kubeapi.resources import Resource
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["Backoff", "retry_on_conflict", "update_with_retry"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -80,7 +80,7 @@ def retry_on_conflict(
         except Conflict as err:
             if type(err) is not Conflict or attempt == attempts:
                 raise
-            logger.debug("Write conflict, retrying", extra={"attempt": attempt, "cause": str(err)})
+            logger.debug("Write conflict, retrying", attempt=attempt, cause=str(err))
             backoff.sleep()
     raise AssertionError("unreachable")
 
@@ -107,7 +107,7 @@ def update_with_retry(
         candidate = mutate(current)
         wanted = current if candidate is None else candidate
         if _fingerprint(wanted) == snapshot:
-            logger.debug("Nothing to update", extra={"object": object_key(wanted)})
+            logger.debug("Nothing to update", object=object_key(wanted))
             return wanted
         return resource.update(wanted, subresource=subresource)
 

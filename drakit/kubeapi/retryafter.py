@@ -14,16 +14,16 @@ wrong header cannot park a caller for hours.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
 
 from drakit.kubeapi.errors import transport_errors
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["MAX_RETRIES", "MAX_WAIT_SECONDS", "retry_after_seconds", "send_with_retry_after"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: client-go's default ``maxRetries`` of a request.
 MAX_RETRIES = 10
@@ -83,7 +83,9 @@ def send_with_retry_after(
         _discard(answer)
         logger.debug(
             "API server asked to retry later",
-            extra={"status": answer.status, "retry_after": seconds, "attempt": attempt},
+            status=answer.status,
+            retry_after=seconds,
+            attempt=attempt,
         )
         sleep(seconds)
     return send()

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import logging
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -34,11 +33,12 @@ from typing import Generic, TypeVar
 from drakit.kubeapi.errors import ApiError
 from drakit.kubeapi.fairqueue import FairQueue, single_tenant
 from drakit.kubeapi.ratelimit import TokenBucket
+from drakit.telemetry.logs import get_logger
 from drakit.telemetry.metrics import Counter, Gauge, Histogram, Registry
 
 __all__ = ["RateLimiter", "WorkQueue", "WorkQueueMetrics"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 K = TypeVar("K", bound=Hashable)
 
@@ -261,6 +261,14 @@ class WorkQueue(Generic[K]):
         with self._cond:
             return len(self._due)
 
+    def idle(self) -> bool:
+        """True when no key is queued, being processed or waiting out a delay: every key
+        added so far has been handled. A test waits for it (after the event it expects a
+        component to ignore has reached the queue's producer) before asserting that nothing
+        was done."""
+        with self._cond:
+            return not (self._queue or self._processing or self._due)
+
     # -- internals -----------------------------------------------------------------------------
 
     def _add_locked(self, key: K) -> None:
@@ -321,13 +329,11 @@ class WorkQueue(Generic[K]):
             delay = self.add_rate_limited(key)
             logger.warning(
                 "Sync failed, will retry",
-                extra={
-                    "queue": self.name,
-                    "key": str(key),
-                    "retries": retries + 1,
-                    "delay_seconds": round(delay, 3),
-                    "cause": f"{type(err).__name__}: {err}",
-                },
+                queue=self.name,
+                key=str(key),
+                retries=retries + 1,
+                delay_seconds=round(delay, 3),
+                cause=f"{type(err).__name__}: {err}",
                 # API errors are routine (a conflict, a missing object): no traceback for them.
                 exc_info=not isinstance(err, ApiError),
             )

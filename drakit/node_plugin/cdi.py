@@ -9,6 +9,14 @@ Naming follows the conventions container runtimes and the Go helpers use:
   entry for a re-created claim with the same device;
 * CDI IDs ``<kind>=<device name>``, passed to the kubelet unchanged.
 
+A backend's claim-wide edits (``BackendPrepared.claim_edits``) are the spec's own
+``containerEdits``: the CDI library runtimes use (containerd, CRI-O) applies a spec's
+``containerEdits`` once for a container that gets any device of the spec, before the
+devices' own edits. With one spec per claim, that is once per claim and container, whether
+the container uses all of the claim's devices or one request of it. (A CDI device of its
+own could not do that: the kubelet collects the IDs per device, so an ID on each request's
+first device reaches a container using the whole claim once per request.)
+
 Files are written atomically (temp file in the same directory, fsync, rename,
 fsync of the directory): a runtime reading the directory sees either no spec
 or the complete one. ``cdiVersion`` is the lowest version that can express
@@ -127,12 +135,18 @@ class CDISpecs:
         return self.cdi_root / f"{self.vendor}-{CDI_CLASS}_{claim_uid}{SPEC_SUFFIX}"
 
     def render(
-        self, devices: Sequence[CDIDevice], annotations: Mapping[str, str] | None = None
+        self,
+        devices: Sequence[CDIDevice],
+        annotations: Mapping[str, str] | None = None,
+        claim_edits: ContainerEdits | None = None,
     ) -> dict[str, Any]:
-        """The spec document (with its minimum ``cdiVersion``) for ``devices``."""
+        """The spec document (with its minimum ``cdiVersion``) for ``devices``, with
+        ``claim_edits`` as the spec's own ``containerEdits`` (left out when empty)."""
         spec: dict[str, Any] = {"cdiVersion": "", "kind": self.kind}
         if annotations:
             spec["annotations"] = dict(annotations)
+        if claim_edits is not None and not claim_edits.empty:
+            spec["containerEdits"] = edits_to_json(claim_edits)
         spec["devices"] = [
             {"name": d.name, "containerEdits": edits_to_json(d.edits)} for d in devices
         ]
@@ -144,11 +158,13 @@ class CDISpecs:
         claim_uid: str,
         devices: Sequence[CDIDevice],
         annotations: Mapping[str, str] | None = None,
+        claim_edits: ContainerEdits | None = None,
     ) -> Path:
         """Atomically (re)write the claim's spec; returns its path. Idempotent."""
         path = self.spec_path(claim_uid)
+        spec = self.render(devices, annotations, claim_edits)
         # Compact JSON: an indented dump runs the pure-Python encoder (a third of a write).
-        atomic_write(path, json.dumps(self.render(devices, annotations)) + "\n")
+        atomic_write(path, json.dumps(spec) + "\n")
         return path
 
     def remove(self, claim_uid: str) -> bool:

@@ -21,9 +21,10 @@ Rules:
   snapshot and starts a new journal (compaction).
 * A journal record is one line, ``<JSON>\t<crc32 of the JSON, 8 hex>\n``;
   its JSON is ``{"put": {uid: entry}, "remove": [uid]}``. The journal's first
-  line is a header ``{"epoch": E}``; records count only when ``E`` equals the
-  snapshot's ``journalEpoch``, so a crash between writing a new snapshot and
-  resetting the journal never replays records the snapshot already holds.
+  line is a header ``{"epoch": E, "version": 1}``; records count only when ``E``
+  equals the snapshot's ``journalEpoch``, so a crash between writing a new
+  snapshot and resetting the journal never replays records the snapshot already
+  holds.
 * A record cut short by a crash (no newline, or a checksum mismatch) at the end
   of the journal was never acknowledged: :meth:`save` had not returned, so the
   caller had not moved on. It is dropped and the journal truncated to its last
@@ -45,8 +46,20 @@ Rules:
   the snapshot is rewritten with the current boot id at once (also when it
   held no claims). The core then removes every CDI spec of the driver, also
   those no surviving record names (a CDI root on a disk keeps them).
+* Formats are versioned: the snapshot by its ``apiVersion`` (``drakit.dev/v1``
+  since drakit 0.1.0), the journal by its header's ``version`` (1; a header
+  without one, as drakit 0.1.0 writes it, is version 1). A change an older
+  reader would misread bumps the version; a file of a version newer than this
+  release reads raises :class:`UnsupportedCheckpointError` on every load and is
+  left as it is (never moved aside, rebuilt or rewritten), so the plugin refuses
+  each prepare and unprepare with that message instead of acting on state it
+  cannot read. docs/upgrade.md has the table of versions and releases.
 * Fields this version does not know are kept and written back, so a newer
-  and an older plugin (rolling update, downgrade) read each other's files.
+  and an older plugin (rolling update, downgrade) read each other's files:
+  unknown top-level fields of the snapshot and unknown fields of a claim's
+  entry. A device entry (``devices[]``) and a journal record have a fixed set
+  of fields: a new field goes into the claim's entry, or the format's version
+  changes.
   A snapshot without ``journalEpoch`` (written by a version before the journal)
   is read as the whole state. The reverse is not covered: a version before the
   journal reads only the snapshot and misses records appended since the last
@@ -79,6 +92,9 @@ from drakit.telemetry.logs import get_logger
 
 API_VERSION = "drakit.dev/v1"
 KIND = "NodePluginCheckpoint"
+#: The journal format this release writes and the newest it reads (a header without a
+#: version, as drakit 0.1.0 writes it, is version 1).
+JOURNAL_VERSION = 1
 FILE_NAME = "checkpoint.json"
 JOURNAL_SUFFIX = ".journal"
 COMPACT_BYTES = 256 * 1024  # journal size that makes the next save write a snapshot
@@ -95,6 +111,11 @@ _TOP_KEYS = ("apiVersion", "kind", "bootID", "claims", "journalEpoch")
 
 class CorruptCheckpointError(ValueError):
     """The checkpoint file is not a checkpoint this plugin can read."""
+
+
+class UnsupportedCheckpointError(ValueError):
+    """The checkpoint is of a format version newer than this release reads (written by a
+    newer drakit): it is left as it is, and the message says what to do."""
 
 
 def read_boot_id(path: Path = BOOT_ID_PATH) -> str:
@@ -229,7 +250,11 @@ class Checkpoint:
     # -- reading -------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Load the files if they changed since we last read or wrote them (or never loaded)."""
+        """Load the files if they changed since we last read or wrote them (or never loaded).
+
+        UnsupportedCheckpointError when they are of a newer format: nothing is changed on
+        disk, and every later refresh raises it again until a release that reads the
+        format has rewritten them."""
         if self._loaded and self._stamp == self._current_stamp():
             return
         self._load()
@@ -253,6 +278,8 @@ class Checkpoint:
         except CorruptCheckpointError as exc:
             self._recover_from_corruption(str(exc))
             return
+        except UnsupportedCheckpointError as exc:
+            raise UnsupportedCheckpointError(f"checkpoint {self.path}: {exc}") from None
         boot = self._boot_id()
         # no usable journal of this snapshot: the next save writes a snapshot and a new one
         self._epoch = epoch if journal_bytes is not None else ""
@@ -452,7 +479,7 @@ def _flush_journal(journal: Path) -> None:
 def _start_journal(journal: Path, epoch: str) -> int:
     """Replace the journal's content by a header for ``epoch``, durably; returns its size."""
     created = not journal.exists()
-    data = _encode_record({"epoch": epoch})
+    data = _encode_record({"epoch": epoch, "version": JOURNAL_VERSION})
     fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.write(fd, data)
@@ -484,6 +511,7 @@ def _replay_journal(
     records = [_decode_record(line) for line in lines]
     if not records or records[0] is None or records[0].get("epoch") != epoch or not epoch:
         return None  # stale journal: superseded by the snapshot
+    _check_journal_version(records[0].get("version", 1))
     good = len(lines[0]) + 1
     for index, (line, record) in enumerate(zip(lines[1:], records[1:], strict=True), start=1):
         if record is None:
@@ -502,6 +530,21 @@ def _replay_journal(
         if repair:
             os.truncate(journal, good)
     return good
+
+
+def _check_journal_version(version: Any) -> None:
+    """Raise unless the journal's header ``version`` is one this release reads."""
+    if type(version) is not int:  # bool is an int to isinstance; JSON true is no version
+        raise CorruptCheckpointError(f"journal header version {version!r} is not a number")
+    if version == JOURNAL_VERSION:
+        return
+    if version > JOURNAL_VERSION:
+        raise UnsupportedCheckpointError(
+            f"the journal is format version {version}, written by a newer "
+            f"drakit; this release reads version {JOURNAL_VERSION} (docs/upgrade.md: roll "
+            "forward to the release that wrote it, or roll back only to releases that read it)"
+        )
+    raise CorruptCheckpointError(f"journal header version {version} is not a version")
 
 
 def _apply_record(index: int, record: Mapping[str, Any], claims: dict[str, ClaimEntry]) -> None:
@@ -527,6 +570,8 @@ def _parse(text: str) -> tuple[dict[str, ClaimEntry], dict[str, Any], str, str]:
         raise CorruptCheckpointError(
             f"apiVersion/kind {api_version!r}/{document.get('kind')!r} is not {API_VERSION}/{KIND}"
         )
+    if api_version != API_VERSION:
+        _refuse_api_version(str(api_version))
     claims = document.get("claims", {})
     if not isinstance(claims, dict):
         raise CorruptCheckpointError("claims is not an object")
@@ -534,6 +579,21 @@ def _parse(text: str) -> tuple[dict[str, ClaimEntry], dict[str, Any], str, str]:
     extra = {k: v for k, v in document.items() if k not in _TOP_KEYS}
     epoch = document.get("journalEpoch") or ""
     return entries, extra, str(document.get("bootID", "")), str(epoch)
+
+
+def _refuse_api_version(api_version: str) -> None:
+    """UnsupportedCheckpointError for a newer ``drakit.dev/vN``; corrupt for anything else."""
+    _, _, version = api_version.partition("/")
+    number = version.removeprefix("v")
+    current = int(API_VERSION.rpartition("/v")[2])
+    newer = number.isascii() and number.isdigit() and len(number) < 7 and int(number) > current
+    if version.startswith("v") and newer:
+        raise UnsupportedCheckpointError(
+            f"the snapshot is {api_version}, written by a newer drakit; this release reads "
+            f"{API_VERSION} (docs/upgrade.md: roll forward to the release that wrote it, or "
+            "roll back only to releases that read it)"
+        )
+    raise CorruptCheckpointError(f"apiVersion {api_version!r} is not {API_VERSION}")
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:

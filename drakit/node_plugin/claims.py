@@ -36,15 +36,13 @@ class ClaimSource(Protocol):
 class ClaimError(Exception):
     """A per-claim failure; ``reason`` is the Event reason (UpperCamelCase).
 
-    ``obj`` is the claim as read, when it was read. ``backend_state`` is set when the
-    backend had prepared the claim before the failure: a rollback must hand it back.
+    ``obj`` is the claim as read, when it was read.
     """
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
         self.obj: Mapping[str, Any] | None = None
-        self.backend_state: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

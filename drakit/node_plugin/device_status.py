@@ -45,7 +45,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from drakit.kubeapi.deepjson import MAX_DEPTH, depth_problem
-from drakit.kubeapi.errors import ApiError, Conflict, NotFound
+from drakit.kubeapi.errors import ApiError, Conflict, Invalid, NotFound
 from drakit.kubeapi.jsonpatch import JsonPatchable, guarded_patch, list_map_ops
 from drakit.plugin.claims import ClaimRef, DeviceToPrepare
 from drakit.plugin.prepared import DeviceStatus
@@ -358,9 +358,30 @@ class DeviceStatusWriter:
                 return ""
             except Conflict:
                 continue
+            except Invalid as exc:
+                return f"the apiserver refused the status: {exc}{_unpatchable_hint(exc)}"
             except ApiError as exc:
                 return f"the apiserver refused the status: {exc}"
         return f"the claim kept changing ({WRITE_ATTEMPTS} conflicting writes)"
+
+
+#: Why a patch that leaves the allocation alone is refused as a change of it.
+UNPATCHABLE_HINT = (
+    " (the claim's opaque config parameters are stored in a form the apiserver changes when "
+    'it applies a patch (not compact JSON as Go writes it, e.g. written with ", " '
+    "separators by Python's json.dumps): it refuses every patch of this claim; create such "
+    "claims with kubectl, client-go or drakit's clients)"
+)
+
+
+def _unpatchable_hint(err: Invalid) -> str:
+    """The hint for a refusal naming ``status.allocation``: this driver's patch never touches
+    the allocation, so the apiserver's own re-encoding of it changed its bytes (it keeps a
+    RawExtension's bytes as the claim's creator wrote them, and kube-scheduler copies them)."""
+    fields = {c.field for c in err.causes}
+    if "status.allocation" in fields or "status.allocation:" in err.message:
+        return UNPATCHABLE_HINT
+    return ""
 
 
 def keys_of(entries: Sequence[Mapping[str, Any]]) -> list[list[str]]:

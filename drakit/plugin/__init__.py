@@ -4,18 +4,20 @@ A backend is a class with ``name``, ``config_model``, ``discover``,
 ``prepare(claim, context)`` and ``unprepare(claim, state, context)`` (:class:`Backend`; the
 context is a :class:`RequestContext`, the claim of ``unprepare`` a :class:`ClaimRef`); start
 from :class:`BackendBase`. Add ``health`` to report device health (:class:`HealthReporter`).
+A backend logs with :func:`get_logger` (or a call's ``context.log``), fields as keywords.
 Run it with ``drakit node-plugin --backend mypkg.mod:MyBackend``, or from your own program
 with :class:`KubeletPlugin`; docs/writing-a-driver.md has a complete driver in one file.
 
 The names are defined in this package's modules, one per concept (``backend``, ``claims``,
 ``context``, ``edits``, ``prepared``, ``health``, ``devices``, ``pci``, ``settings``,
-``plainconfig``, ``metrics``, ``binding``, ``options``, ``running``), and the node plugin and the
-controller are built on them: this package imports nothing of either (the model types of
-``devices`` are the allocator's, which is pure). Import them from ``drakit.plugin``: the
-module a name is defined in may change. A name's module is imported when the name is first
-read, so a program loads only the parts of the API it uses. ``plainconfig`` and ``metrics``
-are public as modules (``from drakit.plugin import plainconfig as plain``; a backend's own
-metrics: :class:`MetricsReporter` and the metric types of ``drakit.plugin.metrics``).
+``plainconfig``, ``metrics``, ``binding``, ``options``, ``running``, ``logs``), and the node
+plugin and the controller are built on them: this package imports nothing of either (the
+model types of ``devices`` are the allocator's, which is pure). Import them from
+``drakit.plugin``: the module a name is defined in may change. A name's module is imported
+when the name is first read, so a program loads only the parts of the API it uses.
+``plainconfig`` and ``metrics`` are public as modules (``from drakit.plugin import
+plainconfig as plain``; a backend's own metrics: :class:`MetricsReporter` and the metric
+types of ``drakit.plugin.metrics``).
 Everything not listed in ``__all__`` is internal and may change.
 """
 
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
         log_background_error,
     )
     from drakit.plugin.health import DeviceHealth, HealthReporter, HealthStatus
+    from drakit.plugin.logs import StructuredLogger, get_logger
     from drakit.plugin.metrics import MetricsReporter
     from drakit.plugin.models import EmptyConfig
     from drakit.plugin.options import PluginOptions, PluginOptionsError
@@ -128,6 +131,8 @@ _DEFINED_IN: dict[str, str] = {
     "Quantity": "devices",
     "RegistrationStatus": "running",
     "RequestContext": "context",
+    "StructuredLogger": "logs",
+    "get_logger": "logs",
     "log_background_error": "errors",
     "pci_bus_id_of_device_node": "pci",
     "pci_device_attributes": "pci",
@@ -204,6 +209,8 @@ __all__ = [
     "Quantity",
     "RegistrationStatus",
     "RequestContext",
+    "StructuredLogger",
+    "get_logger",
     "log_background_error",
     "metrics",
     "pci_bus_id_of_device_node",

@@ -68,9 +68,24 @@ class BackendPrepared:
     ``device_metadata`` is empty (no metadata files: the default) or one entry per device
     (None: the device is listed with driver, pool and name only); the plugin then mounts
     one metadata file per request into the claim's containers (:class:`DeviceMetadata`).
+    ``claim_edits`` are edits of the claim as a whole (a variable listing all its devices,
+    say): every container that uses the claim gets them once, however many of the claim's
+    devices (or requests) it uses. The plugin writes them as the ``containerEdits`` of the
+    claim's CDI spec, which the runtime's CDI library applies once per spec and container.
+    Two claims in one container each bring theirs; for an ``env`` name both set, the
+    runtime keeps the value of the claim it injects last, so name claim-wide variables
+    after the claim when a container may use two (``ClaimToPrepare.name``).
     """
 
     device_edits: tuple[ContainerEdits, ...]
     state: Mapping[str, Any] = field(default_factory=dict)
     device_status: tuple[DeviceStatus | None, ...] = ()
     device_metadata: tuple[DeviceMetadata | None, ...] = ()
+    claim_edits: ContainerEdits = field(default_factory=ContainerEdits)
+
+    def __post_init__(self) -> None:
+        # Checked here, inside the backend's prepare, so that the error names the backend.
+        if not isinstance(self.claim_edits, ContainerEdits):
+            raise TypeError(
+                f"claim_edits must be ContainerEdits, not {type(self.claim_edits).__name__}"
+            )

@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import itertools
-import logging
 import queue
 import selectors
 import socket
@@ -63,6 +62,7 @@ from drakit.telemetry.httpwire import (
     parse_head,
     refusal,
 )
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["BoundedHTTPServer", "Limits", "address_key"]
 
@@ -72,7 +72,7 @@ __all__ = ["BoundedHTTPServer", "Limits", "address_key"]
 #: once, or its loop reads a body it left unread as a next request.
 HandlerClass = Callable[[Any, Any, Any], BaseRequestHandler]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _TICK = 0.1  # time limits are checked this often: each is kept within this much
 _HEAD_READ = 16 * 1024  # bytes asked of the socket at a time while reading a head
@@ -289,7 +289,7 @@ class BoundedHTTPServer:
             elif conn.phase == _WRITING:
                 self._write(conn)
         except Exception:
-            logger.exception("HTTP connection failed", extra={"peer": str(conn.peer)})
+            logger.exception("HTTP connection failed", peer=str(conn.peer))
             self._close(conn)
 
     def _want(self, conn: _Conn, events: int) -> None:
@@ -531,7 +531,7 @@ class BoundedHTTPServer:
             self._handler_class(exchange, peer, self)
         except Exception:
             # A failing handler must not cost the server a worker, nor the client an answer.
-            logger.exception("HTTP request failed", extra={"peer": str(peer)})
+            logger.exception("HTTP request failed", peer=str(peer))
             return refusal(500, "internal error")
         return exchange.answer()
 

@@ -1,13 +1,17 @@
 """Structured logs for every drakit program: one JSON object (or key=value line) per event.
 
-The fields of a line are the record's stdlib ``extra`` attributes, so a plain
-``logging.getLogger(__name__).info("Watch expired", extra={"cause": ...})`` (how ``kubeapi``
-logs) and the keyword style of :class:`StructuredLogger` print the same way::
+drakit logs in one style, the keyword style of :class:`StructuredLogger`: a message that
+names the event, and the event's facts as keyword fields; :meth:`StructuredLogger.bind`
+fixes the fields every line of a component or a request carries::
 
     log = get_logger(__name__).bind(request_id=call.request_id)
     log.info("Prepared claim", claim_uid=uid, devices=3)
 
-:func:`configure` installs the formatter on the root logger once, at start-up.
+The fields travel as the stdlib record's ``extra`` attributes, so a stdlib logger of some
+other library prints through the same formatters. Inside drakit, :func:`get_logger` is the
+only way to a logger (tests/unit/telemetry/test_one_logging_style.py keeps it so; driver
+authors get it as ``drakit.plugin.get_logger``). :func:`configure` installs the formatter
+on the root logger once, at start-up.
 """
 
 from __future__ import annotations
@@ -59,7 +63,13 @@ def _safe_key(key: str) -> str:
 
 
 class StructuredLogger:
-    """A stdlib logger plus fixed fields, logged as ``extra``; thread-safe, cheap to create."""
+    """A stdlib logger plus fixed fields, logged as ``extra``; thread-safe, cheap to create.
+
+    Each method takes the message and the line's fields as keywords (``log.info("Created
+    claim", claim="ns/name")``); a field whose name is a Python keyword goes in as
+    ``**{"class": name}``. A field named like a stdlib record attribute (``name``, ``msg``,
+    ...) is printed as ``<name>_`` (the record keeps its own).
+    """
 
     def __init__(self, logger: logging.Logger, fields: Mapping[str, Any] | None = None) -> None:
         self._logger = logger
@@ -80,8 +90,10 @@ class StructuredLogger:
     def info(self, msg: str, **fields: Any) -> None:
         self._log(logging.INFO, msg, False, fields)
 
-    def warning(self, msg: str, **fields: Any) -> None:
-        self._log(logging.WARNING, msg, False, fields)
+    def warning(self, msg: str, *, exc_info: bool = False, **fields: Any) -> None:
+        """Log at WARNING; with ``exc_info``, with the current exception's traceback (for a
+        failure that is retried, so not an error yet)."""
+        self._log(logging.WARNING, msg, exc_info, fields)
 
     def error(self, msg: str, **fields: Any) -> None:
         self._log(logging.ERROR, msg, False, fields)
@@ -92,6 +104,8 @@ class StructuredLogger:
 
 
 def get_logger(name: str) -> StructuredLogger:
+    """The logger called ``name`` (by convention the module's ``__name__``), with no fields
+    bound; its lines go wherever :func:`configure` sent logging."""
     return StructuredLogger(logging.getLogger(name))
 
 

@@ -16,16 +16,16 @@ a CA in the bundle.
 from __future__ import annotations
 
 import base64
-import logging
 from dataclasses import dataclass
 from typing import Any
 
 from drakit.kubeapi.errors import Conflict, Invalid
 from drakit.kubeapi.resources import PatchType, Resource, ResourceType
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["VALIDATING_WEBHOOK_CONFIGURATIONS", "BundleError", "BundlePublisher", "Publication"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 VALIDATING_WEBHOOK_CONFIGURATIONS = ResourceType(
     "admissionregistration.k8s.io",
@@ -81,10 +81,7 @@ class BundlePublisher:
                 if attempt == ATTEMPTS - 1:
                     raise
                 continue
-            logger.info(
-                "Published CA bundle",
-                extra={"configuration": self.name, "webhooks": len(ops) - 1},
-            )
+            logger.info("Published CA bundle", configuration=self.name, webhooks=len(ops) - 1)
             return Publication(read, _version(written))
         raise AssertionError("not reached: the last attempt returns or raises")
 

@@ -19,13 +19,13 @@ Every ``resync`` seconds the configuration is read again and re-patched if someo
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from drakit.telemetry.logs import get_logger
 from drakit.webhook.cabundle import BundlePublisher
 from drakit.webhook.server import WebhookServer
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["WebhookConfig", "run"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,8 @@ def run(config: WebhookConfig, validate: Callable[[Any], object]) -> int:
     serving.start()
     logger.info(
         "Serving admission reviews",
-        extra={"address": f"{config.bind_address}:{config.port}", "driver": config.driver_name},
+        address=f"{config.bind_address}:{config.port}",
+        driver=config.driver_name,
     )
     try:
         while not stop.wait(rotator.step()):

@@ -29,13 +29,13 @@ the served certificate expires.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from drakit.kubeapi.errors import ApiError, Conflict
+from drakit.telemetry.logs import get_logger
 from drakit.webhook.cabundle import BundleError, Publication
 from drakit.webhook.castate import CAState, StateError
 from drakit.webhook.certs import CertificateError
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RETRY_SECONDS", "Rotator", "TrustClock"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 RETRY_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0)
 #: Shortest wait between steps: a state written by this step is published by the next.
@@ -150,7 +150,7 @@ class Rotator:
         if stored.state is None:
             logger.warning(
                 "The stored CA state is unusable: starting over with a new CA",
-                extra={"problem": stored.problem},
+                problem=stored.problem,
             )
             fresh = CAState(current=self._issue())
             return fresh, self._store.replace(fresh, stored.version)
@@ -168,13 +168,13 @@ class Rotator:
             )
             logger.info(
                 "Staged a new CA and serving certificate",
-                extra={"reason": "requested" if requested else "renewal due"},
+                reason="requested" if requested else "renewal due",
             )
             return True
         if not self.trust.trusted(state.next.ca_pem, now):
             return False
         self._store.replace(state.promoted(), stored.version)
-        logger.info("Rotated serving certificate", extra={"renew_at": int(state.next.renew_at)})
+        logger.info("Rotated serving certificate", renew_at=int(state.next.renew_at))
         return True
 
     def _choose_served(self, state: CAState, now: float) -> None:
@@ -218,6 +218,7 @@ class Rotator:
             self.ready.clear()
         logger.warning(
             "Cannot keep the CA bundle and certificate up to date",
-            extra={"error": f"{type(exc).__name__}: {str(exc)[:500]}", "retry_in": delay},
+            error=f"{type(exc).__name__}: {str(exc)[:500]}",
+            retry_in=delay,
         )
         return delay

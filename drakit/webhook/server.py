@@ -28,7 +28,6 @@ logged as one line and never ends the server.
 from __future__ import annotations
 
 import json
-import logging
 import ssl
 import threading
 from collections.abc import Callable
@@ -38,13 +37,14 @@ from typing import Any
 
 from drakit.telemetry.boundedhttp import BoundedHTTPServer, Limits
 from drakit.telemetry.httpwire import Exchange
+from drakit.telemetry.logs import get_logger
 from drakit.telemetry.memory import release_freed_memory
 from drakit.webhook.jsonbudget import BodyRefusedError, check
 from drakit.webhook.review import BadReviewError, Validator, answer, decode_review
 
 __all__ = ["LIMITS", "MAX_BODY", "REVIEW_PATH", "WebhookServer"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 REVIEW_PATH = "/validate-resource-claim-parameters"
 #: An AdmissionReview of an UPDATE carries the object twice, each at most the apiserver's
@@ -172,8 +172,12 @@ class _ReviewHandler(BaseHTTPRequestHandler):
         try:
             check(body)
         except BodyRefusedError as exc:
-            logger.info("Refused before decoding", extra={"peer": str(self.client_address),
-                        "bytes": len(body), "reason": str(exc)})  # fmt: skip
+            logger.info(
+                "Refused before decoding",
+                peer=str(self.client_address),
+                bytes=len(body),
+                reason=str(exc),
+            )
             self._send(exc.status, f"AdmissionReview refused before decoding: {exc}".encode())
             return
         try:
@@ -183,7 +187,7 @@ class _ReviewHandler(BaseHTTPRequestHandler):
             self._send(400, f"not an AdmissionReview: {exc}"[:1024].encode())
             return
         except Exception as exc:  # a bug here or in the driver's model: this request only
-            logger.error("Review failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+            logger.error("Review failed", error=f"{type(exc).__name__}: {exc}")
             self._send(500, b"internal error while reviewing")
             return
         _log_decision(reply)
@@ -197,15 +201,12 @@ class _ReviewHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("Request", extra={"peer": str(self.client_address), "line": format % args})
+        logger.debug("Request", peer=str(self.client_address), line=format % args)
 
 
 def _log_decision(reply: dict[str, Any]) -> None:
     response = reply["response"]
     if response.get("allowed"):
-        logger.debug("Admitted", extra={"uid": response.get("uid")})
+        logger.debug("Admitted", uid=response.get("uid"))
     else:
-        logger.info(
-            "Denied",
-            extra={"uid": response.get("uid"), "reason": response["status"]["message"]},
-        )
+        logger.info("Denied", uid=response.get("uid"), reason=response["status"]["message"])

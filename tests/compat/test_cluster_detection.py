@@ -12,12 +12,12 @@ with the admission policy holding for node-bound tokens (tests/integration/deplo
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers.waiting import eventually
 from integration.publisher.publisher_support import Pool, StaticBackend, make_node
 
 from drakit.allocator.model import CounterSet, Device
@@ -48,15 +48,6 @@ def node(api: Any) -> Iterator[str]:
     make_node(api, name)
     yield name
     Resource(api, NODES).delete(name)
-
-
-def _wait(check: Any, what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := check():
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_detection_reports_the_version_under_test_and_its_gates(
@@ -120,7 +111,7 @@ def test_publisher_writes_only_the_fields_the_cluster_keeps(
         else:
             # Without counters the halves could be handed out twice: withheld on purpose.
             expected = {"plain-0"}
-        _wait(lambda: names() == expected, f"devices {sorted(expected)} published")
+        eventually(lambda: names() == expected, f"devices {sorted(expected)} published", 30)
         has_counters = any(s["spec"].get("sharedCounters") for s in published())
         assert has_counters == ("DRAPartitionableDevices" in kube_facts.default_on)
         assert publisher.metrics.dropped_fields_total.get() == 0

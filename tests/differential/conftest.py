@@ -3,11 +3,9 @@ allocator's scenario entry point."""
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
-from differential_harness import REPO, Oracle, PythonRunner
+from differential_harness import Oracle, PythonRunner
+from helpers.gobuilds import built_binary
 
 
 @pytest.fixture(scope="session")
@@ -16,21 +14,7 @@ def oracle() -> Oracle:
 
     Skips the suite, saying why, only when the binary cannot be built (no Go toolchain,
     no module proxy); everything else is a failure."""
-    done = subprocess.run(
-        [str(REPO / "hack" / "build-binaries.sh"), "oracle"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=1800,
-    )
-    if done.returncode != 0:
-        pytest.skip(
-            "the reference allocator (hack/oracle) could not be built: "
-            + (done.stderr.strip().splitlines() or ["no output"])[-1]
-        )
-    binary = Path(done.stdout.strip().splitlines()[-1]) / "dra-oracle"
-    if not binary.is_file():
-        pytest.fail(f"hack/build-binaries.sh oracle succeeded but {binary} does not exist")
+    binary = built_binary("oracle", "dra-oracle", "the reference allocator (hack/oracle)")
     return Oracle(binary)
 
 

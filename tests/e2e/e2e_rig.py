@@ -44,7 +44,9 @@ PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 
 
-def eventually(check: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
+def eventually(
+    check: Callable[[], Any], what: str | Callable[[], str], timeout: float = WAIT
+) -> Any:
     """:func:`helpers.waiting.eventually` with the e2e tier's default timeout."""
     return wait_until(check, what, timeout)
 

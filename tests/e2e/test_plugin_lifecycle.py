@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fcntl
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -215,11 +214,16 @@ def prepare_directly(
         request = dra.NodePrepareResourcesRequest(
             claims=[dra.Claim(namespace=meta["namespace"], uid=meta["uid"], name=meta["name"])]
         )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                return stub.NodePrepareResources(request, timeout=30)
-            except grpc.RpcError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        last: list[grpc.RpcError] = []
+
+        def answer() -> tuple[dra.NodePrepareResourcesResponse] | None:
+            try:  # in a tuple: the answer is there even when the message would be falsy
+                return (stub.NodePrepareResources(request, timeout=30),)
+            except grpc.RpcError as err:
+                last[:] = [err]
+                return None
+
+        (response,) = eventually(
+            answer, lambda: f"an answer on {socket_path} (last error: {last})", 30
+        )
+        return response

@@ -11,6 +11,7 @@ it at ``level`` (the parameters' own level in it: 7 in a claim, 8 in a template)
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from drakit.kubeapi.deepjson import MAX_DEPTH
 
@@ -38,3 +39,15 @@ SHAPES: dict[str, tuple[int, Callable[[int], str]]] = {
     "objects-600": (600, lambda level: nested_objects(601 - level)),
     "lists-4500": (4500, lambda level: nested_lists(4501 - level)),
 }
+
+
+def plain_depth(value: Any) -> int:
+    """Levels of plain dicts and lists (a DeepJSON leaf counts as none), iteratively."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest

@@ -12,12 +12,19 @@ __all__ = ["eventually"]
 
 
 def eventually(
-    check: Callable[[], Any], what: str = "", timeout: float = 120.0, *, interval: float = 0.1
+    check: Callable[[], Any],
+    what: str | Callable[[], str] = "",
+    timeout: float = 120.0,
+    *,
+    interval: float = 0.1,
 ) -> Any:
     """Poll ``check`` until it returns something truthy, and return that.
 
-    Fails the test naming ``what`` (or ``check``) once ``timeout`` seconds have passed. The
-    timeout only keeps a broken test from hanging; nothing asserts how long it took.
+    Fails the test naming ``what`` (or ``check``) once ``timeout`` seconds have passed;
+    ``what`` may be a function, called then, to say what was seen instead (a log's tail, the
+    last answer). The timeout only keeps a broken test from hanging; nothing asserts how long
+    it took. A ``check`` may itself fail the test at once (``assert process.poll() is None``)
+    when waiting longer is pointless.
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -25,5 +32,6 @@ def eventually(
         if result:
             return result
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what or check}")
+            said = what() if callable(what) else what
+            pytest.fail(f"timed out after {timeout:g}s waiting for {said or check}")
         time.sleep(interval)

@@ -1,6 +1,7 @@
 """``drakit dev`` brings the guide's FPGA backend up in one command: the printed recipe,
 applied as printed, gets its claim generated, allocated and prepared by the kubelet's DRA
-manager; Ctrl-C stops every process and removes the folder."""
+manager; the backend has a config model, so ``drakit webhook`` refuses a claim with bad
+config when it is created; Ctrl-C stops every process and removes the folder."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from drakit.cli.dev import READY_LINE
 from drakit.kubeapi.client import load_client
 from drakit.kubeapi.resources import PODS, RESOURCE_CLAIMS, Resource
 from drakit.localcluster.stack import create_objects
+from drakit.testing import APIError, KubeAPI, claim, opaque_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 DRIVER = "fpga.example.com"
@@ -124,6 +126,27 @@ def test_dev_runs_the_guide_backend_prepares_the_printed_example_and_cleans_up_o
     lines.wait_for("drakit dev: stopped", STEP_TIMEOUT)
     assert not root.exists(), f"{root} left behind"
     assert processes_under(root) == []
+
+
+@pytest.mark.timeout(START_TIMEOUT + 300)
+def test_dev_runs_the_webhook_for_a_backend_with_a_config_model_so_bad_config_is_refused(
+    dev: tuple[subprocess.Popen[str], Lines],
+) -> None:
+    _, lines = dev
+    lines.wait_for(READY_LINE, START_TIMEOUT)
+    started = [ln for ln in lines.seen if ln.strip().startswith("ok  webhook:")]
+    assert started and f"invalid opaque config of {DRIVER}" in started[0], lines.seen
+    assert any("drakit webhook (ValidatingWebhookConfiguration" in ln for ln in lines.seen)
+    kubeconfig = next(ln for ln in lines.seen if "export KUBECONFIG=" in ln).split("=", 1)[1]
+    with KubeAPI(kubeconfig) as api:
+        bad = claim("bad", DRIVER, config=[opaque_config(DRIVER, {"bitstream": 7})])
+        with pytest.raises(APIError) as refused:
+            api.claims.create(bad, "default")
+        assert "spec.devices.config[0].opaque.parameters: bitstream: Input should be a valid" in (
+            refused.value.message
+        )
+        good = claim("good", DRIVER, config=[opaque_config(DRIVER, {"bitstream": "crypto"})])
+        assert api.claims.create(good, "default")
 
 
 def test_dev_refuses_a_backend_it_cannot_import_in_one_line(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 from harness.cdi import assert_cdi_ids_resolve
 from harness.fake_dra_plugin import FakeDRAPlugin
 from harness.kubelet import KubeletHarness, build_harness_binary
+from helpers.waiting import eventually
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -154,16 +154,17 @@ def allocate_and_reserve(
 
 def wait_until_pod_is_gone(cluster: LocalCluster, namespace: str, name: str) -> None:
     core = client.CoreV1Api(cluster.api_client())
-    deadline = time.monotonic() + EVENT_TIMEOUT
-    while time.monotonic() < deadline:
+
+    def gone() -> bool:
         try:
             core.read_namespaced_pod(name, namespace)
         except ApiException as err:
             if err.status == 404:
-                return
+                return True
             raise
-        time.sleep(0.2)
-    raise AssertionError(f"pod {namespace}/{name} still exists {EVENT_TIMEOUT:g}s after deletion")
+        return False
+
+    eventually(gone, f"pod {namespace}/{name} gone after its deletion", EVENT_TIMEOUT)
 
 
 def start_and_wait_registered(plugin: FakeDRAPlugin, harness: KubeletHarness) -> dict[str, Any]:

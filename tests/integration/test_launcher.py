@@ -8,10 +8,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from helpers.waiting import eventually
 
 from drakit.localcluster import ClusterConfig, LocalCluster, MissingBinaryError, StartError, assets
 from drakit.localcluster import leftovers as leftovers_module
@@ -35,14 +35,13 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _wait_gone(pids: list[int], timeout: float = 20.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        alive = [p for p in pids if _alive(p)]
-        if not alive:
-            return []
-        time.sleep(0.2)
-    return [p for p in pids if _alive(p)]
+def _wait_gone(pids: list[int], timeout: float = 20.0) -> None:
+    """Until none of ``pids`` runs; fails naming the ones still running."""
+    eventually(
+        lambda: not any(_alive(p) for p in pids),
+        lambda: f"processes {pids} to be gone (still running: {[p for p in pids if _alive(p)]})",
+        timeout,
+    )
 
 
 def _pin_real_binaries(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,7 +125,7 @@ def test_apiserver_failing_to_start_stops_etcd_and_reports_why(
     assert "kube-apiserver exited" in str(err.value)
     assert "no-such-flag" in str(err.value)
     assert len(started) == 2
-    assert _wait_gone(started) == []
+    _wait_gone(started)
 
 
 def test_missing_binaries_without_go_give_one_message_naming_what_to_install_or_set(
@@ -261,7 +260,7 @@ def test_components_die_with_a_launcher_killed_by_sigkill(
     launcher.kill()
     launcher.wait()
     launcher.stdout.close()
-    assert _wait_gone(pids) == []
+    _wait_gone(pids)
 
 
 def test_local_cluster_script_runs_in_the_background_until_down(tmp_path: Path) -> None:
@@ -286,7 +285,7 @@ def test_local_cluster_script_runs_in_the_background_until_down(tmp_path: Path) 
         check=False,
     )
     assert down.returncode == 0, down.stderr
-    assert _wait_gone([launcher_pid]) == []
+    _wait_gone([launcher_pid])
 
 
 def test_stop_removes_the_temporary_work_folder(
@@ -299,7 +298,7 @@ def test_stop_removes_the_temporary_work_folder(
     pids = [p.pid for p in cluster.processes if p.pid is not None]
     cluster.stop()
     assert not cluster.work_dir.exists()
-    assert _wait_gone(pids) == []
+    _wait_gone(pids)
 
 
 def test_starting_a_second_cluster_leaves_the_first_one_running(
@@ -342,7 +341,7 @@ def test_restarting_etcd_and_the_apiserver_keeps_ports_and_stored_objects(
         new_pids = {p.name: p.pid for p in cluster.processes}
         assert all(new_pids[name] != old_pids[name] for name in old_pids)
         assert cluster.server == server
-        assert _wait_gone([pid for pid in old_pids.values() if pid is not None]) == []
+        _wait_gone([pid for pid in old_pids.values() if pid is not None])
         assert cluster.request("/api/v1/namespaces/kept")[0] == 200
 
 

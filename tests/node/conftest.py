@@ -5,6 +5,10 @@ the control-plane and node binaries, helm, and drakit's image from
 deploy/Dockerfile. It skips the tier, with one line saying why, where a real
 node cannot run (not root, not Linux, no buildah).
 
+``earlier_release`` is each release this checkout upgrades from (every ``v*`` tag older than
+drakit's version, one test per tag): its chart and its image, built from the tag by
+hack/build-release.sh and cached like drakit's own image.
+
 ``make_stack`` starts one control plane and one real node for a test module
 and tears both down at the module's end: two real nodes never run at once
 (the kubelet's device-plugin folder is a fixed host path).
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers.releases import Release, ReleaseUnavailableError, build_release, earlier_release_tags
 from node_rig import ROOT, Helm, RealNodeStack
 
 from drakit.demo.real_node import IMAGE_REPOSITORY, import_images
@@ -72,6 +77,28 @@ def node_assets() -> NodeAssets:
     archive = Path(proc.stdout.strip().splitlines()[-1])
     tag = archive.name.removeprefix("drakit-").removesuffix(".oci.tar")
     return NodeAssets(image_archive=archive, image_tag=tag, helm=require_binary("helm"))
+
+
+# Read at collection: each earlier release is one parameter, so a second tag adds a second
+# run of every upgrade test with nothing else to change.
+_EARLIER_RELEASES = earlier_release_tags()
+
+
+@pytest.fixture(scope="session", params=_EARLIER_RELEASES or [None], ids=str)
+def earlier_release(request: pytest.FixtureRequest) -> Release:
+    """One release to upgrade from: its chart, and its image as an OCI archive whose image is
+    ``localhost/drakit:<image_tag>`` (import it with ``import_images``). It needs no image of
+    this checkout (``node_assets``): a test of the release alone builds nothing else."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    tag = request.param
+    if tag is None:
+        pytest.skip("this checkout has no release tag older than its version (git fetch --tags)")
+    try:
+        return build_release(tag)
+    except ReleaseUnavailableError as exc:
+        pytest.skip(f"release {tag} cannot be built here: {exc}")
 
 
 @contextmanager

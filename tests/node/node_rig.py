@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import uuid
 from collections.abc import Callable
 from contextlib import suppress
@@ -53,7 +52,9 @@ SERVICE_ACCOUNTS = ResourceType("", "v1", "serviceaccounts", "ServiceAccount", n
 CORE_EVENTS = ResourceType("", "v1", "events", "Event", namespaced=True)
 
 
-def eventually(check: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
+def eventually(
+    check: Callable[[], Any], what: str | Callable[[], str], timeout: float = WAIT
+) -> Any:
     """:func:`helpers.waiting.eventually` with the real-node tier's default timeout."""
     return wait_until(check, what, timeout, interval=0.2)
 
@@ -139,9 +140,14 @@ class RealNodeStack:
         """Delete the namespace and wait for its pods to be gone (their claims unprepared)."""
         with suppress(NotFound):
             self.resource(NAMESPACES).delete(name)
-        deadline = time.monotonic() + timeout
-        while self.pods.list(name).items and time.monotonic() < deadline:
-            time.sleep(0.5)
+        eventually(
+            lambda: not self.pods.list(name).items,
+            lambda: f"the pods of {name} gone (left: {self._pod_names(name)})",
+            timeout,
+        )
+
+    def _pod_names(self, namespace: str) -> list[str]:
+        return [p["metadata"]["name"] for p in self.pods.list(namespace).items]
 
     def apply_example(self, name: str, namespace: str) -> list[KubeObject]:
         """Create every object of ``deploy/examples/<name>`` as the file has it."""

@@ -11,23 +11,20 @@ own ``drakit --help``, run in the unpacked root (chroot), lists no command it la
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import tarfile
 import tomllib
 from pathlib import Path
 
 import pytest
 from conftest import _skip_reason
 from node_rig import ROOT
+from oci_archive import unpack
 from packaging.utils import canonicalize_name
 
 VENV = Path("opt/drakit")
 DEV_TOOLS = ("drakit/localcluster", "drakit/demo", "drakit/testing")
-WHITEOUT = ".wh."
-OPAQUE = ".wh..wh..opq"
 
 
 @pytest.fixture(scope="module")
@@ -48,54 +45,7 @@ def image_archive() -> Path:
 @pytest.fixture(scope="module")
 def rootfs(image_archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The image's root filesystem, unpacked from its OCI archive."""
-    work = tmp_path_factory.mktemp("image")
-    with tarfile.open(image_archive) as archive:
-        archive.extractall(work / "oci", filter="data")
-    root = work / "rootfs"
-    root.mkdir()
-    for layer in _layers(work / "oci"):
-        _apply_layer(layer, root)
-    return root
-
-
-def _layers(oci: Path) -> list[Path]:
-    """The layer blobs of the archive's one image, lowest first."""
-    (entry,) = json.loads((oci / "index.json").read_text())["manifests"]
-    manifest = json.loads(_blob(oci, entry["digest"]).read_text())
-    return [_blob(oci, layer["digest"]) for layer in manifest["layers"]]
-
-
-def _blob(oci: Path, digest: str) -> Path:
-    algorithm, value = digest.split(":")
-    return oci / "blobs" / algorithm / value
-
-
-def _apply_layer(layer: Path, root: Path) -> None:
-    """Unpack one layer over ``root``: whiteouts delete, device files are skipped (no mknod)."""
-    with tarfile.open(layer) as archive:
-        members = []
-        for member in archive:
-            folder, _, name = member.name.rpartition("/")
-            if name == OPAQUE:
-                _remove_children(root / folder)
-            elif name.startswith(WHITEOUT):
-                _remove(root / folder / name.removeprefix(WHITEOUT))
-            elif not (member.ischr() or member.isblk() or member.isfifo()):
-                members.append(member)
-        archive.extractall(root, members=members, filter="tar")
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif path.exists() or path.is_symlink():
-        path.unlink()
-
-
-def _remove_children(folder: Path) -> None:
-    if folder.is_dir():
-        for child in folder.iterdir():
-            _remove(child)
+    return unpack(image_archive, tmp_path_factory.mktemp("image"))
 
 
 def _site_packages(root: Path) -> Path:

@@ -1,8 +1,10 @@
 """The health policy on a real node (issue 31 point 2): a hostdev device whose device node is
-deleted gets the policy's taint; under NoExecute kube-controller-manager's device-taint
-eviction controller evicts the pod using it while a pod whose claim tolerates the taint stays;
-the device node coming back lifts the taint and a new pod runs on it; under NoSchedule the
-running pod stays and a new pod stays pending; past the budget nothing more is evicted.
+deleted gets the policy's taint; under NoExecute the node plugin requests it, drakit's
+controller grants it within its budget with a DeviceTaintRule, and kube-controller-manager's
+device-taint eviction controller evicts the pod using it while a pod whose claim tolerates
+the taint stays; the device node coming back lifts the taint and a new pod runs on it; under
+NoSchedule the running pod stays and a new pod stays pending; past the budget nothing more
+is evicted.
 
 The device nodes are made under /dev for the test and removed afterwards, also when it fails.
 """
@@ -20,6 +22,8 @@ import pytest
 from conftest import NodeAssets, make_stack
 from node_rig import RealNodeStack, eventually
 
+from drakit.controller.noexecute.rules import BUDGET_LABEL
+from drakit.controller.noexecute.runner import rule_type
 from drakit.kubeapi.errors import NotFound
 from drakit.kubeapi.resources import EVENTS, RESOURCE_CLAIM_TEMPLATES
 
@@ -73,7 +77,12 @@ def install(stack: RealNodeStack, device_folder: Path) -> Iterator[Callable[...,
     def run(taint_effect: str, *, shareable: bool, per_node: int = 1) -> None:
         values = stack.chart_values(
             driverName=DRIVER,
-            controller={"enabled": False},
+            # The controller alone grants NoExecute (its budget; docs/health.md).
+            controller={
+                "enabled": True,
+                "replicas": 1,
+                "noExecuteBudget": {"perNode": per_node, "clusterPercent": 100},
+            },
             nodePlugin={
                 "backend": "hostdev",
                 "backendConfig": {
@@ -83,7 +92,6 @@ def install(stack: RealNodeStack, device_folder: Path) -> Iterator[Callable[...,
                 "health": {
                     "taintEffect": taint_effect,
                     "checkInterval": 1,
-                    "noExecuteBudget": {"perNode": per_node, "clusterPercent": 100},
                 },
             },
         )
@@ -129,14 +137,22 @@ def _pod(stack: RealNodeStack, namespace: str, name: str, template: str) -> None
 
 
 def _taints(stack: RealNodeStack) -> dict[str, str]:
-    """Device name -> effect of its health taint, for the node's devices of DRIVER."""
-    return {
+    """Device name -> effect its health taint has, for the node's devices of DRIVER: the
+    slice's (the plugin's NoSchedule), NoExecute where the budget's DeviceTaintRule selects
+    the device."""
+    effects = {
         d["name"]: t["effect"]
         for s in stack.node_slices(DRIVER)
         for d in s["spec"].get("devices") or ()
         for t in d.get("taints") or ()
         if t["key"] == TAINT_KEY
     }
+    rules = stack.resource(rule_type("v1")).list(label_selector=f"{BUDGET_LABEL}={DRIVER}")
+    for rule in rules.items:
+        device = rule["spec"]["deviceSelector"]["device"]
+        if device in effects:
+            effects[device] = "NoExecute"
+    return effects
 
 
 def _alive(stack: RealNodeStack, name: str, namespace: str) -> bool:
@@ -242,6 +258,5 @@ def test_past_the_budget_a_device_gets_noschedule_and_its_pod_stays(
         lambda: sum(_evicted(stack, n, namespace) for n in ("first", "second")) == 1,
         "the pod on the NoExecute device evicted",
     )
-    assert _node_events(stack, "DeviceTaintBudgetExceeded")
     # The budget holds: the other pod keeps running on its NoSchedule device.
     assert sum(_alive(stack, n, namespace) for n in ("first", "second")) == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -39,8 +40,15 @@ CHECK_IMAGES = """
 """
 #: In the page: its title and the visible text of its article.
 PAGE_TEXT = "[document.title, (document.querySelector('article') || {}).innerText || '']"
-#: Words that only an error page or a failed rendering shows.
-ERROR_TEXT = ("Traceback (most recent call last)", "404 - Not found", "Error: ", "::: drakit")
+#: Words that only an error page or a failed rendering shows. "Error: " only as a word of
+#: its own: an exception's name in the prose ("PluginStartError: a folder not writable")
+#: is documentation, not a failed rendering.
+ERROR_TEXT = {
+    "Traceback (most recent call last)": re.compile(re.escape("Traceback (most recent call last)")),
+    "404 - Not found": re.compile(re.escape("404 - Not found")),
+    "Error: ": re.compile(r"(?<![\w.])Error: "),
+    "::: drakit": re.compile(re.escape("::: drakit")),
+}
 
 
 class _Server(ThreadingHTTPServer):
@@ -105,7 +113,7 @@ def _problems(browser: Browser, page: str) -> list[str]:
     """What is wrong with ``page`` as the browser shows it."""
     title, text = browser.evaluate(PAGE_TEXT)
     problems = [f"JavaScript: {error}" for error in browser.page_errors()]
-    problems += [f"shows {marker!r}" for marker in ERROR_TEXT if marker in text]
+    problems += error_markers(text)
     if not text.strip():
         problems.append(f"empty article (title {title!r})")
     for image in browser.evaluate(CHECK_IMAGES):
@@ -114,6 +122,17 @@ def _problems(browser: Browser, page: str) -> list[str]:
         elif image["marks"] == 0:
             problems.append(f"plot {image['src']} is empty")
     return problems
+
+
+def error_markers(text: str) -> list[str]:
+    """The error markers ``text`` shows, each as a problem."""
+    return [f"shows {marker!r}" for marker, found in ERROR_TEXT.items() if found.search(text)]
+
+
+def test_an_error_marker_is_found_alone_and_not_inside_an_exception_name() -> None:
+    assert error_markers("Error: snippet docs/x.py not found") == ["shows 'Error: '"]
+    assert error_markers("a failure (PluginStartError: a folder not writable)") == []
+    assert error_markers("mkdocstrings.Error: x") == []
 
 
 def test_every_page_loads_in_chromium_without_errors_or_broken_images(

@@ -146,12 +146,21 @@ def test_a_public_name_missing_from_the_reference_page_is_added_by_the_build_hoo
     assert line in mkdocs_hooks.unlisted_api(without).splitlines()
 
 
-def test_the_guide_shows_the_embedding_example_file_as_it_is() -> None:
-    # The guide includes docs/examples/embedding.py with a snippet line; a formatter that
-    # took that line for Python once broke it, and the page then showed no example at all.
+@pytest.mark.parametrize(
+    ("example", "names"),
+    [
+        ("embedding.py", ("InventoryBackend", "NPU_INVENTORY", "NPU driver stopped")),
+        ("npu_driver.py", ("NpuBackend", "NPU_VISIBLE_DEVICES_", "DeviceCounterConsumption")),
+    ],
+)
+def test_the_guide_shows_its_example_files_as_they_are(
+    example: str, names: tuple[str, ...]
+) -> None:
+    # The guide includes docs/examples/ files with a snippet line; a formatter that took
+    # that line for Python once broke it, and the page then showed no example at all.
     html = (build_site().site / "writing-a-driver.html").read_text()
-    example = (ROOT / "docs" / "examples" / "embedding.py").read_text()
+    text = (ROOT / "docs" / "examples" / example).read_text()
     # Highlighting splits lines into spans: look for names that occur only in the file.
-    for name in ("InventoryBackend", "NPU_INVENTORY", "NPU driver stopped"):
-        assert name in example
+    for name in names:
+        assert name in text
         assert name in html, name

@@ -24,7 +24,8 @@ Modes (:meth:`ChaosProxy.set_mode`, thread-safe, effective at once):
 
 :meth:`ChaosProxy.cut_all` resets every established connection once, whatever the mode.
 Counters (:meth:`ChaosProxy.stats`) say how many connections were accepted, reset or
-dropped and how many faults were set. Only loopback addresses are accepted, for both ends.
+dropped, how many chunks a blackhole held back each way, and how many faults were set.
+Only loopback addresses are accepted, for both ends.
 
 Threads: one accepting thread, and per connection one thread per direction; the two
 threads of a connection own its sockets and close them (so a file descriptor is never
@@ -178,10 +179,13 @@ class ChaosProxy:
             return len(live)
 
     def stats(self) -> dict[str, Any]:
-        """Counters: accepted, active, reset, dropped connections, bytes each way, faults set."""
+        """Counters: accepted, active, reset, dropped connections, bytes each way, chunks a
+        blackhole held back each way (``held_up``, ``held_down``: proof that data reached the
+        proxy and was kept from its peer), faults set."""
+        keys = ("accepted", "reset", "dropped", "up", "down", "held_up", "held_down")
         with self._lock:
             return {
-                **{k: self._counts[k] for k in ("accepted", "reset", "dropped", "up", "down")},
+                **{k: self._counts[k] for k in keys},
                 "active": len(self._connections),
                 "faults": dict(self._faults),
             }
@@ -261,18 +265,21 @@ class ChaosProxy:
                     with contextlib.suppress(OSError):
                         dst.shutdown(socket.SHUT_WR)  # pass it on
                 break
-            if not self._hold(conn) or not self._send(conn, dst, data):
+            if not self._hold(conn, direction) or not self._send(conn, dst, data):
                 break
             with self._lock:
                 self._counts[direction] += len(data)
         self._finish(conn, pumps=1)
 
-    def _hold(self, conn: _Connection) -> bool:
+    def _hold(self, conn: _Connection, direction: str = "") -> bool:
         """Wait while the mode blackholes, then out the delay; False once ``conn`` is reset.
+        A chunk of data held back (``direction`` given) is counted as ``held_<direction>``.
 
         Mode changes and resets notify the lock's waiters, so neither wait polls.
         """
         with self._lock:
+            if direction and self._mode == "blackhole":
+                self._counts[f"held_{direction}"] += 1
             while self._mode == "blackhole" and not conn.stopped:
                 self._lock.wait(POLL_SECONDS)
             deadline = time.monotonic() + self._delay

@@ -8,11 +8,12 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.waiting import eventually
 
 from drakit.kubeapi.client import load_client
 from drakit.kubeapi.informer import Informer
@@ -107,15 +108,6 @@ def refused(proxy: ChaosProxy) -> bool:
     return False
 
 
-def eventually(fn: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := fn()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"never true: {fn}")
-        time.sleep(0.05)
-    return result
-
-
 def test_pass_mode_forwards_bytes_both_ways_unchanged(proxy: ChaosProxy) -> None:
     payload = bytes(range(256)) * 1000
     with connect(proxy) as sock:
@@ -172,8 +164,9 @@ def test_blackhole_holds_data_until_the_mode_ends(proxy: ChaosProxy) -> None:
         assert roundtrip(established, b"ping") == b"ping"
         proxy.set_mode("blackhole")
         established.sendall(b"held")
-        established.settimeout(0.5)
-        with pytest.raises(TimeoutError):
+        eventually(lambda: proxy.stats()["held_up"] == 1, "the proxy holding the data")
+        established.setblocking(False)
+        with pytest.raises(BlockingIOError):  # nothing went upstream, so nothing came back
             established.recv(4)
         with connect(proxy) as newcomer:  # accepted, but not connected upstream yet
             newcomer.sendall(b"queued")
@@ -252,8 +245,13 @@ def test_an_informer_through_the_proxy_loses_its_watch_and_recovers(
                 assert proxy.cut_all() >= 1
             else:
                 proxy.set_mode(fault)
+                stats = proxy.stats()
                 hidden = make_claim(direct, namespace)
-                time.sleep(1.0)  # the fault lasts a while
+                # Proof the fault stood between the informer and the new claim: the watch's
+                # next data (the claim's event) held by the blackhole, or, with the watch
+                # reset, the informer's next connection refused.
+                proof = "held_down" if fault == "blackhole" else "dropped"
+                eventually(lambda: proxy.stats()[proof] > stats[proof], f"the proxy {proof}")
                 assert informer.store.get_by_name(hidden, namespace) is None
                 proxy.set_mode("pass")
             after = make_claim(direct, namespace)

@@ -67,3 +67,29 @@ def test_the_plugins_python_path_comes_before_the_callers(
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", "/theirs")
     assert plugin_environment((Path("/mine"),))["PYTHONPATH"] == "/mine:/theirs"
+
+
+def test_the_webhook_runs_for_a_backend_with_a_config_model_of_its_own() -> None:
+    from drakit.cli.dev import has_config_model  # noqa: PLC0415
+    from drakit.node_plugin.backend_loader import resolve_backend_class  # noqa: PLC0415
+    from drakit.plugin import BackendBase  # noqa: PLC0415
+
+    class Plain(BackendBase):  # type: ignore[type-arg]
+        name = "plain"
+
+    assert has_config_model(resolve_backend_class("example"))
+    assert not has_config_model(Plain)  # EmptyConfig: nothing to admit
+    assert not has_config_model(type("NoModel", (), {}))
+
+
+def test_a_backend_class_whose_module_was_unloaded_is_still_found_in_its_file(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "my_npu.py").write_text("class Backend:\n    def discover(self):\n        pass\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import my_npu  # noqa: PLC0415
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("my_npu", None)
+    assert backend_spec(my_npu.Backend) == ("my_npu:Backend", (tmp_path,))

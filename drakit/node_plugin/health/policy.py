@@ -1,13 +1,14 @@
-"""The health policy an operator configures: taint effect per health reason, hysteresis, budget.
+"""The health policy an operator configures: taint effect per health reason and hysteresis.
 
 A backend reports each unhealthy device with a ``reason`` (hostdev: ``DeviceNodeMissing``; a
 backend that gives none: the empty reason). The policy maps reasons to a taint effect:
 
 * ``None``: report only (Event, metric, kubelet health), no taint;
 * ``NoSchedule``: new claims avoid the device, running pods stay;
-* ``NoExecute``: as NoSchedule, and kube-controller-manager's device-taint eviction controller
-  evicts the pods using the device (unless their claim tolerates the taint), within the
-  eviction budget.
+* ``NoExecute``: as NoSchedule, and the device requests NoExecute: drakit's controller grants
+  the request within its eviction budget with a DeviceTaintRule, and kube-controller-manager's
+  device-taint eviction controller evicts the pods using the device (unless their claim
+  tolerates the taint). The budget's limits are the controller's flags (docs/health.md).
 
 Flag syntax (``--health-taint-effect``): a comma-separated list of ``REASON=EFFECT`` items and at
 most one bare ``EFFECT`` (the default for every other reason), e.g.
@@ -49,9 +50,7 @@ class HealthPolicy:
     (0: at once); ``healthy_for``: how long it must be reported Healthy before the taint is
     lifted, doubled for every flap; ``flap_window``: a failure this soon after a recovery is a
     flap, the doubling stops at this many seconds, and a taint put back this soon keeps its
-    ``timeAdded``. ``noexecute_per_node``: most devices of this node holding NoExecute at
-    once; ``noexecute_cluster_percent``: most devices of the driver, as a percentage of its
-    published devices (counted as :mod:`.census` says), holding NoExecute at once.
+    ``timeAdded``.
     """
 
     default_effect: str = "NoSchedule"
@@ -59,8 +58,6 @@ class HealthPolicy:
     unhealthy_for: float = 0.0
     healthy_for: float = 30.0
     flap_window: float = 600.0
-    noexecute_per_node: int = 1
-    noexecute_cluster_percent: float = 10.0
 
     def __post_init__(self) -> None:
         for effect in (self.default_effect, *(e for _, e in self.effects)):
@@ -73,19 +70,10 @@ class HealthPolicy:
         ):
             if not 0 <= seconds <= MAX_DWELL_SECONDS:
                 raise PolicyError(f"{name} must be seconds in [0, {MAX_DWELL_SECONDS}]")
-        if self.noexecute_per_node < 0:
-            raise PolicyError("the per-node NoExecute budget must not be negative")
-        if not 0 <= self.noexecute_cluster_percent <= 100:
-            raise PolicyError("the cluster-wide NoExecute budget must be a percentage in [0, 100]")
 
     def effect_for(self, reason: str) -> str:
         """The taint effect for an unhealthy device reported with ``reason``."""
         return dict(self.effects).get(reason, self.default_effect)
-
-    @property
-    def may_evict(self) -> bool:
-        """True when some reason maps to NoExecute (then the budget needs the cluster's view)."""
-        return "NoExecute" in (self.default_effect, *(e for _, e in self.effects))
 
     def describe(self) -> str:
         """The effects in flag syntax, default first (for logs)."""

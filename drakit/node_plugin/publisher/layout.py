@@ -23,6 +23,7 @@ from drakit.allocator.validation import (
     MAX_DEVICES,
     MAX_DEVICES_WITH_ADVANCED_FEATURES,
 )
+from drakit.node_plugin.publisher.counters import counter_problems
 
 __all__ = [
     "InvalidPoolError",
@@ -66,31 +67,15 @@ def _limit(advanced: bool) -> int:
 def check_pool(pool: str, devices: Sequence[Device], counter_sets: Sequence[CounterSet]) -> None:
     """Pool-wide rules the apiserver cannot check per slice (the Go controller's
     ``validatePool``): unique device and counter-set names, and every consumed counter
-    exists. Raises InvalidPoolError listing every problem."""
+    exists; and the counters as the backend built them (:mod:`.counters`). Raises
+    InvalidPoolError listing every problem."""
     reasons: list[str] = []
-    counters: dict[str, CounterSet] = {}
-    for cs in counter_sets:
-        if cs.name in counters:
-            reasons.append(f"duplicate counter set {cs.name!r}")
-        counters[cs.name] = cs
     seen: set[str] = set()
     for d in devices:
         if d.name in seen:
             reasons.append(f"duplicate device {d.name!r}")
         seen.add(d.name)
-        for use in d.consumes_counters:
-            target = counters.get(use.counter_set)
-            if target is None:
-                reasons.append(
-                    f"device {d.name!r}: consumesCounters names unknown counter set "
-                    f"{use.counter_set!r}"
-                )
-                continue
-            reasons.extend(
-                f"device {d.name!r}: counter {name!r} is not in counter set {target.name!r}"
-                for name in use.counters
-                if name not in target.counters
-            )
+    reasons.extend(counter_problems(devices, counter_sets))
     if reasons:
         raise InvalidPoolError(pool, reasons)
 

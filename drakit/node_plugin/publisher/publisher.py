@@ -16,9 +16,10 @@ How it works:
   dwell of the health policy ends, and one per change notice of the backend) is a health
   report for the health policy (:mod:`drakit.node_plugin.health`): devices it declares
   unhealthy get a ``<driver>/unhealthy`` taint with the policy's effect (value: the health
-  reason), lifted when they recover. When the policy may evict, the NoExecute budget reads
-  a watch cache of the driver's slices on every node (:mod:`.health.clusterview`): the
-  worker never waits on the apiserver for it.
+  reason), lifted when they recover. A node plugin never puts NoExecute on a device: where
+  the policy says NoExecute the device carries NoSchedule and the request taint
+  ``<driver>/noexecute-request`` (effect None), which the controller's NoExecute budget
+  grants with a DeviceTaintRule (docs/health.md).
 * Informers watch the driver's slices on this node (field selector ``spec.driver`` and
   ``spec.nodeName``; pools with per-device node selection by a label). Every event queues its
   pool after ``repair_delay`` seconds (default 0.5; the Go controller waits 30 s): an outside
@@ -41,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from drakit.allocator.model import CounterSet, Device, DeviceTaint
+from drakit.allocator.model import TAINT_EFFECT_NONE, CounterSet, Device, DeviceTaint
 from drakit.kubeapi.clusterversion import SliceFields, detect, slice_fields
 from drakit.kubeapi.errors import ApiError
 from drakit.kubeapi.events import EventRecorder
@@ -49,8 +50,6 @@ from drakit.kubeapi.informer import EventHandlers, Informer
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import NODES, RESOURCE_SLICES, Resource
 from drakit.kubeapi.workqueue import RateLimiter, WorkQueue
-from drakit.node_plugin.health.budget import ClusterTaints
-from drakit.node_plugin.health.clusterview import ClusterTaintCache
 from drakit.node_plugin.health.engine import DeviceTaintDecision, HealthEngine, PublishedTaint
 from drakit.node_plugin.health.hysteresis import DeviceKey
 from drakit.node_plugin.health.policy import HealthPolicy
@@ -187,16 +186,7 @@ class Publisher:
             clock=clock,
         )
         self.unhealthy_taint_key = self.health.taint_key
-        # The budget's view of every node, kept by a watch; only a policy that may evict
-        # needs it (a cache of every slice of the driver is not free on a large cluster).
-        self.cluster_taints: ClusterTaintCache | None = None
-        if health is not None and self.health.policy.may_evict:
-            self.cluster_taints = ClusterTaintCache(
-                self._slices,
-                driver,
-                taint_key=self.unhealthy_taint_key,
-                node_label=PER_DEVICE_NODE_LABEL,
-            )
+        self.noexecute_request_key = self.health.request_key
         self._health_seeded = False
         self._node_retry_max = node_retry_max_seconds
         self._informers = [
@@ -238,8 +228,6 @@ class Publisher:
 
     def start(self) -> None:
         """Begin publishing; returns at once. Waits for the Node object in the background."""
-        if self.cluster_taints is not None:
-            self.cluster_taints.start()
         self._starter = threading.Thread(
             target=self._run_start, name="publisher-start", daemon=True
         )
@@ -255,8 +243,6 @@ class Publisher:
         self._queue.shutdown(wait=True, timeout=30.0)
         for informer in self._informers:
             informer.stop()
-        if self.cluster_taints is not None:
-            self.cluster_taints.stop()
         if self._starter is not None and self._starter is not threading.current_thread():
             self._starter.join(timeout=30.0)
         if self._own_events:
@@ -420,7 +406,7 @@ class Publisher:
         if not self._health_seeded:
             self.health.seed(published)
             self._health_seeded = True
-        return self.health.evaluate(self._health(), self._cluster_view, published)
+        return self.health.evaluate(self._health(), published)
 
     def _published_health_taints(self) -> dict[DeviceKey, PublishedTaint]:
         """The health taints this node's slices carry now (its own view: no API call)."""
@@ -428,32 +414,42 @@ class Publisher:
         for pool in self.view.pool_names():
             for obj in self.view.pool_slices(pool):
                 for device in obj.get("spec", {}).get("devices") or ():
-                    for taint in device.get("taints") or ():
+                    taints = [t for t in device.get("taints") or () if isinstance(t, dict)]
+                    requested = any(t.get("key") == self.noexecute_request_key for t in taints)
+                    for taint in taints:
                         if taint.get("key") == self.unhealthy_taint_key:
                             found[(pool, device.get("name", ""))] = PublishedTaint(
                                 str(taint.get("value") or ""),
                                 str(taint.get("effect") or ""),
                                 str(taint.get("timeAdded") or ""),
+                                noexecute_requested=requested,
                             )
         return found
 
-    def _cluster_view(self) -> ClusterTaints | None:
-        """The budget's view of the driver's slices on every node, from the watch cache
-        (None before its first list: the budget then grants nothing new)."""
-        cache = self.cluster_taints
-        return cache.view() if cache is not None else None
-
     def _with_health_taint(self, device: Device, decision: DeviceTaintDecision | None) -> Device:
-        """Add the policy's health taint (a backend's own taint of that key wins)."""
+        """Add the policy's health taint, and the NoExecute request where the policy says
+        NoExecute (a backend's own taint of the health key wins: then neither is added).
+        The request's ``timeAdded`` is left to the apiserver, and kept by the sync while the
+        request stays the same (key, value, effect): the controller ranks requests by it."""
         if decision is None or any(t.key == self.unhealthy_taint_key for t in device.taints):
             return device
-        taint = DeviceTaint(
-            key=self.unhealthy_taint_key,
-            value=decision.value,
-            effect=decision.effect,
-            time_added=decision.time_added,
-        )
-        return replace(device, taints=(*device.taints, taint))
+        taints = [
+            DeviceTaint(
+                key=self.unhealthy_taint_key,
+                value=decision.value,
+                effect=decision.effect,
+                time_added=decision.time_added,
+            )
+        ]
+        if decision.noexecute_requested:
+            taints.append(
+                DeviceTaint(
+                    key=self.noexecute_request_key,
+                    value=decision.value,
+                    effect=TAINT_EFFECT_NONE,
+                )
+            )
+        return replace(device, taints=(*device.taints, *taints))
 
     def _sync_pool(self, pool: str) -> None:
         syncer = self._syncer

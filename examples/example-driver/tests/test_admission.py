@@ -1,5 +1,5 @@
 """What the example driver's webhook admits, through the backend the chart gives
-``drakit webhook`` and the code that command runs (drakit.cli.webhook.load_validator):
+``drakit webhook`` and the check that command makes (drakit.testing.validate_config):
 upstream's webhook verdicts, and the kubelet plugin's where upstream's webhook crashes or
 admits what its own plugin refuses (docs/reference-parity.md). The node plugin keeps
 upstream's kubelet-plugin defaults."""
@@ -11,35 +11,34 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from example_driver.api import OpaqueConfig
+from example_driver.driver import ExampleDriver
 from test_chart import render
 
-from drakit.cli.webhook import load_validator
-from drakit.node_plugin.config import ConfigError, validate_parameters
+from drakit.testing import InvalidConfigError, validate_config
 
 GPU = {"apiVersion": "gpu.resource.example.com/v1alpha1", "kind": "GpuConfig"}
 NET = {"apiVersion": "net.resource.example.com/v1alpha1", "kind": "NetConfig"}
 Validator = Callable[[Mapping[str, Any]], object]
 
 
-def chart_webhook(helm_binary: Path, tmp_path: Path, profile: str) -> Validator:
+def chart_webhook(helm: Path, tmp_path: Path, profile: str) -> Validator:
     """The check ``drakit webhook`` makes with the --backend the chart renders for ``profile``."""
-    docs = render(helm_binary, tmp_path, ["webhook.enabled=true", f"deviceProfile={profile}"])
+    docs = render(helm, tmp_path, ["webhook.enabled=true", f"deviceProfile={profile}"])
     (deployment,) = [
         d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-webhook")
     ]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     (backend,) = [a.partition("=")[2] for a in container["args"] if a.startswith("--backend=")]
-    return load_validator(backend)
+    return lambda params: validate_config(backend, params)
 
 
 @pytest.fixture
-def gpu_webhook(helm_binary: Path, tmp_path: Path) -> Validator:
-    return chart_webhook(helm_binary, tmp_path, "gpu")
+def gpu_webhook(drakit_helm: Path, tmp_path: Path) -> Validator:
+    return chart_webhook(drakit_helm, tmp_path, "gpu")
 
 
 def refusal(validate: Validator, params: Mapping[str, Any]) -> str:
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(InvalidConfigError) as err:
         validate(params)
     return str(err.value)
 
@@ -53,7 +52,7 @@ def test_a_gpu_config_without_sharing_is_refused_at_admission(gpu_webhook: Valid
 def test_the_node_plugin_still_gives_a_gpu_config_without_sharing_upstreams_default() -> None:
     # Upstream's kubelet plugin normalises first: a DeviceClass's config without sharing
     # (which no webhook sees) prepares as Default time-slicing.
-    config = validate_parameters(OpaqueConfig, GPU)
+    config = validate_config(ExampleDriver, GPU)
     sharing = config.root.normalized()  # type: ignore[attr-defined]
     assert (sharing.strategy, sharing.time_slicing_config.interval) == ("TimeSlicing", "Default")
 
@@ -79,7 +78,7 @@ def test_a_strategy_with_the_other_strategys_settings_is_refused_as_the_kubelet_
     # Upstream's webhook admits these and its kubelet plugin refuses them at prepare
     # (GetTimeSlicingConfig/GetSpacePartitioningConfig): refused here, with its message.
     assert refusal(gpu_webhook, {**GPU, "sharing": sharing}) == message
-    assert refusal(lambda p: validate_parameters(OpaqueConfig, p), {**GPU, "sharing": sharing}) == (
+    assert refusal(lambda p: validate_config(ExampleDriver, p), {**GPU, "sharing": sharing}) == (
         message
     )
 
@@ -97,17 +96,17 @@ def test_the_gpu_webhook_refuses_the_net_profiles_kind(gpu_webhook: Validator) -
     assert "kind" in refusal(gpu_webhook, {**NET, "bwBurst": {"ingressBurst": 8}})
 
 
-def test_the_cpu_webhook_refuses_every_config(helm_binary: Path, tmp_path: Path) -> None:
-    cpu = chart_webhook(helm_binary, tmp_path, "cpu")
+def test_the_cpu_webhook_refuses_every_config(drakit_helm: Path, tmp_path: Path) -> None:
+    cpu = chart_webhook(drakit_helm, tmp_path, "cpu")
     valid_gpu = {**GPU, "sharing": {"strategy": "TimeSlicing"}}
     for params in (valid_gpu, {**NET, "bwBurst": {}}, {}):
         assert refusal(cpu, params) == "configuration not allowed"
 
 
 def test_the_net_webhook_wants_a_burst_and_refuses_the_gpu_kind(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
-    net = chart_webhook(helm_binary, tmp_path, "net")
+    net = chart_webhook(drakit_helm, tmp_path, "net")
     net({**NET, "bwBurst": {"ingressBurst": 8}})
     assert refusal(net, NET) == "no burst set"
     assert "kind" in refusal(net, {**GPU, "sharing": {"strategy": "TimeSlicing"}})

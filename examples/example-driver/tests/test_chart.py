@@ -46,12 +46,12 @@ SUITE_VALUE_SETS = {
 }
 
 
-def helm(helm_binary: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def helm(drakit_helm: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     for name in ("CONFIG", "CACHE", "DATA"):
         env[f"HELM_{name}_HOME"] = str(tmp_path / name.lower())
     return subprocess.run(
-        [str(helm_binary), *args], capture_output=True, text=True, env=env, timeout=120, check=False
+        [str(drakit_helm), *args], capture_output=True, text=True, env=env, timeout=120, check=False
     )
 
 
@@ -61,19 +61,19 @@ KUBE_VERSION = "1.37.2"
 
 
 def template(
-    helm_binary: Path, tmp_path: Path, values: list[str], kube_version: str = KUBE_VERSION
+    drakit_helm: Path, tmp_path: Path, values: list[str], kube_version: str = KUBE_VERSION
 ) -> subprocess.CompletedProcess[str]:
     args = ["template", "dra-abc123", str(CHART), "--namespace", "dra-xyz789"]
     args += ["--kube-version", kube_version]
     for value in [*BASE, *values]:
         args += ["--set", value]
-    return helm(helm_binary, tmp_path, *args)
+    return helm(drakit_helm, tmp_path, *args)
 
 
 def render(
-    helm_binary: Path, tmp_path: Path, values: list[str], kube_version: str = KUBE_VERSION
+    drakit_helm: Path, tmp_path: Path, values: list[str], kube_version: str = KUBE_VERSION
 ) -> list[dict[str, Any]]:
-    proc = template(helm_binary, tmp_path, values, kube_version)
+    proc = template(drakit_helm, tmp_path, values, kube_version)
     assert proc.returncode == 0, proc.stderr
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
 
@@ -96,24 +96,24 @@ def backend_config(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(yaml.safe_load(config))
 
 
-def test_chart_passes_helm_lint(helm_binary: Path, tmp_path: Path) -> None:
-    proc = helm(helm_binary, tmp_path, "lint", str(CHART), "--strict")
+def test_chart_passes_helm_lint(drakit_helm: Path, tmp_path: Path) -> None:
+    proc = helm(drakit_helm, tmp_path, "lint", str(CHART), "--strict")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_chart_refuses_a_kubernetes_without_resource_k8s_io_v1(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
-    proc = template(helm_binary, tmp_path, [], "1.33.5")
+    proc = template(drakit_helm, tmp_path, [], "1.33.5")
     assert proc.returncode != 0
     assert "chart requires kubeVersion: >=1.34.0-0" in proc.stderr
 
 
 @pytest.mark.parametrize("name", sorted(SUITE_VALUE_SETS))
 def test_every_suite_value_set_renders_a_labelled_plugin_on_the_host_network(
-    helm_binary: Path, tmp_path: Path, name: str
+    drakit_helm: Path, tmp_path: Path, name: str
 ) -> None:
-    docs = render(helm_binary, tmp_path, SUITE_VALUE_SETS[name])
+    docs = render(drakit_helm, tmp_path, SUITE_VALUE_SETS[name])
     daemonset = one(docs, "DaemonSet")
     pod = daemonset["spec"]["template"]
     assert daemonset["metadata"]["labels"]["app.kubernetes.io/component"] == "kubeletplugin"
@@ -130,21 +130,21 @@ def test_every_suite_value_set_renders_a_labelled_plugin_on_the_host_network(
 
 
 def test_device_class_is_named_after_the_driver_and_selects_its_devices(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
-    docs = render(helm_binary, tmp_path, SUITE_VALUE_SETS["extended-resource"])
+    docs = render(drakit_helm, tmp_path, SUITE_VALUE_SETS["extended-resource"])
     device_class = one(docs, "DeviceClass")
     assert device_class["metadata"]["name"] == "dra-abc123.example.com"
     assert device_class["spec"]["selectors"] == [
         {"cel": {"expression": "device.driver == 'dra-abc123.example.com'"}}
     ]
     assert device_class["spec"]["extendedResourceName"] == "example.com/gpu-ext-resource"
-    plain = one(render(helm_binary, tmp_path, []), "DeviceClass")
+    plain = one(render(drakit_helm, tmp_path, []), "DeviceClass")
     assert "extendedResourceName" not in plain["spec"]
 
 
-def test_values_reach_the_backend_config(helm_binary: Path, tmp_path: Path) -> None:
-    assert backend_config(render(helm_binary, tmp_path, SUITE_VALUE_SETS["partitions-shared"])) == {
+def test_values_reach_the_backend_config(drakit_helm: Path, tmp_path: Path) -> None:
+    assert backend_config(render(drakit_helm, tmp_path, SUITE_VALUE_SETS["partitions-shared"])) == {
         "profile": "gpu",
         "numDevices": 2,
         "gpuPartitions": 4,
@@ -154,18 +154,18 @@ def test_values_reach_the_backend_config(helm_binary: Path, tmp_path: Path) -> N
         "numaNodes": 8,
         "cpusPerNUMANode": 4,
     }
-    cpu = backend_config(render(helm_binary, tmp_path, SUITE_VALUE_SETS["cpu"]))
+    cpu = backend_config(render(drakit_helm, tmp_path, SUITE_VALUE_SETS["cpu"]))
     assert (cpu["profile"], cpu["numaNodes"], cpu["cpusPerNUMANode"]) == ("cpu", 1, 2)
-    assert backend_config(render(helm_binary, tmp_path, SUITE_VALUE_SETS["device-status"]))[
+    assert backend_config(render(drakit_helm, tmp_path, SUITE_VALUE_SETS["device-status"]))[
         "deviceStatus"
     ]
 
 
 def test_device_status_grants_status_writes_for_this_driver_only(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
     def rules(values: list[str]) -> list[dict[str, Any]]:
-        role = one(render(helm_binary, tmp_path, values), "ClusterRole", "kubeletplugin")
+        role = one(render(drakit_helm, tmp_path, values), "ClusterRole", "kubeletplugin")
         return list(role["rules"])
 
     assert not [r for r in rules([]) if "resourceclaims/status" in r["resources"]]
@@ -187,24 +187,24 @@ def test_device_status_grants_status_writes_for_this_driver_only(
     ],
 )
 def test_status_writes_are_refused_before_granular_status_authorization(
-    helm_binary: Path, tmp_path: Path, kube_version: str, values: list[str], named: str
+    drakit_helm: Path, tmp_path: Path, kube_version: str, values: list[str], named: str
 ) -> None:
     """Before 1.36 resourceclaims/status is every claim's whole status: a node's token (or
     the controller's) could rewrite any claim's allocation. drakit's chart refuses it too."""
-    proc = template(helm_binary, tmp_path, values, kube_version)
+    proc = template(drakit_helm, tmp_path, values, kube_version)
     assert proc.returncode != 0
     assert f"{named} needs Kubernetes 1.36 or newer" in proc.stderr
     assert f"on v{kube_version}" in proc.stderr
-    assert render(helm_binary, tmp_path, values, "1.36.0")
+    assert render(drakit_helm, tmp_path, values, "1.36.0")
 
 
 @pytest.mark.parametrize("name", sorted(SUITE_VALUE_SETS))
 def test_no_value_set_grants_claim_status_writes_before_1_36(
-    helm_binary: Path, tmp_path: Path, name: str
+    drakit_helm: Path, tmp_path: Path, name: str
 ) -> None:
     """The class: whatever the values, a chart that renders for 1.35 grants no
     resourceclaims/status to anyone."""
-    proc = template(helm_binary, tmp_path, SUITE_VALUE_SETS[name], "1.35.4")
+    proc = template(drakit_helm, tmp_path, SUITE_VALUE_SETS[name], "1.35.4")
     if proc.returncode != 0:
         assert "needs Kubernetes 1.36 or newer" in proc.stderr
         return
@@ -218,10 +218,10 @@ def test_no_value_set_grants_claim_status_writes_before_1_36(
 
 
 def test_controller_runs_only_with_plugins_and_gets_the_binding_check(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
-    assert not [d for d in render(helm_binary, tmp_path, []) if d["kind"] == "Deployment"]
-    docs = render(helm_binary, tmp_path, SUITE_VALUE_SETS["binding-conditions"])
+    assert not [d for d in render(drakit_helm, tmp_path, []) if d["kind"] == "Deployment"]
+    docs = render(drakit_helm, tmp_path, SUITE_VALUE_SETS["binding-conditions"])
     container = one(docs, "Deployment", "controller")["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["drakit", "driver-controller"]
     assert container["args"] == [
@@ -231,15 +231,15 @@ def test_controller_runs_only_with_plugins_and_gets_the_binding_check(
     assert backend_config(docs)["bindingConditions"] is True
 
 
-def webhook_docs(helm_binary: Path, tmp_path: Path, *values: str) -> list[dict[str, Any]]:
-    return render(helm_binary, tmp_path, [*SUITE_VALUE_SETS["webhook"], *values])
+def webhook_docs(drakit_helm: Path, tmp_path: Path, *values: str) -> list[dict[str, Any]]:
+    return render(drakit_helm, tmp_path, [*SUITE_VALUE_SETS["webhook"], *values])
 
 
 def test_webhook_is_reached_through_a_service_with_its_dns_name_in_the_certificate(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
-    assert not [d for d in render(helm_binary, tmp_path, []) if "Webhook" in d["kind"]]
-    docs = webhook_docs(helm_binary, tmp_path, "webhook.port=18443")
+    assert not [d for d in render(drakit_helm, tmp_path, []) if "Webhook" in d["kind"]]
+    docs = webhook_docs(drakit_helm, tmp_path, "webhook.port=18443")
     config = one(docs, "ValidatingWebhookConfiguration")
     (hook,) = config["webhooks"]
     name = config["metadata"]["name"]
@@ -264,9 +264,9 @@ def test_webhook_is_reached_through_a_service_with_its_dns_name_in_the_certifica
 
 
 def test_webhook_on_the_host_network_is_called_on_loopback_one_replica_per_node(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
-    docs = webhook_docs(helm_binary, tmp_path, "webhook.endpoint=hostNetwork", "webhook.port=18443")
+    docs = webhook_docs(drakit_helm, tmp_path, "webhook.endpoint=hostNetwork", "webhook.port=18443")
     (hook,) = one(docs, "ValidatingWebhookConfiguration")["webhooks"]
     assert hook["clientConfig"] == {
         "url": "https://127.0.0.1:18443/validate-resource-claim-parameters"
@@ -285,7 +285,7 @@ def test_webhook_on_the_host_network_is_called_on_loopback_one_replica_per_node(
     # One replica can only be replaced so; Recreate makes `helm install --wait` wait for
     # it (upstream's suite relies on that: with matchConditions its readiness probe, a
     # claim without config, no longer reaches the webhook).
-    single = webhook_docs(helm_binary, tmp_path, "webhook.endpoint=hostNetwork",
+    single = webhook_docs(drakit_helm, tmp_path, "webhook.endpoint=hostNetwork",
                           "webhook.replicas=1")  # fmt: skip
     assert one(single, "Deployment", "webhook")["spec"]["strategy"] == {"type": "Recreate"}
     (container,) = pod["containers"]
@@ -295,11 +295,11 @@ def test_webhook_on_the_host_network_is_called_on_loopback_one_replica_per_node(
 
 
 def test_webhook_waits_only_for_writes_of_this_drivers_config(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
     """Without matchConditions every claim and template write in the cluster, every
     finalizer update included, failed while the webhook was down."""
-    (hook,) = one(webhook_docs(helm_binary, tmp_path), "ValidatingWebhookConfiguration")["webhooks"]
+    (hook,) = one(webhook_docs(drakit_helm, tmp_path), "ValidatingWebhookConfiguration")["webhooks"]
     conditions = {c["name"]: c["expression"] for c in hook["matchConditions"]}
     assert set(conditions) == {"carries-this-drivers-config", "writes-the-config"}
     assert (
@@ -310,8 +310,8 @@ def test_webhook_waits_only_for_writes_of_this_drivers_config(
     assert hook["failurePolicy"] == "Fail"
 
 
-def test_webhook_rules_cover_every_served_claim_version(helm_binary: Path, tmp_path: Path) -> None:
-    (hook,) = one(webhook_docs(helm_binary, tmp_path), "ValidatingWebhookConfiguration")["webhooks"]
+def test_webhook_rules_cover_every_served_claim_version(drakit_helm: Path, tmp_path: Path) -> None:
+    (hook,) = one(webhook_docs(drakit_helm, tmp_path), "ValidatingWebhookConfiguration")["webhooks"]
     (rule,) = hook["rules"]
     assert set(rule["apiVersions"]) == {"v1", "v1beta2", "v1beta1"}
     assert set(rule["resources"]) == {"resourceclaims", "resourceclaimtemplates"}
@@ -321,9 +321,9 @@ def test_webhook_rules_cover_every_served_claim_version(helm_binary: Path, tmp_p
 
 
 def test_webhook_runs_replicas_that_roll_and_survive_a_drain(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
-    docs = webhook_docs(helm_binary, tmp_path)
+    docs = webhook_docs(drakit_helm, tmp_path)
     deployment = one(docs, "Deployment", "webhook")
     assert deployment["spec"]["replicas"] == 2
     assert deployment["spec"]["strategy"] == {
@@ -339,16 +339,16 @@ def test_webhook_runs_replicas_that_roll_and_survive_a_drain(
     budget = one(docs, "PodDisruptionBudget", "webhook")
     assert budget["spec"]["maxUnavailable"] == 1
     assert budget["spec"]["selector"] == deployment["spec"]["selector"]
-    single = webhook_docs(helm_binary, tmp_path, "webhook.replicas=1")
+    single = webhook_docs(drakit_helm, tmp_path, "webhook.replicas=1")
     assert not [d for d in single if d["kind"] == "PodDisruptionBudget"]  # would block drains
 
 
 def test_webhook_liveness_checks_nothing_readiness_depends_on(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
     """Liveness on /readyz restarted every replica when the apiserver was unreachable (and
     each restart made a new CA)."""
-    (container,) = one(webhook_docs(helm_binary, tmp_path), "Deployment", "webhook")["spec"][
+    (container,) = one(webhook_docs(drakit_helm, tmp_path), "Deployment", "webhook")["spec"][
         "template"
     ]["spec"]["containers"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
@@ -356,9 +356,9 @@ def test_webhook_liveness_checks_nothing_readiness_depends_on(
 
 
 def test_webhook_replicas_share_one_ca_secret_they_alone_may_touch(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
-    docs = webhook_docs(helm_binary, tmp_path)
+    docs = webhook_docs(drakit_helm, tmp_path)
     name = one(docs, "ValidatingWebhookConfiguration")["metadata"]["name"]
     (container,) = one(docs, "Deployment", "webhook")["spec"]["template"]["spec"]["containers"]
     assert f"--ca-secret=dra-xyz789/{name}-ca" in container["args"]
@@ -381,9 +381,9 @@ def test_webhook_replicas_share_one_ca_secret_they_alone_may_touch(
 
 
 def test_webhook_may_read_and_patch_only_its_own_configuration(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
-    docs = webhook_docs(helm_binary, tmp_path)
+    docs = webhook_docs(drakit_helm, tmp_path)
     name = one(docs, "ValidatingWebhookConfiguration")["metadata"]["name"]
     role = one(docs, "ClusterRole", "webhook")
     assert role["rules"] == [{
@@ -394,10 +394,10 @@ def test_webhook_may_read_and_patch_only_its_own_configuration(
 
 
 def test_kubelet_plugin_slice_writes_are_confined_to_its_own_node(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
     """The plugin's RBAC comment promised this policy, and there was none."""
-    docs = render(helm_binary, tmp_path, [])
+    docs = render(drakit_helm, tmp_path, [])
     policy = one(docs, "ValidatingAdmissionPolicy", "kubeletplugin")
     binding = one(docs, "ValidatingAdmissionPolicyBinding", "kubeletplugin")
     assert binding["spec"] == {
@@ -411,15 +411,15 @@ def test_kubelet_plugin_slice_writes_are_confined_to_its_own_node(
     (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
     assert rule["resources"] == ["resourceslices"]
     assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
-    off = render(helm_binary, tmp_path, ["kubeletPlugin.admissionPolicy=false"])
+    off = render(drakit_helm, tmp_path, ["kubeletPlugin.admissionPolicy=false"])
     assert not [d for d in off if d["kind"].startswith("ValidatingAdmissionPolicy")]
 
 
 def test_api_server_values_point_every_component_at_the_host(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
     docs = render(
-        helm_binary,
+        drakit_helm,
         tmp_path,
         [
             *SUITE_VALUE_SETS["binding-conditions"],
@@ -457,7 +457,7 @@ def test_api_server_values_point_every_component_at_the_host(
     ],
 )
 def test_bad_values_are_refused_with_the_value_named(
-    helm_binary: Path, tmp_path: Path, values: list[str], message: str
+    drakit_helm: Path, tmp_path: Path, values: list[str], message: str
 ) -> None:
     """values.yaml promised a values.schema.json that did not exist: a typo or a wrongly
     typed value rendered silently. (helm lint reports a template's own `fail` as
@@ -468,7 +468,7 @@ def test_bad_values_are_refused_with_the_value_named(
         args += ["--kube-version", KUBE_VERSION]
         for value in values:
             args += ["--set", value]
-        proc = helm(helm_binary, tmp_path, *args)
+        proc = helm(drakit_helm, tmp_path, *args)
         assert proc.returncode != 0, command
         assert message in proc.stdout + proc.stderr, (command, proc.stdout + proc.stderr)
 
@@ -491,11 +491,11 @@ def test_every_value_is_in_the_schema_with_a_description() -> None:
 
 
 def test_pods_with_a_read_only_root_have_a_writable_memory_tmp_when_they_need_one(
-    helm_binary: Path, tmp_path: Path
+    drakit_helm: Path, tmp_path: Path
 ) -> None:
     """drakit webhook loads its in-memory keys through a private temporary folder: with a
     read-only root filesystem it needs /tmp, kept in memory (it crash-looped without)."""
-    docs = render(helm_binary, tmp_path, SUITE_VALUE_SETS["webhook"])
+    docs = render(drakit_helm, tmp_path, SUITE_VALUE_SETS["webhook"])
     pod = one(docs, "Deployment", "webhook")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True

@@ -5,7 +5,8 @@ a free port and scoped to one namespace by ``webhook.namespaceSelector`` (the co
 is shared by the whole session). No kubelet runs its pods: the test runs ``drakit webhook``
 itself, with the rendered Deployment's arguments and a token of the chart's own webhook
 ServiceAccount, so the chart's RBAC and policies are what it works with. Node plugin tokens
-are TokenRequests bound to a pod on a node, as the kubelet mounts them.
+are TokenRequests bound to a pod on a node, as the kubelet mounts them. The API is
+drakit.testing's ``KubeAPI``, as the chart's own ServiceAccounts too (``as_token``).
 """
 
 from __future__ import annotations
@@ -19,19 +20,15 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from example_paths import CHART, subprocess_env
-from helpers.waiting import eventually
-from kubernetes import client
-from kubernetes.client.rest import ApiException
 
-from drakit.kubeapi.lightclient import load_light_client
-from drakit.kubeapi.resources import RESOURCE_CLAIMS, PatchType, Resource
+from drakit.testing import APIError, KubeAPI, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -69,72 +66,41 @@ class Release:
     webhook_account: str
     plugin_account: str
     webhook_args: list[str]
-    admin: client.ApiClient
-    kubeconfig: str
-    #: Clients made by client_for, closed with the release.
-    clients: list[client.ApiClient] = field(default_factory=list)
+    admin: KubeAPI
 
     def token(self, account: str, bound_pod: dict[str, Any] | None = None) -> str:
-        spec: dict[str, Any] = {"audiences": [], "expirationSeconds": 3600}
-        if bound_pod is not None:
-            meta = bound_pod["metadata"]
-            spec["boundObjectRef"] = {
-                "apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]
-            }  # fmt: skip
-        response = client.CoreV1Api(self.admin).create_namespaced_service_account_token(
-            account, self.namespace, {"spec": spec}
-        )
-        token: str = response.status.token
-        return token
+        return self.admin.token(account, self.namespace, bound_to_pod=bound_pod)
 
-    def client_for(self, token: str) -> client.ApiClient:
-        base = self.admin.configuration
-        cfg = client.Configuration()
-        cfg.host, cfg.ssl_ca_cert, cfg.verify_ssl = base.host, base.ssl_ca_cert, base.verify_ssl
-        cfg.api_key = {"authorization": f"Bearer {token}"}
-        api = client.ApiClient(cfg)
-        self.clients.append(api)
-        return api
+    def client_for(self, token: str) -> KubeAPI:
+        return self.admin.as_token(token)
 
     def kubeconfig_for(self, token: str, dest: Path) -> Path:
-        config = yaml.safe_load(Path(self.kubeconfig).read_text())
-        config["users"] = [{"name": "sa", "user": {"token": token}}]
-        for context in config["contexts"]:
-            context["context"]["user"] = "sa"
-        dest.write_text(yaml.safe_dump(config))
-        dest.chmod(0o600)
-        return dest
+        return self.admin.write_kubeconfig(dest, token=token)
 
     def bundles(self) -> set[bytes]:
-        hooks = (
-            client.AdmissionregistrationV1Api(self.admin)
-            .read_validating_webhook_configuration(self.configuration)
-            .webhooks
-        )
-        return {base64.b64decode(h.client_config.ca_bundle or "") for h in hooks}
+        hooks = self.admin.webhook_configurations.get(self.configuration)["webhooks"]
+        return {base64.b64decode(h["clientConfig"].get("caBundle") or "") for h in hooks}
 
     def secret_data(self) -> dict[str, str]:
-        secret = client.CoreV1Api(self.admin).read_namespaced_secret(self.secret, self.namespace)
-        return dict(secret.data or {})
+        return dict(self.admin.secrets.get(self.secret, self.namespace).get("data") or {})
 
 
 @pytest.fixture(scope="module")
 def release(
-    helm_binary: Path, cluster: Any, tmp_path_factory: pytest.TempPathFactory
+    drakit_helm: Path, drakit_cluster: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Release]:
     suffix = uuid.uuid4().hex[:6]
     name, namespace, claims_ns = f"ex-{suffix}", f"exd-{suffix}", f"exc-{suffix}"
     driver = f"gpu-{suffix}.example.com"
-    admin = cluster.api_client()
-    core = client.CoreV1Api(admin)
+    admin = KubeAPI(drakit_cluster.kubeconfig)
     for ns in (namespace, claims_ns):
-        core.create_namespace({"metadata": {"name": ns}})
+        admin.namespaces.create({"metadata": {"name": ns}})
     home = tmp_path_factory.mktemp("helm")
     env = {
         **os.environ,
         **{f"HELM_{n}_HOME": str(home / n.lower()) for n in ("CONFIG", "CACHE", "DATA")},
     }
-    helm = [str(helm_binary), "--kubeconfig", cluster.kubeconfig, "--namespace", namespace]
+    helm = [str(drakit_helm), "--kubeconfig", drakit_cluster.kubeconfig, "--namespace", namespace]
     port = free_port()
     selector = {"matchLabels": {"kubernetes.io/metadata.name": claims_ns}}
     values = [
@@ -155,24 +121,21 @@ def release(
     configuration = next(d for d in docs if d["kind"] == "ValidatingWebhookConfiguration")
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
     plugin = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
-    installed: Release | None = None
     try:
-        installed = Release(
+        yield Release(
             helm=helm, name=name, namespace=namespace, claims_namespace=claims_ns, driver=driver,
             port=port, configuration=configuration["metadata"]["name"],
             secret=f"{configuration['metadata']['name']}-ca", webhook_account=account,
             plugin_account=plugin["serviceAccountName"],
             webhook_args=deployment["spec"]["template"]["spec"]["containers"][0]["args"],
-            admin=admin, kubeconfig=cluster.kubeconfig,
+            admin=admin,
         )  # fmt: skip
-        yield installed
     finally:
-        for api in installed.clients if installed else []:
-            api.close()
         subprocess.run([*helm, "uninstall", name], env=env, capture_output=True, timeout=120,
                        check=False)  # fmt: skip
         for ns in (namespace, claims_ns):
-            core.delete_namespace(ns)
+            admin.namespaces.delete(ns, missing_ok=True)
+        admin.close()
 
 
 class Webhook:
@@ -252,23 +215,19 @@ def template(name: str, params: Any, driver: str, version: str = "v1") -> dict[s
             "metadata": {"name": name}, "spec": {"spec": spec}}  # fmt: skip
 
 
-def create(release: Release, obj: dict[str, Any], *, dry_run: bool = True,
-           api: client.ApiClient | None = None) -> dict[str, Any]:  # fmt: skip
-    version = obj["apiVersion"].split("/")[1]
+def create(release: Release, obj: dict[str, Any], *, dry_run: bool = True) -> dict[str, Any]:
     plural = "resourceclaims" if obj["kind"] == "ResourceClaim" else "resourceclaimtemplates"
-    kwargs = {"dry_run": "All"} if dry_run else {}
-    created: dict[str, Any] = client.CustomObjectsApi(
-        api or release.admin
-    ).create_namespaced_custom_object(RES, version, release.claims_namespace, plural, obj, **kwargs)
-    return created
+    kind = release.admin.objects(obj["apiVersion"], plural, obj["kind"])
+    return kind.create(obj, release.claims_namespace, dry_run=dry_run)
 
 
 def refused(call: Callable[[], Any], status: int | None = None) -> str:
-    with pytest.raises(ApiException) as caught:
+    """The apiserver's message refusing ``call`` (with HTTP ``status``, when given)."""
+    with pytest.raises(APIError) as caught:
         call()
     if status is not None:
-        assert caught.value.status == status, caught.value.body
-    return str(caught.value.body)
+        assert caught.value.code == status, caught.value.message
+    return caught.value.message
 
 
 def wait_serving(release: Release, webhook: Webhook) -> None:
@@ -277,8 +236,8 @@ def wait_serving(release: Release, webhook: Webhook) -> None:
     def judged() -> bool:
         try:
             create(release, claim("probe", INVALID, release.driver))
-        except ApiException as exc:
-            return "unknown time-slice interval" in str(exc.body)
+        except APIError as exc:
+            return "unknown time-slice interval" in exc.message
         return False
 
     eventually(judged, what=f"the webhook judging claims ({webhook.logs()[-2000:]})", timeout=90)
@@ -288,16 +247,13 @@ def wait_serving(release: Release, webhook: Webhook) -> None:
 
 
 def test_claims_without_this_drivers_config_are_admitted_while_the_webhook_is_down(
-    release: Release, webhook: Webhook, request: pytest.FixtureRequest
+    release: Release, webhook: Webhook
 ) -> None:
     process = webhook.start()
     wait_serving(release, webhook)
-    # Written as Go clients write JSON (compact): the apiserver compares opaque parameters
-    # byte for byte on update, and the kubernetes client's spaced JSON would not survive
-    # the round trip of a patch.
-    light = load_light_client(release.kubeconfig)
-    request.addfinalizer(light.close)
-    claims = Resource(light, RESOURCE_CLAIMS)
+    # KubeAPI writes JSON as Go clients do (compact): the apiserver compares opaque
+    # parameters byte for byte on update, and spaced JSON would not survive a patch.
+    claims = release.admin.claims
     ours = claims.create(claim("ours", VALID, release.driver), release.claims_namespace)
     webhook.stop(process)  # nothing answers at the configuration's URL from here on
 
@@ -309,10 +265,10 @@ def test_claims_without_this_drivers_config_are_admitted_while_the_webhook_is_do
     # (A JSON patch, as controllers write claims: a merge patch re-encodes the opaque
     # parameters, which the apiserver then refuses as a change of the immutable spec.)
     add = [{"op": "add", "path": "/metadata/finalizers", "value": ["example.com/keep"]}]
-    patched = claims.patch(name, add, namespace, patch_type=PatchType.JSON)
+    patched = claims.patch(name, add, namespace, kind="json")
     assert patched["metadata"]["finalizers"] == ["example.com/keep"]
     remove = [{"op": "remove", "path": "/metadata/finalizers"}]
-    claims.patch(name, remove, namespace, patch_type=PatchType.JSON)
+    claims.patch(name, remove, namespace, kind="json")
     # This driver's config still waits on the webhook (failurePolicy Fail).
     message = refused(lambda: create(release, claim("mine", VALID, release.driver)), 500)
     assert "failed calling webhook" in message
@@ -354,19 +310,12 @@ def test_a_second_replica_serves_the_same_certificate_without_writing_anything(
 ) -> None:
     webhook.start("--resync", "1")
     wait_serving(release, webhook)
-    admission, core = (
-        client.AdmissionregistrationV1Api(release.admin),
-        client.CoreV1Api(release.admin),
-    )
+    admin = release.admin
 
     def versions() -> tuple[str, str]:
         return (
-            admission.read_validating_webhook_configuration(
-                release.configuration
-            ).metadata.resource_version,
-            core.read_namespaced_secret(
-                release.secret, release.namespace
-            ).metadata.resource_version,
+            admin.webhook_configurations.get(release.configuration)["metadata"]["resourceVersion"],
+            admin.secrets.get(release.secret, release.namespace)["metadata"]["resourceVersion"],
         )
 
     before = versions()
@@ -390,9 +339,9 @@ def test_a_requested_rotation_overlaps_and_deleting_the_secret_starts_over(
     wait_serving(release, webhook)
     (first,) = release.bundles()
     served = webhook.served_certificate()
-    core = client.CoreV1Api(release.admin)
+    secrets = release.admin.secrets
     request = {"metadata": {"annotations": {"webhook.drakit.dev/rotate": "1"}}}
-    core.patch_namespaced_secret(release.secret, release.namespace, request)
+    secrets.patch(release.secret, request, release.namespace)
     seen: set[bytes] = set()
 
     def rotated() -> bool:
@@ -404,12 +353,10 @@ def test_a_requested_rotation_overlaps_and_deleting_the_secret_starts_over(
 
     eventually(rotated, what="the served certificate rotated", timeout=60)
     assert any(first in b and b != first for b in seen), "the new CA published beside the old"
-    annotations = core.read_namespaced_secret(
-        release.secret, release.namespace
-    ).metadata.annotations
+    annotations = secrets.get(release.secret, release.namespace)["metadata"]["annotations"]
     assert annotations["webhook.drakit.dev/rotated-for"] == "1"
 
-    core.delete_namespaced_secret(release.secret, release.namespace)
+    secrets.delete(release.secret, release.namespace)
     eventually(lambda: first not in b"".join(release.bundles()) and release.secret_data(),
                what="a new CA after the Secret was deleted", timeout=60)  # fmt: skip
     wait_serving(release, webhook)
@@ -440,42 +387,35 @@ MUTATIONS: dict[str, list[dict[str, Any]]] = {
 
 
 @pytest.fixture(scope="module")
-def as_webhook(release: Release) -> client.AdmissionregistrationV1Api:
-    return client.AdmissionregistrationV1Api(
-        release.client_for(release.token(release.webhook_account))
-    )
+def as_webhook(release: Release) -> KubeAPI:
+    return release.client_for(release.token(release.webhook_account))
 
 
 @pytest.mark.parametrize("field", sorted(MUTATIONS))
 def test_the_webhook_may_not_change_its_configuration_beyond_the_ca_bundle(
-    release: Release, as_webhook: client.AdmissionregistrationV1Api, field: str
+    release: Release, as_webhook: KubeAPI, field: str
 ) -> None:
     """RBAC gave it patch on the whole object: it could have asked to be sent every Secret."""
-    message = refused(lambda: as_webhook.patch_validating_webhook_configuration(
-        release.configuration, MUTATIONS[field], dry_run="All"), 403)  # fmt: skip
+    message = refused(lambda: as_webhook.webhook_configurations.patch(
+        release.configuration, MUTATIONS[field], kind="json", dry_run=True), 403)  # fmt: skip
     assert "may change only webhooks[].clientConfig.caBundle" in message, message
 
 
-def test_the_webhook_may_change_the_ca_bundle(
-    release: Release, as_webhook: client.AdmissionregistrationV1Api
-) -> None:
+def test_the_webhook_may_change_the_ca_bundle(release: Release, as_webhook: KubeAPI) -> None:
     bundle = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n")
     patch = [{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": bundle.decode()}]
-    assert as_webhook.patch_validating_webhook_configuration(
-        release.configuration, patch, dry_run="All"
+    assert as_webhook.webhook_configurations.patch(
+        release.configuration, patch, kind="json", dry_run=True
     )
 
 
 def test_the_webhook_may_not_replace_or_delete_its_configuration(
-    release: Release, as_webhook: client.AdmissionregistrationV1Api
+    release: Release, as_webhook: KubeAPI
 ) -> None:
-    current = client.AdmissionregistrationV1Api(
-        release.admin
-    ).read_validating_webhook_configuration(release.configuration)
-    refused(lambda: as_webhook.replace_validating_webhook_configuration(
-        release.configuration, current, dry_run="All"), 403)  # fmt: skip
-    refused(lambda: as_webhook.delete_validating_webhook_configuration(
-        release.configuration, dry_run="All"), 403)  # fmt: skip
+    current = release.admin.webhook_configurations.get(release.configuration)
+    configurations = as_webhook.webhook_configurations
+    refused(lambda: configurations.replace(current, dry_run=True), 403)
+    refused(lambda: configurations.delete(release.configuration, dry_run=True), 403)
 
 
 @pytest.mark.parametrize(
@@ -488,13 +428,11 @@ def test_the_webhook_may_not_replace_or_delete_its_configuration(
 def test_the_webhook_may_create_only_its_own_opaque_secret(
     release: Release, name: str | None, secret_type: str, expected: str
 ) -> None:
-    api = client.CoreV1Api(release.client_for(release.token(release.webhook_account)))
+    secrets = release.client_for(release.token(release.webhook_account)).secrets
     annotations = {"kubernetes.io/service-account.name": release.webhook_account}
     body = {"metadata": {"name": name or release.secret, "annotations": annotations},
             "type": secret_type}  # fmt: skip
-    message = refused(
-        lambda: api.create_namespaced_secret(release.namespace, body, dry_run="All"), 403
-    )
+    message = refused(lambda: secrets.create(body, release.namespace, dry_run=True), 403)
     assert expected in message, message
 
 
@@ -502,25 +440,25 @@ def test_the_webhook_may_create_only_its_own_opaque_secret(
 
 
 @pytest.fixture(scope="module")
-def plugin_on_a(release: Release) -> Iterator[tuple[client.ApiClient, str, str]]:
+def plugin_on_a(release: Release) -> Iterator[tuple[KubeAPI, str, str]]:
     """The plugin's token bound to a pod on node A (nodes A and B exist)."""
-    core = client.CoreV1Api(release.admin)
+    admin = release.admin
     suffix = uuid.uuid4().hex[:6]
     nodes = [f"node-a-{suffix}", f"node-b-{suffix}"]
     for node in nodes:
-        core.create_node({"metadata": {"name": node}})
-    pod = core.create_namespaced_pod(release.namespace, {
+        admin.nodes.create({"metadata": {"name": node}})
+    pod = admin.pods.create({
         "metadata": {"name": "plugin-a"},
         "spec": {"nodeName": nodes[0], "serviceAccountName": release.plugin_account,
                  "automountServiceAccountToken": False,
                  "containers": [{"name": "plugin", "image": "example:test"}]},
-    })  # fmt: skip
-    token = release.token(release.plugin_account, release.admin.sanitize_for_serialization(pod))
+    }, release.namespace)  # fmt: skip
+    token = release.token(release.plugin_account, pod)
     try:
         yield release.client_for(token), nodes[0], nodes[1]
     finally:
         for node in nodes:
-            core.delete_node(node)
+            admin.nodes.delete(node, missing_ok=True)
 
 
 def slice_of(name: str, driver: str, node: str) -> dict[str, Any]:
@@ -530,20 +468,20 @@ def slice_of(name: str, driver: str, node: str) -> dict[str, Any]:
 
 
 def test_the_kubelet_plugin_writes_only_its_own_nodes_slices_of_its_driver(
-    release: Release, plugin_on_a: tuple[client.ApiClient, str, str]
+    release: Release, plugin_on_a: tuple[KubeAPI, str, str]
 ) -> None:
     api, node_a, node_b = plugin_on_a
-    slices = client.CustomObjectsApi(api)
+    slices = api.slices
 
     def write(body: dict[str, Any]) -> Any:
-        return slices.create_cluster_custom_object(RES, "v1", "resourceslices", body, dry_run="All")
+        return slices.create(body, dry_run=True)
 
     def policy_refuses(body: dict[str, Any]) -> str:
         def attempt() -> str:
             try:
                 write(body)
-            except ApiException as exc:
-                return str(exc.body) if exc.status == 403 else ""
+            except APIError as exc:
+                return exc.message if exc.code == 403 else ""
             return ""
 
         return str(eventually(attempt, what="the policy in force", timeout=60))
@@ -557,15 +495,11 @@ def test_the_kubelet_plugin_writes_only_its_own_nodes_slices_of_its_driver(
     )
     assert write(slice_of(name, release.driver, node_a))
     # Nor may it change or delete another node's slice (the admin's, here).
-    admin = client.CustomObjectsApi(release.admin)
-    theirs = admin.create_cluster_custom_object(RES, "v1", "resourceslices",
-                                                slice_of(name, release.driver, node_b))  # fmt: skip
+    admin = release.admin.slices
+    theirs = admin.create(slice_of(name, release.driver, node_b))
     try:
         theirs["spec"]["devices"] = []
-        plural = "resourceslices"
-        refused(lambda: slices.replace_cluster_custom_object(RES, "v1", plural, name, theirs,
-                                                             dry_run="All"), 403)  # fmt: skip
-        refused(lambda: slices.delete_cluster_custom_object(RES, "v1", plural, name,
-                                                            dry_run="All"), 403)  # fmt: skip
+        refused(lambda: slices.replace(theirs, dry_run=True), 403)
+        refused(lambda: slices.delete(name, dry_run=True), 403)
     finally:
-        admin.delete_cluster_custom_object(RES, "v1", "resourceslices", name)
+        admin.delete(name)

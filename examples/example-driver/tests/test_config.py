@@ -1,6 +1,6 @@
 """Opaque config validation: upstream's defaults and messages, through the path drakit's
 node plugin and ``drakit webhook`` both take (strict JSON validation, then
-``validate_config()``)."""
+``validate_config()``), as drakit.testing runs it."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import pytest
 from example_driver.api import GpuConfig, NetConfig, OpaqueConfig
 from example_driver.driver import ExampleDriver
 
-from drakit.node_plugin.config import ConfigError, validate_parameters
+from drakit.testing import InvalidConfigError, validate_config
 
 GPU = {"apiVersion": "gpu.resource.example.com/v1alpha1", "kind": "GpuConfig"}
 NET = {"apiVersion": "net.resource.example.com/v1alpha1", "kind": "NetConfig"}
 
 
 def refusal(params: dict[str, Any]) -> str:
-    with pytest.raises(ConfigError) as err:
-        validate_parameters(OpaqueConfig, params)
+    with pytest.raises(InvalidConfigError) as err:
+        validate_config(ExampleDriver, params)
     return str(err.value)
 
 
@@ -64,7 +64,7 @@ def test_bad_sharing_settings_are_refused_with_upstreams_messages(
 
 
 def test_gpu_config_defaults_to_default_time_slicing() -> None:
-    config = validate_parameters(OpaqueConfig, GPU)
+    config = validate_config(ExampleDriver, GPU)
     assert isinstance(config.root, GpuConfig)  # type: ignore[attr-defined]
     sharing = config.root.normalized()  # type: ignore[attr-defined]
     assert (sharing.strategy, sharing.time_slicing_config.interval) == ("TimeSlicing", "Default")
@@ -93,5 +93,5 @@ def test_net_config_refuses_bursts_of_4gb_and_more() -> None:
     assert refusal({**NET, "bwBurst": {"ingressBurst": 0, "egressBurst": huge}}) == (
         "invalid egressBurst: burst cannot be more than 4GB"
     )
-    ok = validate_parameters(OpaqueConfig, {**NET, "bwBurst": {"ingressBurst": huge - 8}})
+    ok = validate_config(ExampleDriver, {**NET, "bwBurst": {"ingressBurst": huge - 8}})
     assert isinstance(ok.root, NetConfig)  # type: ignore[attr-defined]

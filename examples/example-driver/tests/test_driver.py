@@ -8,10 +8,8 @@ import re
 from typing import Any
 
 import pytest
-from example_driver.api import OpaqueConfig
 from example_driver.driver import ExampleDriver
 
-from drakit.node_plugin.config import validate_parameters
 from drakit.plugin import (
     BackendConfigError,
     BackendContext,
@@ -21,6 +19,7 @@ from drakit.plugin import (
     Quantity,
     RequestContext,
 )
+from drakit.testing import validate_config
 
 DRIVER = "dra-abc123.example.com"
 NODE = "node-a"
@@ -64,7 +63,7 @@ def prepare(backend: ExampleDriver, *devices: DeviceToPrepare) -> tuple[list[lis
 
 def config(params: dict[str, Any]) -> Any:
     """Opaque parameters validated as the node plugin and the webhook do."""
-    return validate_parameters(OpaqueConfig, params)
+    return validate_config(ExampleDriver, params)
 
 
 def gpu_config(sharing: dict[str, Any] | None = None) -> Any:

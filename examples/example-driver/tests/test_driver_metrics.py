@@ -5,12 +5,10 @@ test_plugin_on_kubelet_harness.py."""
 
 from __future__ import annotations
 
-import re
-
 from example_driver.driver import ExampleDriver
 
 from drakit.plugin import BackendContext, MetricsReporter
-from drakit.telemetry.endpoint import render_text
+from drakit.testing import metric_samples, metrics_text
 
 
 def backend() -> ExampleDriver:
@@ -26,7 +24,7 @@ def test_the_backend_reports_metrics_of_its_own_to_the_plugin() -> None:
 
 
 def test_before_any_claim_the_counters_exist_at_zero_and_no_duration() -> None:
-    text = render_text(backend().metrics)
+    text = metrics_text(backend().metrics)
     for operation in ("prepare", "unprepare"):
         name = f"dra_example_driver_{operation}_claims_total"
         assert f"# TYPE {name} counter" in text
@@ -45,13 +43,13 @@ def test_each_outcome_is_counted_and_timed_by_result_in_the_default_buckets() ->
     driver.claim_finished("prepare", "", 0.03)
     driver.claim_finished("prepare", "invalid opaque config", 2.0)
     driver.claim_finished("unprepare", "", 0.001)
-    text = render_text(driver.metrics)
+    text = metrics_text(driver.metrics)
     assert 'dra_example_driver_prepare_claims_total{result="success"} 1.0' in text
     assert 'dra_example_driver_prepare_claims_total{result="error"} 1.0' in text
     assert 'dra_example_driver_unprepare_claims_total{result="success"} 1.0' in text
     buckets = {
         labels["le"]: value
-        for labels, value in series(
+        for labels, value in metric_samples(
             text, "dra_example_driver_prepare_claim_duration_seconds_bucket"
         )
         if labels["result"] == "success"
@@ -61,14 +59,3 @@ def test_each_outcome_is_counted_and_timed_by_result_in_the_default_buckets() ->
     ]  # fmt: skip
     assert (buckets["0.025"], buckets["0.05"], buckets["+Inf"]) == (0.0, 1.0, 1.0)
     assert 'dra_example_driver_prepare_claim_duration_seconds_sum{result="error"} 2.0' in text
-
-
-def series(text: str, name: str) -> list[tuple[dict[str, str], float]]:
-    """(labels, value) of every sample named ``name``, in order (labels in any order)."""
-    found = []
-    for line in text.splitlines():
-        match = re.match(rf"^{name}\{{([^}}]*)\}} (\S+)$", line)
-        if match:
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
-            found.append((labels, float(match.group(2))))
-    return found

@@ -9,23 +9,21 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 import pytest
 from example_driver.driver import ExampleDriver
-from harness.cdi import assert_cdi_ids_resolve
-from helpers.waiting import eventually
-from test_driver_metrics import series
 
-from drakit.kubeapi.resources import RESOURCE_CLAIMS, RESOURCE_SLICES, Resource
 from drakit.testing import (
     Allocated,
     HarnessNode,
+    KubeAPI,
     PluginUnderTest,
     StartPlugin,
     allocate,
     claim,
+    eventually,
+    metric_samples,
     opaque_config,
     pod,
 )
@@ -50,20 +48,17 @@ def plugin(drakit_node: HarnessNode, drakit_plugin: StartPlugin) -> PluginUnderT
     return drakit_plugin(ExampleDriver, DRIVER, backend_config=config)
 
 
-def published_devices(api: Any, node: str) -> dict[str, Any]:
-    slices = Resource(api, RESOURCE_SLICES)
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        items = slices.list(field_selector=f"spec.driver={DRIVER},spec.nodeName={node}").items
-        devices = {d["name"]: d for s in items for d in s["spec"].get("devices") or []}
-        if devices:
-            return devices
-        time.sleep(0.2)
-    raise AssertionError(f"no ResourceSlice of {DRIVER} for node {node} within {WAIT:g}s")
+def published_devices(api: KubeAPI, node: str) -> dict[str, Any]:
+    """The devices of the driver's ResourceSlices for ``node``, once there are any."""
+    return eventually(
+        lambda: api.published_devices(DRIVER, node),
+        what=f"a ResourceSlice of {DRIVER} for node {node}",
+        timeout=WAIT,
+    )
 
 
 def allocate_gpu_1(
-    api: Any, namespace: str, node: str, *, with_config: bool = True, config: Any = GPU_CONFIG
+    api: KubeAPI, namespace: str, node: str, *, with_config: bool = True, config: Any = GPU_CONFIG
 ) -> None:
     """A claim for one GPU (with ``config``), a pod on ``node`` using it, and the allocation
     and reservation kube-scheduler would write (gpu-1 of the node's pool)."""
@@ -84,14 +79,13 @@ def allocate_gpu_1(
 
 @pytest.mark.usefixtures("plugin")
 def test_plugin_publishes_gpus_and_prepares_a_configured_claim_for_the_kubelet(
-    drakit_api: Any, drakit_namespace: str, drakit_node: HarnessNode
+    drakit_api: KubeAPI, drakit_namespace: str, drakit_node: HarnessNode
 ) -> None:
     assert sorted(published_devices(drakit_api, drakit_node.name)) == ["gpu-0", "gpu-1"]
 
     allocate_gpu_1(drakit_api, drakit_namespace, drakit_node.name)
     ids = drakit_node.wait_prepared(drakit_namespace, "pod0")["containers"]["ctr0"]
-    assert_cdi_ids_resolve(ids, drakit_node.folders.cdi)
-    env = dict(e.split("=", 1) for e in drakit_node.container_env(ids))
+    env = drakit_node.container(ids).environ  # every ID resolves, as the runtime needs
     export = "".join(f'declare -x {k}="{v}"\n' for k, v in sorted(env.items()))
     assert GPU_DEVICE.findall(export) == ["gpu-1"]
     assert env["GPU_DEVICE_1_SHARING_STRATEGY"] == "SpacePartitioning"
@@ -100,17 +94,22 @@ def test_plugin_publishes_gpus_and_prepares_a_configured_claim_for_the_kubelet(
 
 
 @pytest.mark.usefixtures("plugin")
+@pytest.mark.parametrize("with_config", [True, False], ids=["opaque config", "no config"])
 def test_prepared_gpu_is_reported_in_the_claim_status(
-    drakit_api: Any, drakit_namespace: str, drakit_node: HarnessNode
+    drakit_api: KubeAPI, drakit_namespace: str, drakit_node: HarnessNode, with_config: bool
 ) -> None:
+    # With opaque config the status was never written: drakit.testing's client stored the
+    # parameters with json.dumps' ", " separators, which the apiserver's re-encoding on the
+    # status patch changed ("status.allocation: field cannot be modified once set").
     gpu_1 = published_devices(drakit_api, drakit_node.name)["gpu-1"]
-    allocate_gpu_1(drakit_api, drakit_namespace, drakit_node.name, with_config=False)
-    claims = Resource(drakit_api, RESOURCE_CLAIMS)
-    deadline = time.monotonic() + WAIT
-    while not (status := claims.get("one-gpu", drakit_namespace).get("status", {})).get("devices"):
-        assert time.monotonic() < deadline, "no status.devices written"
-        time.sleep(0.2)
-    (entry,) = status["devices"]
+    allocate_gpu_1(drakit_api, drakit_namespace, drakit_node.name, with_config=with_config)
+    (entry,) = drakit_api.claims.wait(
+        "one-gpu",
+        drakit_namespace,
+        until=lambda c: c.get("status", {}).get("devices"),
+        what="status.devices written",
+        timeout=WAIT,
+    )
     assert (entry["driver"], entry["pool"], entry["device"]) == (DRIVER, drakit_node.name, "gpu-1")
     assert entry["data"] == {
         "uuid": {"string": gpu_1["attributes"]["uuid"]["string"]},
@@ -122,15 +121,14 @@ def test_prepared_gpu_is_reported_in_the_claim_status(
 def samples(text: str, name: str) -> dict[str, float]:
     """``{labels: value}`` of every sample named ``name`` in an exposition ("" for none)."""
     found: dict[str, float] = {}
-    for line in text.splitlines():
-        match = re.match(rf"^{name}(\{{[^}}]*\}})? (\S+)$", line)
-        if match:
-            found[match.group(1) or ""] = float(match.group(2))
+    for labels, value in metric_samples(text, name):
+        written = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        found[f"{{{written}}}" if written else ""] = value
     return found
 
 
 def test_upstreams_driver_metrics_are_served_after_a_real_prepare(
-    plugin: PluginUnderTest, drakit_api: Any, drakit_namespace: str, drakit_node: HarnessNode
+    plugin: PluginUnderTest, drakit_api: KubeAPI, drakit_namespace: str, drakit_node: HarnessNode
 ) -> None:
     before = plugin.scrape()
     # Upstream creates both counter series at zero, before any claim.
@@ -152,7 +150,7 @@ def test_upstreams_driver_metrics_are_served_after_a_real_prepare(
     assert samples(after, "dra_example_driver_prepare_claims_total")['{result="success"}'] == 1
     buckets = {
         labels["le"]: value
-        for labels, value in series(
+        for labels, value in metric_samples(
             after, "dra_example_driver_prepare_claim_duration_seconds_bucket"
         )
         if labels["result"] == "success"
@@ -167,7 +165,7 @@ def test_upstreams_driver_metrics_are_served_after_a_real_prepare(
 
 
 def test_a_claim_the_plugin_refuses_is_counted_as_a_prepare_error(
-    plugin: PluginUnderTest, drakit_api: Any, drakit_namespace: str, drakit_node: HarnessNode
+    plugin: PluginUnderTest, drakit_api: KubeAPI, drakit_namespace: str, drakit_node: HarnessNode
 ) -> None:
     # Refused before the backend prepares anything (the config, as upstream's kubelet
     # plugin refuses it): upstream counts it, so the example driver does too.

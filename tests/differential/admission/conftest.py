@@ -7,7 +7,6 @@ import os
 import ssl
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -25,6 +24,7 @@ from admission_harness import (
     stopped_at_exit,
     wait_until_served,
 )
+from helpers.gobuilds import built_binary
 
 from drakit.kubeapi.resources import Resource
 from drakit.webhook.cabundle import VALIDATING_WEBHOOK_CONFIGURATIONS
@@ -38,22 +38,11 @@ def upstream_webhook_binary() -> Path:
     reused) by ``hack/build-binaries.sh dra-example-webhook``.
 
     Skips, saying why, only when it cannot be built (no Go toolchain, no module proxy)."""
-    done = subprocess.run(
-        [str(REPO / "hack" / "build-binaries.sh"), "dra-example-webhook"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=1800,
+    return built_binary(
+        "dra-example-webhook",
+        "reference/dra-example-webhook",
+        "upstream's webhook (hack/tools/dra-example-e2e)",
     )
-    if done.returncode != 0:
-        pytest.skip(
-            "upstream's webhook (hack/tools/dra-example-e2e) could not be built: "
-            + (done.stderr.strip().splitlines() or ["no output"])[-1]
-        )
-    binary = Path(done.stdout.strip().splitlines()[-1]) / "reference" / "dra-example-webhook"
-    if not binary.is_file():
-        pytest.fail(f"hack/build-binaries.sh dra-example-webhook succeeded but {binary} is missing")
-    return binary
 
 
 @pytest.fixture(scope="session")
@@ -148,7 +137,6 @@ def webhooks(
                 stack=stack,
             )
             pairs[profile] = (upstream, drakit)
-        deadline = time.monotonic() + 60
         for hook in (h for pair in pairs.values() for h in pair):
-            wait_until_served(hook, deadline)
+            wait_until_served(hook)
         yield pairs

@@ -4,9 +4,10 @@ AdmissionReview goes to dra-example-webhook of sigs.k8s.io/dra-example-driver v0
 HTTPS, and both must admit it or both refuse it.
 
 The only disagreements allowed are the exception classes listed in
-docs/reference-parity.md (``admission_harness.EXCEPTIONS``), each where upstream is at fault:
-its handler crashes, it admits what its own kubelet plugin refuses at prepare, or it refuses
-the metadata update of a claim whose config it would refuse today. Each class must still
+docs/reference-parity.md (``admission_harness.EXCEPTIONS``): where upstream is at fault (its
+handler crashes, it admits what its own kubelet plugin refuses at prepare, or it refuses the
+metadata update of a claim whose config it would refuse today), and drakit's nesting bound,
+which refuses before decoding what Go's decoder takes. Each class must still
 occur (or the page is stale), and nothing else may differ.
 
 ``DRAKIT_ADMISSION_CASES`` (default 3000, split over the profiles) and

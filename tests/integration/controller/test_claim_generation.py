@@ -4,7 +4,6 @@ status write, recovery after a lost status write, and missing templates."""
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from typing import Any
 
@@ -239,8 +238,10 @@ def test_missing_template_gives_a_warning_event_and_the_pod_proceeds_once_it_app
         assert event["regarding"]["name"] == "p"
         assert "later" in event["note"] and "not found" in event["note"]
         # Let the failure back off a few times: the template's arrival must still be acted on
-        # at once, not after the (growing) retry delay.
-        time.sleep(1)
+        # at once, not after the (growing) retry delay. Six failures: the next retry is
+        # 0.32 s away (5 ms doubled per failure), and the wait proves the retries happened.
+        retries = running.controller.queue.rate_limiter.retries
+        eventually(lambda: retries(f"pod:{namespace}/p") >= 6, what="the pod's sync backing off")
         objects.template(namespace, "later", cls)
         statuses = eventually(lambda: pod_status_claims(objects, namespace, "p"))
         assert list(statuses) == ["gpu"]

@@ -89,6 +89,8 @@ CONTROLLER_MAY = [
     Access("watch", "deviceclasses", RES, namespace=""),
     Access("list", "resourceslices", RES, namespace=""),
     Access("list", "devicetaintrules", RES, namespace=""),
+    Access("create", "devicetaintrules", RES, namespace=""),
+    Access("delete", "devicetaintrules", RES, namespace=""),
     Access("watch", "nodes", namespace=""),
     Access("create", "events"),
     Access("patch", "events", "events.k8s.io"),

@@ -31,6 +31,7 @@ from deploy_support import (
     request_token,
     token_kubeconfig,
 )
+from helpers.waiting import eventually
 from kubernetes import client
 
 from drakit.localcluster import LocalCluster
@@ -85,17 +86,15 @@ def _optional_gate_probe(line: str) -> bool:
 
 def _wait(what: str, check: Callable[[], Any], *processes: subprocess.Popen[str]) -> Any:
     """Poll ``check`` until it returns something truthy; the processes must stay up meanwhile."""
-    deadline = time.monotonic() + 60
-    while True:
+
+    def check_while_up() -> Any:
         result = check()
-        if result:
-            return result
         for process in processes:
-            if process.poll() is not None:
+            if not result and process.poll() is not None:
                 pytest.fail(f"{process.args} exited with {process.returncode} before {what}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"never saw {what}")
-        time.sleep(0.25)
+        return result
+
+    return eventually(check_while_up, what, 60, interval=0.25)
 
 
 def _base_env(kubeconfig: Path) -> dict[str, str]:

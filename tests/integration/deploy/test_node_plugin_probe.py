@@ -12,12 +12,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from deploy_support import Helm, one
+from helpers.waiting import eventually
 
 from drakit.localcluster import LocalCluster
 
@@ -62,12 +62,13 @@ def _probe(container: dict[str, Any], env: dict[str, str]) -> subprocess.Complet
 def _wait_until_serving(
     process: subprocess.Popen[str], container: dict[str, Any], env: dict[str, str]
 ) -> None:
-    deadline = time.monotonic() + 60
-    while _probe(container, env).returncode != 0:
+    def healthy() -> bool:
+        if _probe(container, env).returncode == 0:
+            return True
         assert process.poll() is None, process.stderr.read() if process.stderr else ""
-        if time.monotonic() > deadline:
-            pytest.fail("the node plugin never became healthy")
-        time.sleep(0.2)
+        return False
+
+    eventually(healthy, "the node plugin's liveness probe to pass", 60)
 
 
 def test_liveness_probe_passes_while_the_plugin_serves_and_fails_after_it_stops(

@@ -7,7 +7,6 @@ the user extra authentication.kubernetes.io/node-name = A.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +20,7 @@ from deploy_support import (
     resource_slice,
     token_client,
 )
+from helpers.waiting import eventually
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -77,17 +77,18 @@ def plugin_on_a(admin: client.ApiClient, installed: Installed) -> client.ApiClie
     token = request_token(admin, installed.namespace, installed.node_plugin_sa, installed.pod_a)
     api = token_client(admin, token)
     probe = resource_slice(_name(installed.node_b), installed.driver, installed.node_b)
-    deadline = time.monotonic() + 60
-    while True:
+
+    def refused() -> bool:
         try:
             _create(api, probe, dry_run=True)
         except ApiException as exc:
             if exc.status == 403 and "ValidatingAdmissionPolicy" in str(exc.body):
-                return api
+                return True
             raise
-        if time.monotonic() > deadline:
-            pytest.fail("the chart's ValidatingAdmissionPolicy never took effect")
-        time.sleep(0.5)
+        return False
+
+    eventually(refused, "the chart's ValidatingAdmissionPolicy to take effect", 60, interval=0.5)
+    return api
 
 
 def test_token_of_a_pod_on_node_a_names_node_a(

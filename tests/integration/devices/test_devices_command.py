@@ -38,7 +38,15 @@ def expected_device_rows(w: Workload) -> list[list[str]]:
         ["node-a", d, "node-a", "gpu-2", "tainted", "-", "-"],
         ["node-a", d, "node-a", "gpu-3", "unhealthy", "-", "-"],
         ["node-a", d, "node-a", "gpu-4", "admin-access", f"{admin}/watcher (admin)", "pod-admin"],
-        ["node-b", d, "node-b-part", "part-full", "free", "-", "-"],
+        [
+            "node-b",
+            d,
+            "node-b-part",
+            "part-full",
+            "exhausted (gpu-counters/memory 40Gi needed, 20Gi left)",
+            "-",
+            "-",
+        ],
         ["node-b", d, "node-b-part", "part-half-0", "allocated", f"{ns}/part", "pod-b"],
         ["node-b", d, "node-b-part", "part-half-1", "free", "-", "-"],
         [
@@ -58,12 +66,13 @@ def expected_summary_rows(w: Workload) -> list[list[str]]:
     d = w.driver
     return [
         [
-            "NODE", "DRIVER", "POOL", "DEVICES", "ALLOCATED", "FREE", "TAINTED",
+            "NODE", "DRIVER", "POOL", "DEVICES", "ALLOCATED", "FREE", "EXHAUSTED", "TAINTED",
             "COUNTERS USED/TOTAL", "CAPACITY USED/TOTAL",
         ],
-        ["node-a", d, "node-a", "5", "1", "2", "2", "-", "-"],
-        ["node-b", d, "node-b-part", "3", "1", "2", "0", "gpu-counters/memory 20Gi/40Gi", "-"],
-        ["node-b", d, "node-b-shared", "2", "1", "1", "0", "-", "memory 6Gi/32Gi"],
+        ["node-a", d, "node-a", "5", "1", "2", "0", "2", "-", "-"],
+        ["node-b", d, "node-b-part", "3", "1", "1", "1", "0", "gpu-counters/memory 20Gi/40Gi",
+         "-"],
+        ["node-b", d, "node-b-shared", "2", "1", "1", "0", "0", "-", "memory 6Gi/32Gi"],
     ]  # fmt: skip
 
 
@@ -87,8 +96,37 @@ def test_summary_counts_devices_counters_and_capacity_per_node_and_pool(
     assert table_rows(out) == expected_summary_rows(workload)
 
 
+def counters_left(slices: list[dict[str, Any]], held: set[tuple[str, str]]) -> dict[str, Any]:
+    """``pool/set/counter`` -> amount left after the held devices, from the raw objects
+    (the workload's counters are whole Gi)."""
+    left: dict[str, int] = {}
+    for s in slices:
+        pool = s["spec"]["pool"]["name"]
+        for cs in s["spec"].get("sharedCounters") or []:
+            for name, c in cs["counters"].items():
+                left[f"{pool}/{cs['name']}/{name}"] = int(c["value"].removesuffix("Gi"))
+    for s in slices:
+        pool = s["spec"]["pool"]["name"]
+        for dev in s["spec"].get("devices") or []:
+            if (pool, dev["name"]) in held:
+                for use in dev.get("consumesCounters") or []:
+                    for name, c in use["counters"].items():
+                        key = f"{pool}/{use['counterSet']}/{name}"
+                        left[key] -= int(c["value"].removesuffix("Gi"))
+    return left
+
+
+def exhausted(pool: str, dev: dict[str, Any], left: dict[str, int]) -> bool:
+    return any(
+        int(c["value"].removesuffix("Gi")) > left[f"{pool}/{use['counterSet']}/{name}"]
+        for use in dev.get("consumesCounters") or []
+        for name, c in use["counters"].items()
+    )
+
+
 def independent_pool_counts(admin_api: Any, driver: str) -> dict[str, dict[str, int]]:
-    """Per pool: total, allocated, tainted and free, counted straight from the raw objects."""
+    """Per pool: total, allocated, tainted, exhausted (shared counters used up) and free,
+    counted straight from the raw objects."""
     slices = [
         s
         for s in Resource(admin_api, RESOURCE_SLICES).list().items
@@ -100,19 +138,24 @@ def independent_pool_counts(admin_api: Any, driver: str) -> dict[str, dict[str, 
         for r in (allocation.get("devices") or {}).get("results") or []:
             if r["driver"] == driver and not r.get("adminAccess"):
                 held.add((r["pool"], r["device"]))
+    left = counters_left(slices, held)
     counts: dict[str, dict[str, int]] = {}
     for s in slices:
         pool = s["spec"]["pool"]["name"]
-        c = counts.setdefault(pool, {"devices": 0, "allocated": 0, "tainted": 0, "free": 0})
+        c = counts.setdefault(
+            pool, {"devices": 0, "allocated": 0, "tainted": 0, "exhausted": 0, "free": 0}
+        )
         for dev in s["spec"].get("devices") or []:
             tainted = any(
                 t["effect"] in ("NoSchedule", "NoExecute") for t in dev.get("taints") or []
             )
             allocated = (pool, dev["name"]) in held
+            used_up = not (allocated or tainted) and exhausted(pool, dev, left)
             c["devices"] += 1
             c["allocated"] += allocated
             c["tainted"] += tainted
-            c["free"] += not (allocated or tainted)
+            c["exhausted"] += used_up
+            c["free"] += not (allocated or tainted or used_up)
     return counts
 
 
@@ -129,7 +172,7 @@ def test_summary_json_matches_counts_taken_directly_from_the_objects(
     assert code == 0
     doc = json.loads(out)
     shown = {
-        p["pool"]: {k: p[k] for k in ("devices", "allocated", "tainted", "free")}
+        p["pool"]: {k: p[k] for k in ("devices", "allocated", "tainted", "exhausted", "free")}
         for p in doc["items"]
     }
     assert shown == independent_pool_counts(admin_api, workload.driver)

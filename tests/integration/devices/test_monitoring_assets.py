@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers.waiting import eventually
 from prometheus_client.parser import text_string_to_metric_families
 
 from drakit.kubeapi.client import load_client
@@ -69,17 +69,23 @@ def exported_names(text: str) -> set[str]:
 
 
 def scrape(port: int, process: subprocess.Popen[bytes], log: Path) -> str:
-    deadline = time.monotonic() + EVENTUALLY
-    while True:
+    """The text of ``/metrics`` on ``port``, once the process serves it."""
+    last: list[OSError] = []
+
+    def text() -> str | None:
         if process.poll() is not None:
             raise AssertionError(f"process exited: {log.read_text()[-2000:]}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
                 return str(r.read().decode())
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+        except OSError as err:
+            last[:] = [err]
+            return None
+
+    answer: str = eventually(
+        text, lambda: f"/metrics on port {port} (last error: {last})", EVENTUALLY, interval=0.2
+    )
+    return answer
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -187,10 +193,12 @@ def test_every_metric_the_dashboard_and_alerts_query_is_exported(running: Runnin
 def test_controller_counts_the_node_plugins_published_devices_as_free(running: Running) -> None:
     labels = f'driver="{running.driver}",node="{running.node}",pool="{running.node}",state="free"'
     free = f"drakit_pool_devices{{{labels}}}"
-    deadline = time.monotonic() + EVENTUALLY
-    while True:
-        lines = [line for line in scrape(*running.controller).splitlines() if line.startswith(free)]
-        if lines == [f"{free} 8.0"]:
-            return
-        assert time.monotonic() < deadline, f"controller exports {lines}"
-        time.sleep(0.2)
+    lines: list[str] = []
+
+    def eight_free() -> bool:
+        lines[:] = [
+            line for line in scrape(*running.controller).splitlines() if line.startswith(free)
+        ]
+        return lines == [f"{free} 8.0"]
+
+    eventually(eight_free, lambda: f"8 free devices; the controller exports {lines}", EVENTUALLY)

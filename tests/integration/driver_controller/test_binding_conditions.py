@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cluster_objects import Made
+from helpers.delivery import delivered
 from helpers.rawclaims import PARAMETERS, create_raw_claim, raw_claim_text
 
 from drakit.controller.bindingconditions import (
@@ -167,7 +167,11 @@ def test_other_entries_are_kept_and_a_repeated_verdict_writes_nothing(
     version = stored["metadata"]["resourceVersion"]
     writes = controller.writes
     controller.sync(f"{wnamespace}/c")  # asked again directly: nothing left to do
-    time.sleep(1.0)
+    # The echo of the controller's own write is what it must not act on: wait until its
+    # informer has handed that version to the controller's handler and the work queue has
+    # since handled whatever the handler queued.
+    echoed = delivered(controller.informer, wnamespace, "c", version)
+    eventually(lambda: echoed.is_set() and controller.queue.idle(), what="the echo handled")
     assert controller.writes == writes
     assert claims.get("c", wnamespace)["metadata"]["resourceVersion"] == version
 

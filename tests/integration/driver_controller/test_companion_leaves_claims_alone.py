@@ -10,12 +10,14 @@ real kube-scheduler leaves claims it did not make alone:
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from cluster_objects import Made
+from helpers.delivery import delivered
 
 from drakit.controller.app import Controller
 from drakit.controller.config import ClaimGeneration, ControllerConfig
@@ -26,8 +28,6 @@ pytestmark = pytest.mark.integration
 
 EXTENDED_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 POD_GROUPS = ResourceType("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", namespaced=True)
-#: Long enough for the companion to have synced every claim and pod several times over.
-SETTLE_SECONDS = 3.0
 
 
 @pytest.fixture
@@ -37,15 +37,68 @@ def made(wapi: Any) -> Iterator[Made]:
     objects.cleanup()
 
 
+class Companion:
+    """drakit's controller in ``all`` mode (it also manages the lifecycle of every claim),
+    counting the syncs it has finished per work-queue key (``pod:<ns>/<name>``, ...)."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+        self._synced: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        sync = controller.sync  # the handler both work queues are started with, in run()
+
+        def counted(key: str) -> float | None:
+            try:
+                return sync(key)
+            finally:
+                with self._lock:
+                    self._synced[key] += 1
+
+        controller.sync = counted  # type: ignore[method-assign]
+
+    def handled(
+        self, claim: dict[str, Any], pods: list[str], eventually: Callable[..., Any]
+    ) -> None:
+        """Wait for the proof that the companion has dealt with ``claim`` as it is and with
+        ``pods`` (``<ns>/<name>``) as they are now: the claim's current version has reached
+        the companion's handler and the work queue has since run dry (claims do not come
+        round again on a resync: the assume cache passes only changes on), and each pod has
+        been synced once more (pods do come round, every second)."""
+        meta = claim["metadata"]
+        seen = delivered(
+            self.controller.caches.claims, meta["namespace"], meta["name"], meta["resourceVersion"]
+        )
+        with self._lock:
+            before = {f"pod:{pod}": self._synced[f"pod:{pod}"] for pod in pods}
+
+        def done() -> bool:
+            with self._lock:
+                synced = all(self._synced[key] > count for key, count in before.items())
+            return synced and seen.is_set() and self.controller.queue.idle()
+
+        eventually(done, what=f"the companion to handle claim {meta['name']} and pods {pods}")
+
+
 @pytest.fixture
-def companion(wapi: Any, background: Any) -> Controller:
-    """drakit's controller in ``all`` mode: it also manages the lifecycle of every claim."""
+def companion(wapi: Any, background: Any) -> Companion:
     controller = Controller(
         wapi, ControllerConfig(claim_generation=ClaimGeneration.ALL, workers=2, resync_period=1.0)
     )
+    running = Companion(controller)
     background.start(controller.run)
     assert controller.started.wait(60), "controller did not start"
-    return controller
+    return running
+
+
+def reported_unschedulable(made: Made, namespace: str, pod: str) -> bool:
+    """drakit's scheduler tried ``pod``, found no place and said so on the pod."""
+    conditions = made.pods.get(pod, namespace)["status"].get("conditions") or ()
+    return any(
+        c["type"] == "PodScheduled"
+        and c["status"] == "False"
+        and c.get("reason") == "Unschedulable"
+        for c in conditions
+    )
 
 
 def written_by_drakit(claim: dict[str, Any]) -> bool:
@@ -82,7 +135,11 @@ def test_extended_resource_claim_is_left_alone_and_its_device_counts_as_held(
     # And a third finds none left (the extended claim's device is not free).
     made.claim(wnamespace, "none-left", device_class)
     made.pod(wnamespace, "none-left", claims={"gpu": "none-left"}, scheduler="drakit")
-    time.sleep(SETTLE_SECONDS)
+    # What the companion must leave alone is the scheduler's claim and its pod: wait until
+    # drakit has tried the pod that could only get that claim's device, and has handled the
+    # claim and its pod since.
+    eventually(lambda: reported_unschedulable(made, wnamespace, "none-left"), what="none left")
+    companion.handled(before, [f"{wnamespace}/ext"], eventually)
     assert not allocated_devices(claims.get("none-left", wnamespace))
     assert made.node_of(wnamespace, "none-left") == ""
 
@@ -125,7 +182,10 @@ def test_podgroup_claim_keeps_its_reservation_and_allocation(
     # A pod drakit schedules cannot have the PodGroup's device.
     made.claim(wnamespace, "mine", device_class)
     made.pod(wnamespace, "mine", claims={"gpu": "mine"}, scheduler="drakit")
-    time.sleep(SETTLE_SECONDS)
+    # What the companion must leave alone is the PodGroup's claim: wait until drakit has
+    # tried the pod that could only get that claim's device, and has handled the claim.
+    eventually(lambda: reported_unschedulable(made, wnamespace, "mine"), what="no device")
+    companion.handled(before, [], eventually)
     assert not allocated_devices(claims.get("mine", wnamespace))
     assert made.node_of(wnamespace, "mine") == ""
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.deepshapes import CLAIM_LEVEL, SHAPES, nested_lists
+from helpers.deepshapes import CLAIM_LEVEL, SHAPES, nested_lists, plain_depth
 from helpers.rawclaims import create_raw_claim, raw_claim_text
 
 from drakit.kubeapi.deepjson import MAX_DEPTH, DeepJSON, depth_problem
@@ -47,18 +47,6 @@ def deep_claims(light: LightApiClient, namespace: str) -> Iterator[list[str]]:
     for name in names:
         with contextlib.suppress(NotFound):
             claims.delete(name, namespace)
-
-
-def plain_depth(value: Any) -> int:
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, depth)
-            stack.extend(
-                (c, depth + 1) for c in (item.values() if isinstance(item, dict) else item)
-            )
-    return deepest
 
 
 def test_the_apiserver_limits_parameters_by_size_only_not_by_depth(

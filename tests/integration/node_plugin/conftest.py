@@ -36,19 +36,23 @@ CoreFactory = Callable[..., PrepareCore]
 
 @pytest.fixture
 def make_core(api: RateLimitedApiClient, tmp_path: Path) -> Iterator[CoreFactory]:
-    """make_core(root=tmp_path, backend=None, events=None, **config) -> started PrepareCore."""
+    """make_core(root=tmp_path, backend=None, events=None, device_status=None, outputs=None,
+    **config) -> started PrepareCore."""
     cores: list[PrepareCore] = []
 
     def make(root: Path | None = None, backend: Any = None, **overrides: Any) -> PrepareCore:
         events = overrides.pop("events", None) or RecordingEvents()
         boot_id = overrides.pop("boot_id", None) or (lambda: "boot-1")
+        status = overrides.pop("device_status", None)
+        outputs = overrides.pop("outputs", None)
         config = make_config(root or tmp_path, **overrides)
         backend = backend or load_backend(
             "example", driver_name=DRIVER, node_name=NODE, config=EXAMPLE_CONFIG
         )
         core = PrepareCore(
-            config, PluginMetrics(), backend, claims_resource(api), events=events, boot_id=boot_id
-        )
+            config, PluginMetrics(), backend, claims_resource(api), events=events,
+            boot_id=boot_id, device_status=status, outputs=outputs,
+        )  # fmt: skip
         core.start()
         cores.append(core)
         return core

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import grpc
 import pytest
 from claims import DRIVER, NODE, claims_resource, create_claim, make_config, result
 from conftest import EXAMPLE_CONFIG, RecordingEvents
+from helpers.waiting import eventually
 
 from drakit.backends.example import ExampleBackend
 from drakit.kubeapi.client import RateLimitedApiClient
@@ -183,11 +183,14 @@ def prepare_one_when_served(
     process: subprocess.Popen[Any], socket: Path, output: Callable[[], str], ref: ClaimRef
 ) -> ClaimRef:
     """Wait for the plugin's DRA socket, then prepare ``ref`` through it successfully."""
-    deadline = time.monotonic() + 60
-    while not socket.exists():
+
+    def served() -> bool:
+        if socket.exists():
+            return True
         assert process.poll() is None, output()
-        assert time.monotonic() < deadline, "plugin never served"
-        time.sleep(0.1)
+        return False
+
+    eventually(served, lambda: f"the plugin's DRA socket {socket}; output:\n{output()}", 60)
     with grpc.insecure_channel(f"unix:{socket}") as channel:
         response = v1_grpc.DRAPluginStub(channel).NodePrepareResources(
             v1.NodePrepareResourcesRequest(claims=[v1_claim(ref)]), timeout=30

@@ -19,6 +19,7 @@ import grpc
 import pytest
 from claims import DRIVER, NODE, claims_resource, create_claim, make_config, result
 from conftest import EXAMPLE_CONFIG, RecordingEvents
+from helpers.waiting import eventually
 from kubernetes import client
 
 from drakit.backends.example import ExampleBackend
@@ -285,8 +286,11 @@ def test_a_big_call_does_not_starve_the_next_callers_claim_reads(
             second = dra.NodePrepareResources.future(
                 v1.NodePrepareResourcesRequest(claims=[_claim(good)]), timeout=120
             )
-            while core.reader._pool._pool._work_queue.qsize() == 0:  # the second call's GET queued
-                threading.Event().wait(0.01)
+            eventually(
+                lambda: core.reader._pool._pool._work_queue.qsize() > 0,
+                "the second call's GET queued behind the big call's",
+                interval=0.01,
+            )
             gated.permits.release()  # one GET of the big call finishes, no more
             assert second.result(timeout=60).claims[good.uid].error == ""
             # The second caller's GET ran as soon as one worker was free, not after the

@@ -172,10 +172,10 @@ def test_a_status_that_cannot_be_written_leaves_the_prepare_successful_with_an_e
     make_core: CoreFactory, claims: Resource, namespace: str
 ) -> None:
     events = RecordingEvents()
-    core = make_core(backend=StatusBackend(gpu_status), events=events)
-    core.device_status = DeviceStatusWriter(
+    writer = DeviceStatusWriter(
         claims, DRIVER, field_manager="test", unsupported=lambda: "feature gate off"
     )
+    core = make_core(backend=StatusBackend(gpu_status), events=events, device_status=writer)
     ref = create_claim(claims, namespace, [result("gpu", "gpu-1")])
     out = core.prepare([ref], call(core.config))[ref.uid]
     assert out.error == ""

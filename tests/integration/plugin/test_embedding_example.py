@@ -31,7 +31,9 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "embedding
 def access(
     drakit_cluster: Any, drakit_api: Any, drakit_namespace: str, tmp_path: Path
 ) -> Iterator[PluginAccess]:
-    granted = plugin_access(drakit_api, drakit_namespace, drakit_cluster.kubeconfig, tmp_path)
+    granted = plugin_access(
+        drakit_api.client, drakit_namespace, drakit_cluster.kubeconfig, tmp_path
+    )
     yield granted
     granted.delete()
 

@@ -66,7 +66,9 @@ class ListedNpus(BackendBase):
 def access(
     drakit_cluster: Any, drakit_api: Any, drakit_namespace: str, tmp_path: Path
 ) -> Iterator[PluginAccess]:
-    granted = plugin_access(drakit_api, drakit_namespace, drakit_cluster.kubeconfig, tmp_path)
+    granted = plugin_access(
+        drakit_api.client, drakit_namespace, drakit_cluster.kubeconfig, tmp_path
+    )
     yield granted
     granted.delete()
 

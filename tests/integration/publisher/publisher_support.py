@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from helpers.waiting import eventually
 
 from drakit.allocator.model import CounterSet, Device
 from drakit.kubeapi.client import RateLimitedApiClient
@@ -183,21 +184,24 @@ def settle(publisher: Publisher, slices: Resource, node_name: str, quiet: float 
     echo syncs run ``repair_delay`` after each write)."""
     last = ""
     stable_since = time.monotonic()
-    deadline = time.monotonic() + 60
-    lock = threading.Lock()
-    while time.monotonic() < deadline:
-        with lock:
-            rvs = sorted(
+
+    def quiet_long_enough() -> bool:
+        nonlocal last, stable_since
+        current = repr(
+            sorted(
                 (s["metadata"]["name"], s["metadata"]["resourceVersion"])
                 for s in node_slices(slices, node_name)
             )
-        current = repr(rvs)
+        )
         if current != last:
             last, stable_since = current, time.monotonic()
-        elif time.monotonic() - stable_since >= quiet:
-            return
-        time.sleep(0.1)
-    pytest.fail("the node's slices never settled")
+        return time.monotonic() - stable_since >= quiet
+
+    eventually(
+        quiet_long_enough,
+        lambda: f"the slices of {node_name} to stop changing for {quiet:g}s (last: {last})",
+        timeout=60,
+    )
 
 
 # -- health ------------------------------------------------------------------------------------

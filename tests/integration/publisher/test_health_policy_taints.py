@@ -1,6 +1,6 @@
 """The health policy against the real apiserver: taints per reason with their effect, lifted on
-recovery, Events on the Node, effect changes, a flapping device's timeAdded, and the
-cluster-wide NoExecute budget across two nodes."""
+recovery, Events on the Node, effect changes, a flapping device's timeAdded, and NoExecute
+requested by the node plugins and granted by the controller's budget across two nodes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 from publisher_support import HealthDevices
 
+from drakit.controller.noexecute.decision import Budget
+from drakit.controller.noexecute.rules import BUDGET_LABEL
+from drakit.controller.noexecute.runner import NoExecuteBudget, rule_type
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import EVENTS, Resource
 from drakit.node_plugin.health.policy import HealthPolicy
@@ -37,6 +40,18 @@ def _effect(slices: Resource, node: str, device: str) -> str | None:
     return taint["effect"] if taint else None
 
 
+def _requested(slices: Resource, node: str, device: str) -> bool:
+    """The device carries the node plugin's NoExecute request (effect None)."""
+    for s in node_slices(slices, node):
+        for d in s["spec"].get("devices") or ():
+            if d["name"] == device:
+                return any(
+                    t["key"].endswith("/noexecute-request") and t["effect"] == "None"
+                    for t in d.get("taints") or ()
+                )
+    return False
+
+
 def _events(api: Any, node: str, reason: str) -> list[KubeObject]:
     return [
         e
@@ -55,16 +70,16 @@ def test_a_device_gets_its_reasons_effect_and_loses_the_taint_when_it_recovers(
     eventually: Any,
 ) -> None:
     devices = HealthDevices(fake_nodes(), 4)
-    policy = HealthPolicy(
-        effects=(("DeviceNodeMissing", "NoExecute"),), noexecute_cluster_percent=100, healthy_for=0
-    )
+    policy = HealthPolicy(effects=(("DeviceNodeMissing", "NoExecute"),), healthy_for=0)
     publisher = health_publishers(devices, policy)
     eventually(lambda: len(node_slices(slices, devices.node)) == 1, what="published")
 
     devices.set("gpu-1", "DeviceNodeMissing")
     devices.set("gpu-2", "EccErrors")
-    eventually(lambda: _effect(slices, devices.node, "gpu-1") == "NoExecute", what="NoExecute")
+    eventually(lambda: _requested(slices, devices.node, "gpu-1"), what="NoExecute requested")
     eventually(lambda: _effect(slices, devices.node, "gpu-2") == "NoSchedule", what="NoSchedule")
+    assert _effect(slices, devices.node, "gpu-1") == "NoSchedule"  # the plugin's own taint
+    assert not _requested(slices, devices.node, "gpu-2")
     taint = _taint(slices, devices.node, "gpu-1")
     assert taint is not None
     assert (taint["key"], taint["value"]) == (f"{health_driver}/unhealthy", "DeviceNodeMissing")
@@ -99,34 +114,64 @@ def test_a_report_only_policy_records_the_transition_without_a_taint(
     assert _taint(slices, devices.node, "gpu-0") is None
 
 
-def test_the_cluster_wide_budget_holds_across_nodes_and_frees_on_recovery(
+def test_plugins_request_noexecute_and_the_controllers_budget_grants_one_across_nodes(
     *, api: Any, fake_nodes: Any, health_publishers: Any, slices: Resource, eventually: Any
 ) -> None:
-    # 2 nodes x 5 devices, 10 %: one device of the driver may hold NoExecute at a time.
-    policy = HealthPolicy(default_effect="NoExecute", noexecute_cluster_percent=10, healthy_for=0)
+    # 2 nodes x 5 devices, 10 %: one device of the driver may hold NoExecute at a time. The
+    # plugins carry NoSchedule and the request; the controller's budget (the runner the
+    # controller starts, here on its own) writes the one DeviceTaintRule.
+    policy = HealthPolicy(default_effect="NoExecute", healthy_for=0)
     a, b = HealthDevices(fake_nodes(), 5), HealthDevices(fake_nodes(), 5)
     health_publishers(a, policy)
-    publisher_b = health_publishers(b, policy)
+    publisher = health_publishers(b, policy)
     for d in (a, b):
         eventually(lambda d=d: len(node_slices(slices, d.node)) == 1, what="published")
-
-    a.set("gpu-0", "DeviceNodeMissing")
-    eventually(lambda: _effect(slices, a.node, "gpu-0") == "NoExecute", what="a's NoExecute")
-    b.set("gpu-0", "DeviceNodeMissing")
-    eventually(lambda: _effect(slices, b.node, "gpu-0") == "NoSchedule", what="b demoted")
-    (exceeded,) = eventually(
-        lambda: _events(api, b.node, "DeviceTaintBudgetExceeded"), what="budget Event"
+    budget = NoExecuteBudget(
+        api, Budget(per_node=1, percent=10), list_slices=lambda: slices.list().items
     )
-    assert exceeded["type"] == "Warning"
-    over = publisher_b.metrics.registry.get_sample_value(
-        "drakit_node_plugin_health_noexecute_over_budget", {"driver": publisher_b.driver}
-    )
-    assert over == 1
-    assert _effect(slices, a.node, "gpu-0") == "NoExecute"
+    budget.start()
 
-    a.set("gpu-0", None)
-    eventually(lambda: _effect(slices, b.node, "gpu-0") == "NoExecute", what="b promoted")
-    assert _taint(slices, a.node, "gpu-0") is None
+    def granted() -> set[tuple[str, str]]:
+        budget.kick()  # the controller kicks it on every slice event of its cache
+        return _granted(api, publisher.driver)
+
+    try:
+        a.set("gpu-0", "DeviceNodeMissing")
+        eventually(lambda: granted() == {(a.node, "gpu-0")}, what="a's rule")
+        assert _keys(slices, a.node, "gpu-0") == {
+            ("NoSchedule", f"{publisher.driver}/unhealthy"),
+            ("None", f"{publisher.driver}/noexecute-request"),
+        }
+        b.set("gpu-0", "DeviceNodeMissing")
+        eventually(lambda: _keys(slices, b.node, "gpu-0") == _keys(slices, a.node, "gpu-0")
+                   != set(), what="b's request")  # fmt: skip
+        eventually(lambda: granted() and budget.last[publisher.driver].plan.waiting,
+                   what="b waits")  # fmt: skip
+        assert _granted(api, publisher.driver) == {(a.node, "gpu-0")}
+
+        a.set("gpu-0", None)
+        eventually(lambda: granted() == {(b.node, "gpu-0")}, what="passed on")
+        assert _taint(slices, a.node, "gpu-0") is None
+    finally:
+        budget.stop()
+        rules = Resource(api, rule_type("v1"))
+        for rule in rules.list(label_selector=f"{BUDGET_LABEL}={publisher.driver}").items:
+            rules.delete(rule["metadata"]["name"])
+
+
+def _keys(slices: Resource, node: str, device: str) -> set[tuple[str, str]]:
+    for s in node_slices(slices, node):
+        for d in s["spec"].get("devices") or ():
+            if d["name"] == device:
+                return {(t["effect"], t["key"]) for t in d.get("taints") or ()}
+    return set()
+
+
+def _granted(api: Any, driver: str) -> set[tuple[str, str]]:
+    """(pool, device) of the budget's DeviceTaintRules of ``driver``."""
+    rules = Resource(api, rule_type("v1")).list(label_selector=f"{BUDGET_LABEL}={driver}")
+    selectors = (r["spec"]["deviceSelector"] for r in rules.items)
+    return {(sel["pool"], sel["device"]) for sel in selectors}
 
 
 def _stamp_seconds(taint: dict[str, Any]) -> float:
@@ -137,9 +182,7 @@ def test_a_flapping_device_gets_its_taint_back_with_the_same_time_added(
     *, api: Any, fake_nodes: Any, health_publishers: Any, slices: Resource, eventually: Any
 ) -> None:
     devices = HealthDevices(fake_nodes(), 2)
-    policy = HealthPolicy(
-        default_effect="NoExecute", noexecute_cluster_percent=100, healthy_for=0, flap_window=600
-    )
+    policy = HealthPolicy(default_effect="NoExecute", healthy_for=0, flap_window=600)
     publisher = health_publishers(devices, policy)
     eventually(lambda: len(node_slices(slices, devices.node)) == 1, what="published")
     devices.set("gpu-0", "Xid79")
@@ -150,7 +193,8 @@ def test_a_flapping_device_gets_its_taint_back_with_the_same_time_added(
     eventually(lambda: time.time() >= _stamp_seconds(first) + 1.5, what="the next second")
     devices.set("gpu-0", "Xid48")  # fails again, for another reason
     again = eventually(lambda: _taint(slices, devices.node, "gpu-0"), what="the taint back")
-    assert (again["value"], again["effect"]) == ("Xid48", "NoExecute")
+    assert (again["value"], again["effect"]) == ("Xid48", "NoSchedule")
+    assert _requested(slices, devices.node, "gpu-0")
     assert again["timeAdded"] == first["timeAdded"]
     # The kept time causes no update loop: ten more reports write nothing.
     (stored,) = node_slices(slices, devices.node)
@@ -171,13 +215,14 @@ def test_a_reason_change_while_unhealthy_changes_the_effect_with_an_event(
     *, api: Any, fake_nodes: Any, health_publishers: Any, slices: Resource, eventually: Any
 ) -> None:
     devices = HealthDevices(fake_nodes(), 2)
-    policy = HealthPolicy(effects=(("Xid79", "NoExecute"),), noexecute_cluster_percent=100)
+    policy = HealthPolicy(effects=(("Xid79", "NoExecute"),))
     health_publishers(devices, policy)
     eventually(lambda: len(node_slices(slices, devices.node)) == 1, what="published")
     devices.set("gpu-0", "EccErrors")
     eventually(lambda: _effect(slices, devices.node, "gpu-0") == "NoSchedule", what="NoSchedule")
     devices.set("gpu-0", "Xid79")
-    eventually(lambda: _effect(slices, devices.node, "gpu-0") == "NoExecute", what="NoExecute")
+    eventually(lambda: _requested(slices, devices.node, "gpu-0"), what="NoExecute requested")
+    assert _effect(slices, devices.node, "gpu-0") == "NoSchedule"
     (changed,) = eventually(
         lambda: _events(api, devices.node, "DeviceTaintEffectChanged"), what="the Event"
     )

@@ -271,6 +271,7 @@ def test_certificates_rotate_with_an_overlapping_bundle_and_no_refused_request(
     seen = {first}
     deadline = time.monotonic() + 20
     refused = []
+    # Not a poll: requests go on for a fixed window of several rotations, each must be admitted.
     while time.monotonic() < deadline:
         try:
             claims.create(claim_v1("during", {"interval": "Short"}), webhook.namespace,
@@ -339,6 +340,7 @@ def test_replicas_sharing_a_secret_rotate_together_with_no_refused_request(
     claims, _ = (Resource(api, t) for t in kinds("v1"))
     seen, refused = set(), []
     deadline = time.monotonic() + 20
+    # Not a poll: requests go on for a fixed window of several rotations, each must be admitted.
     while time.monotonic() < deadline:
         try:
             claims.create(claim_v1("during", {"interval": "Short"}), namespace, dry_run=True)

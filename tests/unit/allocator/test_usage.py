@@ -96,3 +96,90 @@ def test_taint_states_and_unknown_when_claims_are_hidden() -> None:
     assert {u.device: u.state for u in partial.devices}["free"] == "unknown"
     pool = partial.pools[0]
     assert (pool.free, pool.unknown, pool.tainted) == (None, 2, 2)
+
+
+def partition(name: str, memory: str, cores: str = "0") -> dict[str, Any]:
+    counters = {"memory": {"value": memory}}
+    uses = [{"counterSet": "npu-0", "counters": counters}]
+    if cores != "0":
+        uses.append({"counterSet": "npu-0-cores", "counters": {"cores": {"value": cores}}})
+    return {"name": name, "consumesCounters": uses}
+
+
+def partitioned_slice(devices: list[dict[str, Any]]) -> ResourceSlice:
+    """One NPU with 40Gi of memory and 4 cores in two counter sets, and its partitions."""
+    return ResourceSlice.from_dict(
+        {
+            "metadata": {"name": "s"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": "node-a",
+                "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                "sharedCounters": [
+                    {"name": "npu-0", "counters": {"memory": {"value": "40Gi"}}},
+                    {"name": "npu-0-cores", "counters": {"cores": {"value": "4"}}},
+                ],
+                "devices": devices,
+            },
+        }
+    )
+
+
+def test_a_partition_whose_counters_are_used_up_is_exhausted_not_free() -> None:
+    # Both halves allocated: every counter is used up, nothing else can be allocated. The
+    # summary counted the whole NPU and the quarters as free.
+    devices = [
+        partition("whole", "40Gi"),
+        partition("half-0", "20Gi"),
+        partition("half-1", "20Gi"),
+        partition("quarter-0", "10Gi"),
+        partition("quarter-1", "10Gi"),
+    ]
+    view = build_usage(
+        [partitioned_slice(devices)], [claim("a", [{"device": "half-0"}, {"device": "half-1"}])]
+    )
+    states = {u.device: u.state for u in view.devices}
+    assert states == {
+        "whole": "exhausted", "half-0": "allocated", "half-1": "allocated",
+        "quarter-0": "exhausted", "quarter-1": "exhausted",
+    }  # fmt: skip
+    (pool,) = view.pools
+    assert (pool.total, pool.allocated, pool.free, pool.exhausted) == (5, 2, 0, 3)
+    whole = next(u for u in view.devices if u.device == "whole")
+    assert [(name, str(need), str(left)) for name, need, left in whole.short] == [
+        ("npu-0/memory", "40Gi", "0")
+    ]
+
+
+def test_a_partition_is_exhausted_by_any_one_counter_set_and_free_when_it_fits_exactly() -> None:
+    devices = [
+        partition("big", "10Gi", cores="3"),  # memory fits, cores do not (3 > 2 left)
+        partition("fits", "30Gi", cores="2"),  # exactly what is left of both
+        partition("used", "10Gi", cores="2"),
+    ]
+    view = build_usage([partitioned_slice(devices)], [claim("a", [{"device": "used"}])])
+    states = {u.device: u.state for u in view.devices}
+    assert states == {"big": "exhausted", "fits": "free", "used": "allocated"}
+    big = next(u for u in view.devices if u.device == "big")
+    assert [(name, str(need), str(left)) for name, need, left in big.short] == [
+        ("npu-0-cores/cores", "3", "2")
+    ]
+    assert (view.pools[0].free, view.pools[0].exhausted) == (1, 1)
+
+
+def test_exhausted_stays_exhausted_when_claims_are_hidden_and_a_taint_comes_first() -> None:
+    devices = [
+        partition("whole", "40Gi"),
+        {**partition("tainted", "40Gi"), "taints": [{"key": "k", "effect": "NoSchedule"}]},
+        partition("half-0", "20Gi"),
+        partition("half-1", "20Gi"),
+    ]
+    held = [claim("a", [{"device": "half-0"}])]
+    view = build_usage([partitioned_slice(devices)], held, all_claims_visible=False)
+    states = {u.device: u.state for u in view.devices}
+    # Hidden claims can only use more: an exhausted device is exhausted; a free one unknown.
+    assert states == {
+        "whole": "exhausted", "tainted": "tainted", "half-0": "allocated", "half-1": "unknown",
+    }  # fmt: skip
+    (pool,) = view.pools
+    assert (pool.free, pool.unknown, pool.exhausted, pool.tainted) == (None, 1, 1, 1)

@@ -6,7 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from drakit.cli import main
+from drakit.cli import build_parser, main
+from drakit.cli.controller import build_config
+from drakit.controller.noexecute.decision import Budget
 
 DRAKIT = str(Path(sys.executable).with_name("drakit"))
 
@@ -21,10 +23,14 @@ def test_help_names_every_flag_and_its_environment_twin():
         ("--leader-elect", "LEADER_ELECT"),
         ("--workers", "WORKERS"),
         ("--lifecycle-workers", "LIFECYCLE_WORKERS"),
+        ("--noexecute-per-node", "NOEXECUTE_PER_NODE"),
+        ("--noexecute-cluster-percent", "NOEXECUTE_CLUSTER_PERCENT"),
+        ("--noexecute-forget-after", "NOEXECUTE_FORGET_AFTER"),
         ("--metrics-address", "METRICS_ADDRESS"),
     ]
+    flat = " ".join(out.split())  # argparse wraps "[env X]" anywhere
     for flag, env in twins:
-        assert flag in out and f"env {env}" in out
+        assert flag in out and f"env {env}" in flat
     assert "scoped" in out and "kube-controller-manager" in out
 
 
@@ -57,3 +63,20 @@ def test_missing_kubeconfig_fails_without_traceback(tmp_path):
 def test_lifecycle_workers_must_be_at_least_one(capsys):
     assert main(["controller", "--lifecycle-workers", "0"]) == 2
     assert "--lifecycle-workers must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_the_noexecute_budget_flags_build_the_budget(monkeypatch):
+    monkeypatch.setenv("NOEXECUTE_FORGET_AFTER", "90")
+    args = build_parser().parse_args(
+        ["controller", "--noexecute-per-node", "2", "--noexecute-cluster-percent", "2.5"]
+    )
+    assert build_config(args).controller.noexecute == Budget(2, 2.5, 90)
+
+
+def test_bad_noexecute_budget_values_name_the_flag(capsys):
+    assert main(["controller", "--noexecute-cluster-percent", "150"]) == 2
+    assert "--noexecute-cluster-percent '150' must be a percentage in [0, 100]" in (
+        capsys.readouterr().err
+    )
+    assert main(["controller", "--noexecute-per-node", "-1"]) == 2
+    assert "--noexecute-per-node" in capsys.readouterr().err

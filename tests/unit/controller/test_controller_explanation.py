@@ -44,3 +44,16 @@ def test_message_counts_devices_in_use_over_all_tried_nodes():
     assert text.startswith("claim ns/new request gpu (class c) wants")
     assert "0 of 2 device(s) on 2 node(s) suitable" in text
     assert "2 already allocated" in text
+
+
+def test_message_names_what_two_claims_that_fit_alone_compete_for():
+    # One device on n1: each claim fits alone, not both; the message said only that
+    # "the claim's constraints or other requests and claims compete".
+    device_class = DeviceClass.from_dict({"metadata": {"name": "c"}, "spec": {}})
+    allocator = Allocator(Inventory([slice_for("n1")]), [device_class], AllocatedState([]))
+    text = summarise(allocator, [Node.named("n1")], [claim("a"), claim("b")])
+    assert text.endswith(
+        "; enough suitable devices on its own, but not together with the others. "
+        "together on node n1: request gpu of claim ns/a and request gpu of claim ns/b want 2 "
+        "device(s) together, and only 1 suit any of them: d.example.com/n1/dev-0"
+    )

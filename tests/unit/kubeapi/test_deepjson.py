@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
+from helpers.deepshapes import plain_depth
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,18 +41,6 @@ def nested_text(levels: int) -> str:
 
 def compact_dumps(value: Any, default: Any = None) -> str:
     return json.dumps(value, default=default, ensure_ascii=False, separators=(",", ":"))
-
-
-def plain_depth(value: Any) -> int:
-    """Levels of plain dicts and lists (a DeepJSON leaf counts as none), iteratively."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, depth)
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
 
 
 def reference_depth(value: Any) -> int:

@@ -26,7 +26,7 @@ from drakit.allocator import ModelError, ResourceClaim, to_v1
 from drakit.cli.allocate import InputError, load_documents
 from drakit.controller.bindingconditions import apply_verdicts
 from drakit.controller.claimgen import claim_from_template
-from drakit.kubeapi import deepjson, documents, lightclient
+from drakit.kubeapi import deepjson, documents, gojson, lightclient
 from drakit.kubeapi.deepjson import MAX_DEPTH, DeepJSON, depth_problem
 from drakit.kubeapi.errors import ApiError, error_from_status
 from drakit.node_plugin.device_status import merged_devices
@@ -83,7 +83,7 @@ ENTRY_POINTS = {
     ("node_plugin/cdi.py", "CDISpecs.read_all", "json.loads"): (
         "CDI specs the plugin wrote (named after claim UIDs, in its own directory)"
     ),
-    ("node_plugin/core.py", "PrepareCore._rebuild_from_cdi_specs", "json.loads"): (
+    ("node_plugin/prepare/cdi_output.py", "CDISpecOutput.recorded", "json.loads"): (
         "the annotation the plugin wrote into its own CDI spec"
     ),
     ("allocator/cel/sandbox.py", "_message", "json.loads"): (
@@ -283,8 +283,8 @@ WALKS: dict[str, Callable[[], Any]] = {
     "==": lambda: at_the_bound() == at_the_bound(),
     "repr (log lines)": lambda: repr(at_the_bound()),
     "json.dumps": lambda: deepjson.encode(at_the_bound(), json.dumps),
-    "the light client's encoders": lambda: (
-        lightclient._stdlib_dumps(at_the_bound()), lightclient._orjson_dumps(at_the_bound())
+    "the clients' encoders (kubeapi.gojson)": lambda: (
+        gojson.dumps(at_the_bound()), gojson.dumps_fast(at_the_bound())
     ),
     "claimgen.claim_from_template": lambda: claim_from_template(
         {"metadata": {"name": "p", "namespace": "n", "uid": "u"}}, "gpu",

@@ -181,6 +181,32 @@ def test_a_failed_sync_is_retried_and_its_cause_logged(caplog: pytest.LogCapture
     assert q.rate_limiter.retries("ns/claim") == 0  # forgotten after the success
 
 
+def test_a_failed_sync_logs_a_traceback_for_an_unexpected_error_only(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    q: WorkQueue[str] = WorkQueue("claims", rate_limiter=RateLimiter(base_delay=0.001))
+    both_failed = threading.Event()
+
+    def handler(key: str) -> None:
+        if key == "ns/api":
+            raise Conflict("the object has been modified", code=409, reason="Conflict")
+        if key == "ns/bug":
+            both_failed.set()
+            raise ZeroDivisionError("division by zero")
+
+    with caplog.at_level(logging.WARNING, logger="drakit.kubeapi.workqueue"):
+        q.start(handler, workers=1)
+        q.add("ns/api")
+        q.add("ns/bug")
+        assert both_failed.wait(10)
+        q.shutdown()
+    failures = [r for r in caplog.records if r.getMessage() == "Sync failed, will retry"]
+    first = {r.key: r for r in reversed(failures)}  # type: ignore[attr-defined]
+    assert not first["ns/api"].exc_info  # an API error is routine: no traceback
+    bug = first["ns/bug"].exc_info
+    assert bug and bug[0] is ZeroDivisionError
+
+
 def test_a_handler_returning_seconds_is_synced_again() -> None:
     q: WorkQueue[str] = WorkQueue("t")
     calls: list[str] = []
@@ -257,3 +283,20 @@ def test_run_pending_retries_a_failed_key_once_its_backoff_has_passed() -> None:
     clock.advance(1.0)
     assert q.run_pending(conflict_once) == 1
     assert attempts == ["pool-a", "pool-a"] and limiter.retries("pool-a") == 0
+
+
+def test_the_queue_is_idle_only_once_every_added_key_was_handled() -> None:
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue("t", clock=clock)
+    assert q.idle()
+    q.add("a")
+    assert not q.idle()  # queued
+    key = q.get(timeout=0)
+    assert key == "a" and not q.idle()  # being processed
+    q.done("a")
+    assert q.idle()
+    q.add_after("b", 5)
+    assert not q.idle()  # waiting out its delay
+    clock.advance(5)
+    assert q.run_pending(lambda _key: None) == 1
+    assert q.idle()

@@ -6,8 +6,10 @@ import json
 import threading
 from pathlib import Path
 
+import pytest
+
 from drakit.node_plugin.cdi import CDIDevice, CDISpecs, minimum_version
-from drakit.plugin import ContainerEdits, DeviceNodeEdit, MountEdit
+from drakit.plugin import BackendPrepared, ContainerEdits, DeviceNodeEdit, MountEdit
 
 UID = "0b5a4c1e-6d2f-4a8b-9c3d-1e2f3a4b5c6d"
 
@@ -105,3 +107,30 @@ def test_cdi_remove_is_idempotent(tmp_path: Path) -> None:
     assert cdi.remove(UID) is True
     assert cdi.remove(UID) is False
     assert list(tmp_path.iterdir()) == []
+
+
+def test_claim_edits_are_the_specs_own_container_edits_once_for_all_devices(
+    tmp_path: Path,
+) -> None:
+    cdi = CDISpecs(tmp_path, "npu.example.com")
+    devices = [
+        CDIDevice(cdi.device_name(UID, name), ContainerEdits(env=(f"{name.upper()}=1",)))
+        for name in ("a", "b")
+    ]
+    claim_edits = ContainerEdits(
+        env=("NPU_VISIBLE_DEVICES=a,b",),
+        mounts=(MountEdit("/run/npu", "/run/npu", type="bind"),),
+    )
+    spec = json.loads(cdi.write(UID, devices, claim_edits=claim_edits).read_text())
+    assert spec["containerEdits"] == {
+        "env": ["NPU_VISIBLE_DEVICES=a,b"],
+        "mounts": [{"hostPath": "/run/npu", "containerPath": "/run/npu", "type": "bind"}],
+    }
+    assert [d["containerEdits"] for d in spec["devices"]] == [{"env": ["A=1"]}, {"env": ["B=1"]}]
+    empty = json.loads(cdi.write(UID, devices, claim_edits=ContainerEdits()).read_text())
+    assert "containerEdits" not in empty
+
+
+def test_claim_edits_of_another_type_fail_in_the_backends_prepare() -> None:
+    with pytest.raises(TypeError, match="claim_edits must be ContainerEdits, not dict"):
+        BackendPrepared((), claim_edits={"env": ["A=1"]})  # type: ignore[arg-type]

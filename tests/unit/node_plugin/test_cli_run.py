@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -59,10 +58,13 @@ class PluginProcess:
                 self._started.set()
 
     def wait_started(self) -> dict[str, Any]:
-        deadline = time.monotonic() + 60
-        while not self._started.wait(0.1):
+        def started() -> bool:
+            if self._started.is_set():
+                return True
             assert self.process.poll() is None, f"plugin exited: {self.logs}"
-            assert time.monotonic() < deadline, "plugin did not start"
+            return False
+
+        eventually(started, "the plugin to log 'Node plugin started'", 60)
         return next(e for e in self.logs if e["msg"] == "Node plugin started")
 
     def stop(self, sig: int) -> int:

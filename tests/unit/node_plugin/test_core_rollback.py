@@ -75,6 +75,7 @@ class RecordingBackend:
         self.unprepared_refs: list[ClaimRef] = []
         self.contexts: list[RequestContext] = []
         self.fail_prepare = False
+        self.broken_edits = False  # answer with device edits that are not ContainerEdits
         self.prepares = 0
 
     def discover(self) -> Any:
@@ -89,7 +90,8 @@ class RecordingBackend:
             raise BackendError("device busy")
         self.prepares += 1
         done = self._inner.prepare(claim, context)
-        return BackendPrepared(done.device_edits, {"token": f"t{self.prepares}"})
+        edits = ("not edits",) * len(done.device_edits) if self.broken_edits else done.device_edits
+        return BackendPrepared(edits, {"token": f"t{self.prepares}"})  # type: ignore[arg-type]
 
     def unprepare(self, claim: ClaimRef, state: Mapping[str, Any], context: RequestContext) -> None:
         self.contexts.append(context)
@@ -157,6 +159,19 @@ def test_failed_re_prepare_after_a_lost_cdi_spec_keeps_the_earlier_backend_state
     backend.fail_prepare = True
     assert "device busy" in core.prepare([ref], call(config))[ref.uid].error
     assert backend.unprepared == [(ref.uid, {"token": "t1"})]
+
+
+def test_an_unexpected_error_after_the_backend_prepared_rolls_back_with_the_state_it_returned(
+    core: PrepareCore, backend: RecordingBackend, claims: InMemoryClaims, config: PluginConfig
+) -> None:
+    # Not a ClaimError: a bug (here, the backend's edits break the CDI spec's rendering). The
+    # backend prepared the claim all the same and must get its own state back.
+    ref = claims.add_allocated("gpu-0")
+    backend.broken_edits = True
+    assert "prepare failed" in core.prepare([ref], call(config))[ref.uid].error
+    assert backend.unprepared == [(ref.uid, {"token": "t1"})]
+    assert core.checkpoint.get(ref.uid) is None
+    assert not core.cdi.spec_path(ref.uid).exists()
 
 
 def test_start_rewrites_the_checkpoint_only_under_the_cross_process_lock(

@@ -95,6 +95,7 @@ _CHILD = textwrap.dedent(
     home = CpuHome(period=0.2, first_choice_after=0.2)
     home.start()
     deadline = time.monotonic() + 20
+    # Not eventually: this child has no test to fail; "home None" fails the parent's check.
     while home.home is None and time.monotonic() < deadline:
         time.sleep(0.05)
     late = threading.Thread(target=stop.wait, daemon=True)  # started at home: inherits it
@@ -114,6 +115,7 @@ def test_every_thread_but_the_keeper_is_moved_home_and_back_on_stop() -> None:
     out = subprocess.run(
         [sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=60, check=True
     ).stdout.splitlines()
+    assert out[0] != "home None", "the child's CpuHome chose no home in 20 s"
     home = int(out[0].split()[1])
     assert home in os.sched_getaffinity(0)
     assert out[1] == f"at_home [[{home}]]"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-import time
+
+from helpers.waiting import eventually
 
 from drakit.node_plugin.fairpool import FairPool
 
@@ -46,8 +47,7 @@ def test_a_second_caller_runs_after_one_task_of_a_busy_caller_not_after_all() ->
     b = threading.Thread(target=lambda: out.update(b=pool.map([("b", 0)], is_active=lambda: True,
                                                               skipped=lambda i: i)))  # fmt: skip
     b.start()
-    while _queued(pool) == 0:  # B's one task is queued behind A's running ones
-        time.sleep(0.01)
+    eventually(lambda: _queued(pool) > 0, "B's one task queued behind A's running ones")
     rec.release.release()  # one task of A finishes
     b.join(timeout=30)
     assert out["b"] == [("b", 0)]

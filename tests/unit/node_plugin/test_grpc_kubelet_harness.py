@@ -12,7 +12,6 @@ import queue
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,16 +38,20 @@ class Harness:
                 self.events.put(json.loads(line))
 
     def next_event(self, kind: str) -> dict[str, Any]:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                event = self.events.get(timeout=1)
-            except queue.Empty:
-                assert self.process.poll() is None, "kubelet-harness exited"
-                continue
-            if event["event"] == kind and event.get("driver") == DRIVER:
-                return event
-        raise AssertionError(f"no {kind} event from kubelet-harness")
+        """The next ``kind`` event for :data:`DRIVER`; events of other kinds are passed over."""
+
+        def taken() -> dict[str, Any] | None:
+            while True:
+                try:
+                    event = self.events.get_nowait()
+                except queue.Empty:
+                    assert self.process.poll() is None, "kubelet-harness exited"
+                    return None
+                if event["event"] == kind and event.get("driver") == DRIVER:
+                    return event
+
+        found: dict[str, Any] = eventually(taken, f"a {kind} event from kubelet-harness", 60)
+        return found
 
 
 @pytest.fixture

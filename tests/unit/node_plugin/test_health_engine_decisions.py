@@ -1,4 +1,5 @@
-"""The health engine: taints per device, Events and metrics on transitions and budget (pure)."""
+"""The health engine: taints per device, Events and metrics on transitions (pure); a node
+plugin requests NoExecute and never carries it (the controller's budget grants it)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from dataclasses import dataclass
 import pytest
 from helpers.clock import FakeClock
 
-from drakit.node_plugin.health.budget import ClusterTaints, Holder
 from drakit.node_plugin.health.engine import DeviceTaintDecision, HealthEngine, PublishedTaint
 from drakit.node_plugin.health.policy import EFFECTS, HealthPolicy
 from drakit.telemetry.metrics import Registry
@@ -27,13 +27,9 @@ class _Health:
 class _Rig:
     """An engine on a fake clock; each report comes ``interval`` seconds after the last."""
 
-    def __init__(
-        self, policy: HealthPolicy, cluster: ClusterTaints | None = None, interval: float = 10
-    ) -> None:
+    def __init__(self, policy: HealthPolicy, interval: float = 10) -> None:
         self.registry = Registry()
         self.events: list[tuple[bool, str, str]] = []
-        self.cluster = cluster if cluster is not None else ClusterTaints(100)
-        self.cluster_reads = 0
         self.clock = FakeClock()
         self.interval = interval
         self.engine = HealthEngine(
@@ -44,10 +40,6 @@ class _Rig:
         # What this node's slices carry, as the publisher and the apiserver would make it.
         self.published: dict[tuple[str, str], PublishedTaint] = {}
 
-    def _view(self) -> ClusterTaints | None:
-        self.cluster_reads += 1
-        return self.cluster
-
     def report(
         self, reason: str = "DeviceNodeMissing", **health: str
     ) -> dict[tuple[str, str], DeviceTaintDecision]:
@@ -56,7 +48,7 @@ class _Rig:
             _Health("p", name, h, reason=reason if h == "Unhealthy" else "")
             for name, h in health.items()
         ]
-        decisions = self.engine.evaluate(reports, self._view, dict(self.published))
+        decisions = self.engine.evaluate(reports, dict(self.published))
         self._publish(decisions)
         return decisions
 
@@ -68,7 +60,7 @@ class _Rig:
             old = self.published.get(key)
             same = old is not None and (old.value, old.effect) == (d.value, d.effect)
             stamp = d.time_added or (old.time_added if old and same else f"t={self.clock.now:g}")
-            published[key] = PublishedTaint(d.value, d.effect, stamp)
+            published[key] = PublishedTaint(d.value, d.effect, stamp, d.noexecute_requested)
         self.published = published
 
     def time_added(self, device: str) -> str | None:
@@ -90,10 +82,11 @@ class _Rig:
 def test_an_unhealthy_device_gets_the_reasons_effect_and_the_reason_as_value() -> None:
     rig = _Rig(HealthPolicy(effects=(("DeviceNodeMissing", "NoExecute"),)))
     assert rig.report(a="Unhealthy", b="Healthy") == {
-        ("p", "a"): DeviceTaintDecision("NoExecute", "DeviceNodeMissing")
+        ("p", "a"): DeviceTaintDecision("NoSchedule", "DeviceNodeMissing", noexecute_requested=True)
     }
     assert [e[:2] for e in rig.events] == [(True, "DeviceUnhealthy")]
     assert "p/a is unhealthy (DeviceNodeMissing)" in rig.events[0][2]
+    assert "NoExecute requested" in rig.events[0][2]
     assert rig.metric("drakit_node_plugin_health_tainted_devices", effect="NoExecute") == 1
 
 
@@ -118,67 +111,38 @@ def test_report_only_effect_taints_nothing_but_records_the_transition() -> None:
     assert rig.metric("drakit_node_plugin_health_tainted_devices", effect="None") == 1
 
 
-def test_past_the_node_budget_devices_get_noschedule_an_event_and_the_alert_metric() -> None:
-    rig = _Rig(HealthPolicy(default_effect="NoExecute", noexecute_per_node=1))
-    rig.report(a="Unhealthy")
-    taints = rig.report(a="Unhealthy", b="Unhealthy")
-    assert {k: d.effect for k, d in taints.items()} == {
-        ("p", "a"): "NoExecute",
-        ("p", "b"): "NoSchedule",
-    }
-    assert [e[1] for e in rig.events].count("DeviceTaintBudgetExceeded") == 1
-    assert rig.metric("drakit_node_plugin_health_noexecute_over_budget") == 1
-    rig.report(a="Unhealthy", b="Unhealthy")  # still over: no second Event
-    assert [e[1] for e in rig.events].count("DeviceTaintBudgetExceeded") == 1
+@pytest.mark.parametrize("devices", [1, 2, 8])
+def test_a_node_plugin_never_carries_noexecute_it_requests_it_for_every_device(
+    devices: int,
+) -> None:
+    # The issue's shared fault: however many devices fail at once, the node decides no
+    # NoExecute (it used to grant up to its per-node budget from its own view): every device
+    # carries NoSchedule and requests NoExecute; only the controller grants it.
+    rig = _Rig(HealthPolicy(default_effect="NoExecute"))
+    taints = rig.report(**{f"d{i}": "Unhealthy" for i in range(devices)})
+    assert {d.effect for d in taints.values()} == {"NoSchedule"}
+    assert all(d.noexecute_requested for d in taints.values())
+    assert len(taints) == devices
+    assert rig.reasons() == ["DeviceUnhealthy"] * devices
 
 
-def test_when_the_first_device_recovers_the_next_one_gets_noexecute() -> None:
-    rig = _Rig(HealthPolicy(default_effect="NoExecute", noexecute_per_node=1, healthy_for=0))
-    rig.report(a="Unhealthy")
-    rig.report(a="Unhealthy", b="Unhealthy")
-    taints = rig.report(a="Healthy", b="Unhealthy")
-    assert {k: d.effect for k, d in taints.items()} == {("p", "b"): "NoExecute"}
-    assert rig.metric("drakit_node_plugin_health_noexecute_over_budget") == 0
-
-
-def test_the_cluster_view_is_read_only_when_a_device_wants_noexecute() -> None:
-    rig = _Rig(HealthPolicy(default_effect="NoSchedule"))
-    rig.report(a="Unhealthy")
-    assert rig.cluster_reads == 0
-
-
-def test_without_the_cluster_view_nothing_new_gets_noexecute() -> None:
-    rig = _Rig(HealthPolicy(default_effect="NoExecute", noexecute_per_node=5))
-    rig.report(a="Unhealthy")
-    rig.cluster = None  # type: ignore[assignment]
-    taints = rig.report(a="Unhealthy", b="Unhealthy")
-    assert {k: d.effect for k, d in taints.items()} == {
-        ("p", "a"): "NoExecute",
-        ("p", "b"): "NoSchedule",
-    }
-
-
-def test_other_nodes_holding_the_cluster_budget_demote_this_nodes_device() -> None:
-    full = ClusterTaints(10, (Holder("n2", ("q", "x"), "2026-01-01T00:00:00Z"),))
-    rig = _Rig(HealthPolicy(default_effect="NoExecute", noexecute_cluster_percent=10), full)
-    assert rig.report(a="Unhealthy")[("p", "a")].effect == "NoSchedule"
+def test_a_noschedule_reason_makes_no_request() -> None:
+    rig = _Rig(HealthPolicy(effects=(("Xid79", "NoExecute"),)))
+    decision = rig.report(reason="Degraded", a="Unhealthy")[("p", "a")]
+    assert (decision.effect, decision.noexecute_requested) == ("NoSchedule", False)
 
 
 # -- every effect change is a transition with an Event and a metric ---------------------------
 
 _REASON_OF = {"None": "Quiet", "NoSchedule": "Degraded", "NoExecute": "Broken"}
-_EFFECT_POLICY = HealthPolicy(
-    effects=tuple((r, e) for e, r in _REASON_OF.items()),
-    noexecute_cluster_percent=100,
-    noexecute_per_node=10,
-    healthy_for=0,
-)
+_EFFECT_POLICY = HealthPolicy(effects=tuple((r, e) for e, r in _REASON_OF.items()), healthy_for=0)
 
 
 def test_a_reason_change_to_a_noexecute_reason_is_a_transition_with_an_event() -> None:
     rig = _Rig(_EFFECT_POLICY)
-    assert rig.report(reason="Degraded", a="Unhealthy")[("p", "a")].effect == "NoSchedule"
-    assert rig.report(reason="Broken", a="Unhealthy")[("p", "a")].effect == "NoExecute"
+    assert not rig.report(reason="Degraded", a="Unhealthy")[("p", "a")].noexecute_requested
+    decision = rig.report(reason="Broken", a="Unhealthy")[("p", "a")]
+    assert (decision.effect, decision.noexecute_requested) == ("NoSchedule", True)
     assert rig.reasons() == ["DeviceUnhealthy", "DeviceTaintEffectChanged"]
     warning, _, note = rig.events[-1]
     assert warning
@@ -205,27 +169,6 @@ def test_every_effect_change_of_an_unhealthy_device_has_one_event_and_a_count(
     rig.report(a="Healthy")
     assert rig.reasons()[-1] == "DeviceRecovered"
     assert rig.effect_changes(new, "None") == (1 if new != "None" else None)
-
-
-def test_the_budget_granting_noexecute_later_is_an_effect_change_with_an_event() -> None:
-    rig = _Rig(HealthPolicy(default_effect="NoExecute", noexecute_per_node=1, healthy_for=0))
-    rig.report(a="Unhealthy", b="Unhealthy")
-    assert rig.reasons() == ["DeviceUnhealthy", "DeviceUnhealthy", "DeviceTaintBudgetExceeded"]
-    taints = rig.report(a="Healthy", b="Unhealthy")
-    assert taints[("p", "b")].effect == "NoExecute"
-    assert rig.reasons()[3:] == ["DeviceRecovered", "DeviceTaintEffectChanged"]
-    assert "device p/b taint effect NoSchedule -> NoExecute" in rig.events[-1][2]
-    assert rig.effect_changes("NoSchedule", "NoExecute") == 1
-
-
-def test_losing_noexecute_to_the_budget_has_the_budget_event_only() -> None:
-    rig = _Rig(HealthPolicy(default_effect="NoExecute", noexecute_cluster_percent=10))
-    rig.report(a="Unhealthy")
-    rig.cluster = ClusterTaints(10, (Holder("n2", ("q", "x"), "2026-01-01T00:00:00Z"),))
-    assert rig.report(a="Unhealthy")[("p", "a")].effect == "NoSchedule"
-    assert rig.reasons() == ["DeviceUnhealthy", "DeviceTaintBudgetExceeded"]
-    assert "holds NoSchedule instead of NoExecute (was NoExecute)" in rig.events[-1][2]
-    assert rig.effect_changes("NoExecute", "NoSchedule") == 1
 
 
 # -- flapping is damped in time; a taint put back keeps its timeAdded ------------------------
@@ -264,44 +207,51 @@ def test_a_taint_put_back_after_the_flap_window_gets_a_new_time() -> None:
     assert rig.time_added("a") == f"t={rig.clock.now:g}"
 
 
-def test_a_taint_of_another_effect_gets_its_own_time() -> None:
+def test_a_reason_that_requests_noexecute_keeps_the_noschedule_taints_time() -> None:
+    # The plugin's taint stays NoSchedule when the reason changes to a NoExecute one (the
+    # request is added beside it): its timeAdded, and the claims' clocks, stay.
     rig = _Rig(_EFFECT_POLICY)
     rig.report(reason="Degraded", a="Unhealthy")
-    assert rig.report(reason="Broken", a="Unhealthy")[("p", "a")].time_added is None
+    first = rig.time_added("a")
+    decision = rig.report(reason="Broken", a="Unhealthy")[("p", "a")]
+    assert (decision.time_added, decision.noexecute_requested) == (first, True)
 
 
 def test_a_new_reason_with_the_same_effect_keeps_the_time() -> None:
-    policy = HealthPolicy(default_effect="NoExecute", noexecute_cluster_percent=100)
-    rig = _Rig(policy)
+    rig = _Rig(HealthPolicy(default_effect="NoExecute"))
     rig.report(reason="Xid79", a="Unhealthy")
     first = rig.time_added("a")
     decision = rig.report(reason="Xid48", a="Unhealthy")[("p", "a")]
     assert (decision.value, decision.time_added) == ("Xid48", first)
 
 
-def test_a_restarted_engine_keeps_the_published_effect_and_time() -> None:
-    rig = _Rig(HealthPolicy(default_effect="NoExecute", noexecute_cluster_percent=100))
+def test_a_restarted_engine_keeps_the_published_request_and_time() -> None:
+    rig = _Rig(HealthPolicy(default_effect="NoExecute"))
     published = {
-        ("p", "a"): PublishedTaint("DeviceNodeMissing", "NoExecute", "2026-01-01T00:00:00Z")
+        ("p", "a"): PublishedTaint(
+            "DeviceNodeMissing", "NoSchedule", "2026-01-01T00:00:00Z", noexecute_requested=True
+        )
     }
     rig.engine.seed(published)
     rig.published = dict(published)
     decision = rig.report(a="Unhealthy")[("p", "a")]
-    assert (decision.effect, decision.time_added) == ("NoExecute", "2026-01-01T00:00:00Z")
+    assert decision == DeviceTaintDecision(
+        "NoSchedule", "DeviceNodeMissing", "2026-01-01T00:00:00Z", noexecute_requested=True
+    )
     assert rig.events == []  # nothing changed
 
 
-def test_a_restarted_engine_keeps_noexecute_before_the_budgets_view_is_in() -> None:
-    rig = _Rig(HealthPolicy(default_effect="NoExecute", noexecute_cluster_percent=100))
+def test_a_noexecute_taint_of_an_older_plugin_becomes_noschedule_and_a_request() -> None:
+    # Before the controller's budget, node plugins carried NoExecute themselves: after the
+    # upgrade the device requests it instead (one change, with no Event: the policy effect
+    # is the same), and the controller grants it within the budget.
+    rig = _Rig(HealthPolicy(default_effect="NoExecute"))
     published = {("p", "a"): PublishedTaint("Xid79", "NoExecute", "2026-01-01T00:00:00Z")}
     rig.engine.seed(published)
     rig.published = dict(published)
-    rig.cluster = None  # type: ignore[assignment]
-    assert rig.report(a="Unhealthy", b="Unhealthy") == {
-        ("p", "a"): DeviceTaintDecision("NoExecute", "DeviceNodeMissing", "2026-01-01T00:00:00Z"),
-        ("p", "b"): DeviceTaintDecision("NoSchedule", "DeviceNodeMissing"),
-    }
-    assert "the eviction budget cannot be checked" in rig.events[-1][2]
+    decision = rig.report(reason="Xid79", a="Unhealthy")[("p", "a")]
+    assert (decision.effect, decision.noexecute_requested) == ("NoSchedule", True)
+    assert rig.events == []
 
 
 def test_next_due_asks_for_a_report_when_the_recovery_dwell_ends() -> None:

@@ -63,6 +63,27 @@ def test_a_field_named_like_a_record_attribute_is_kept_not_a_crash(
     assert entry["name_"] == "gpu-0" and entry["logger"] == "drakit.test"
 
 
+def test_a_warning_carries_the_traceback_only_when_asked(log_stream: io.StringIO) -> None:
+    log = get_logger("drakit.test")
+    try:
+        raise KeyError("gpu-9")
+    except KeyError:
+        log.warning("Sync failed, will retry", exc_info=True, key="ns/a")
+        log.warning("Sync failed, will retry", key="ns/b")
+    with_traceback, without = lines(log_stream)
+    assert with_traceback["key"] == "ns/a" and "KeyError: 'gpu-9'" in with_traceback["traceback"]
+    assert without["key"] == "ns/b" and "traceback" not in without
+
+
+def test_a_keyword_field_and_the_same_stdlib_extra_field_print_the_same_line(
+    log_stream: io.StringIO,
+) -> None:
+    logging.getLogger("drakit.kubeapi.events").info("Event recorded", extra={"reason": "Ok"})
+    get_logger("drakit.kubeapi.events").info("Event recorded", reason="Ok")
+    stdlib, keyword = lines(log_stream)
+    assert {**stdlib, "ts": ""} == {**keyword, "ts": ""}
+
+
 def test_text_format_prints_the_extra_fields_as_key_value() -> None:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level

@@ -106,3 +106,39 @@ hostNetwork: true
 dnsPolicy: ClusterFirstWithHostNet
 {{- end }}
 {{- end }}
+
+{{/*
+The NoExecute budget the controller gets, as YAML ({perNode, clusterPercent,
+forgetAfter}): controller.noExecuteBudget, except that 0.1's
+nodePlugin.health.noExecuteBudget (deprecated in 0.2, removed in 0.3) still
+counts for the keys it sets while controller.noExecuteBudget keeps the defaults
+(1 per node, 10 percent), so that 0.1's values upgrade with their budget.
+*/}}
+{{- define "drakit.noExecuteBudget" -}}
+{{- $budget := deepCopy .Values.controller.noExecuteBudget }}
+{{- if eq (include "drakit.noExecuteBudget.legacy" .) "used" }}
+{{- $old := .Values.nodePlugin.health.noExecuteBudget }}
+{{- range $key := list "perNode" "clusterPercent" }}
+{{- if hasKey $old $key }}
+{{- $_ := set $budget $key (get $old $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $budget }}
+{{- end }}
+
+{{/*
+"used" when nodePlugin.health.noExecuteBudget is set and the controller's
+budget is at its defaults, "ignored" when both are set, "" when it is not set.
+*/}}
+{{- define "drakit.noExecuteBudget.legacy" -}}
+{{- $old := .Values.nodePlugin.health.noExecuteBudget }}
+{{- if $old }}
+{{- $new := .Values.controller.noExecuteBudget }}
+{{- if and (eq (toString $new.perNode) "1") (eq (toString $new.clusterPercent) "10") }}
+{{- print "used" }}
+{{- else }}
+{{- print "ignored" }}
+{{- end }}
+{{- end }}
+{{- end }}

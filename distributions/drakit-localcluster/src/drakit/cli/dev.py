@@ -3,11 +3,14 @@
 Starts, in the foreground, a local control plane (etcd, kube-apiserver and
 kube-scheduler), a node driven by the kubelet harness (the kubelet's own DRA
 code; the Node is made schedulable: not-ready taint lifted, allocatable set),
-`drakit node-plugin` with your backend, `drakit controller` (it generates
-claims from ResourceClaimTemplates) and a DeviceClass selecting your driver's
-devices. Then it prints the kubeconfig and an example ResourceClaimTemplate and
-Pod to `kubectl apply`, and one line per claim the kubelet prepares or
-unprepares. Ctrl-C (or SIGTERM) stops everything and removes the folder.
+`drakit node-plugin` with your backend, `drakit webhook` when your backend has
+a config_model of its own (with a ValidatingWebhookConfiguration: a claim whose
+opaque config for your driver is invalid is refused when it is created),
+`drakit controller` (it generates claims from ResourceClaimTemplates) and a
+DeviceClass selecting your driver's devices. Then it prints the kubeconfig and
+an example ResourceClaimTemplate and Pod to `kubectl apply`, and one line per
+claim the kubelet prepares or unprepares. Ctrl-C (or SIGTERM) stops
+everything and removes the folder.
 
 The backend's module is imported from the current folder (or anything on
 PYTHONPATH), as `python -m` would. Containers are not run: the kubelet
@@ -75,6 +78,13 @@ def add_parser(sub: Subcommands) -> None:
         help="name of the DeviceClass created for the driver (default: the driver name)",
     )
 
+    p.add_argument(
+        "--no-webhook",
+        dest="webhook",
+        action="store_false",
+        help="do not run drakit webhook (default: run it when the backend has a config_model "
+        "of its own)",
+    )
     p.add_argument("--node-name", default="dev-node", help="the node's name (default: dev-node)")
     p.add_argument(
         "--kube-version",
@@ -96,8 +106,10 @@ def run(args: argparse.Namespace) -> int:
 
     cwd = Path.cwd()
     try:
+        backend = _check_backend(args.backend, cwd)
         settings = DevSettings(
-            backend=_check_backend(args.backend, cwd),
+            backend=args.backend,
+            webhook=args.webhook and has_config_model(backend),
             driver=_check_name("--driver-name", args.driver_name),
             device_class=args.device_class and _check_name("--device-class", args.device_class),
             node=_check_name("--node-name", args.node_name),
@@ -155,11 +167,22 @@ def recipe(dev: DevStack) -> str:
             f"{dev.settings.class_name}, and a pod using it):",
             "",
             example.read_text(),
+            *_webhook_lines(dev),
             f"logs: {dev.logs}   CDI specs: {dev.folders.cdi}",
             "Pods are not run: each claim the kubelet prepares or unprepares is shown below.",
             "Ctrl-C stops everything.",
         ]
     )
+
+
+def _webhook_lines(dev: DevStack) -> list[str]:
+    if not dev.settings.webhook:
+        return []
+    return [
+        f"Opaque config for {dev.settings.driver} is checked when a claim or template is "
+        f"created: drakit webhook (ValidatingWebhookConfiguration "
+        f"{dev.settings.webhook_configuration}) refuses invalid parameters with the reason.",
+    ]
 
 
 def example_yaml(device_class: str, driver: str) -> str:
@@ -243,19 +266,38 @@ def describe_event(event: dict[str, object]) -> str:
     return ""
 
 
-def _check_backend(spec: str, cwd: Path) -> str:
-    """``spec`` if its class imports (from ``cwd`` too); ConfigError naming the problem."""
+def _check_backend(spec: str, cwd: Path) -> type:
+    """``spec``'s class, imported (from ``cwd`` too), with its ``config_model`` read;
+    ConfigError naming the problem."""
     from drakit.node_plugin.backend_loader import resolve_backend_class  # noqa: PLC0415
     from drakit.plugin.errors import BackendConfigError  # noqa: PLC0415
 
     sys.path.insert(0, str(cwd))
     try:
-        resolve_backend_class(spec)
+        cls = resolve_backend_class(spec)
+        getattr(cls, "config_model", None)  # a lazy model is imported here, from cwd too
     except BackendConfigError as err:
         raise ConfigError(str(err)) from None
+    except Exception as err:  # a LazyConfigModel whose module fails to import, ...
+        raise ConfigError(
+            f"--backend {spec!r}: cannot read config_model: {type(err).__name__}: {err}"
+        ) from None
     finally:
         sys.path.remove(str(cwd))
-    return spec
+    return cls
+
+
+def has_config_model(backend: type) -> bool:
+    """Whether ``backend`` takes opaque config: its ``config_model`` is a pydantic model of
+    its own (not drakit's ``EmptyConfig``, which refuses every parameter)."""
+    import pydantic  # noqa: PLC0415
+
+    from drakit.plugin import EmptyConfig  # noqa: PLC0415
+
+    model = getattr(backend, "config_model", None)
+    if not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
+        return False
+    return model is not EmptyConfig
 
 
 def _check_name(flag: str, value: str) -> str:

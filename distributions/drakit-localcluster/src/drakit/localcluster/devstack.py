@@ -4,9 +4,12 @@
 kube-scheduler; no kube-controller-manager), a Node the scheduler accepts (``stack``'s
 recipe: not-ready taint lifted, allocatable, Ready condition), the kubelet harness for it
 (the kubelet's own DRA and plugin managers, with the control plane's feature gates),
-``drakit node-plugin`` with the driver's backend, ``drakit controller`` (it generates
-claims from ResourceClaimTemplates, which kube-controller-manager would otherwise do) and
-the driver's DeviceClass. ``stop`` undoes all of it in reverse order and is idempotent.
+``drakit node-plugin`` with the driver's backend, ``drakit webhook`` with the backend's
+``config_model`` and its ValidatingWebhookConfiguration (when the settings ask for it:
+``drakit dev`` does when the backend has a config model of its own), ``drakit controller``
+(it generates claims from ResourceClaimTemplates, which kube-controller-manager would
+otherwise do) and the driver's DeviceClass. ``stop`` undoes all of it in reverse order and
+is idempotent.
 
 The pieces (command lines, the Node recipe, folders, waiting) are ``stack``'s, shared with
 ``make demo``; this module only decides the order and what a driver author may vary.
@@ -49,6 +52,14 @@ class DevSettings:
     kube_version: str | None = None
     #: Also run ``drakit controller --claim-generation=all`` (templates need it here).
     controller: bool = True
+    #: Also run ``drakit webhook`` for the driver's opaque config (the backend's
+    #: ``config_model``), so a claim with bad config is refused when it is created.
+    webhook: bool = False
+
+    @property
+    def webhook_configuration(self) -> str:
+        """The name of the ValidatingWebhookConfiguration ``webhook`` creates."""
+        return f"drakit-dev.{self.driver}"
 
     @property
     def class_name(self) -> str:
@@ -91,6 +102,8 @@ class DevStack:
             self._start_control_plane()
             self._start_node()
             self._start_plugin()
+            if self.settings.webhook:
+                self._start_webhook()
             if self.settings.controller:
                 self._start_controller()
         except BaseException:
@@ -169,6 +182,25 @@ class DevStack:
             "registered", timeout=STEP_TIMEOUT, process=plugin, driver=self.settings.driver
         )
         self.say(f"node plugin: {self.settings.backend} registered as {self.settings.driver}")
+
+    def _start_webhook(self) -> None:
+        from drakit.localcluster.webhook import LocalWebhook  # noqa: PLC0415
+
+        name = self.settings.webhook_configuration
+        webhook = LocalWebhook(
+            api=self.client,
+            kubeconfig=self.cluster.kubeconfig,
+            backend=self.settings.backend,
+            driver=self.settings.driver,
+            name=name,
+            log=self.logs / "webhook.log",
+            env=plugin_environment(self.settings.python_path),
+        )
+        self.components.append(webhook.start(timeout=STEP_TIMEOUT))
+        self.say(
+            f"webhook: drakit webhook refuses invalid opaque config of {self.settings.driver} "
+            f"when a claim is created (ValidatingWebhookConfiguration {name})"
+        )
 
     def _start_controller(self) -> None:
         port = stack.allocate_port()

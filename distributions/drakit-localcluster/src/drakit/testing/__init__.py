@@ -1,14 +1,17 @@
-"""drakit's test kit for driver authors: a pytest plugin and builders.
+"""drakit's test kit for driver authors: a pytest plugin, builders and checks.
 
 Load it in your ``conftest.py`` with ``pytest_plugins = ["drakit.testing"]`` (it comes with
 the drakit-localcluster distribution, which runs the local control plane and the kubelet
-harness; see docs/writing-a-driver.md, "Testing your driver"). Fixtures:
+harness; see docs/writing-a-driver.md, "Test it"). A driver's tests need nothing of drakit
+but this package and ``drakit.plugin``. Fixtures:
 
 ``drakit_cluster`` (session)
     A local control plane (etcd + kube-apiserver) of ``$DRAKIT_KUBE_VERSION`` (default:
-    drakit's pinned version), stopped at the end of the session.
+    drakit's pinned version), stopped at the end of the session. Its ``kubeconfig`` is the
+    path of an admin kubeconfig, ``server`` its URL and ``kube_version`` its version.
 ``drakit_api``
-    drakit's client for it (``drakit.kubeapi``; use :mod:`drakit.kubeapi.resources`).
+    A :class:`KubeAPI` for it: get, list, create, patch, delete and wait on claims, pods,
+    slices, device classes, nodes, events and any other kind; ServiceAccount tokens.
 ``drakit_namespace``
     A fresh namespace, deleted after the test.
 ``drakit_node``
@@ -19,9 +22,17 @@ harness; see docs/writing-a-driver.md, "Testing your driver"). Fixtures:
     node-plugin`` with ``backend`` (a backend class, or ``module:Class``) on ``drakit_node``
     over real Unix sockets and returns the :class:`PluginUnderTest` once the kubelet
     registered it; every plugin started is stopped after the test.
+``drakit_helm`` (session)
+    The path of a helm binary (:func:`find_helm`); the test is skipped, saying where helm
+    was looked for, when there is none (``--drakit-require-tools`` fails it instead).
 
 Builders (:mod:`drakit.testing.claims`): :func:`claim`, :func:`opaque_config`, :func:`pod`
 and :func:`allocate`, which writes the allocation and reservation kube-scheduler would.
+Checks: :func:`validate_config` and :func:`admission_verdict` judge opaque config as the
+node plugin and ``drakit webhook`` do; :meth:`HarnessNode.container` and
+:func:`container_edits` give what a container gets from its CDI devices;
+:func:`metrics_text` and :func:`metric_samples` read a backend's metrics as ``/metrics``
+serves them; :func:`eventually` waits for a condition.
 """
 
 from __future__ import annotations
@@ -31,34 +42,73 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
+from drakit.testing.api import APIError, KubeAPI, Objects
+from drakit.testing.cdi import (
+    CDIContainer,
+    CDIMount,
+    cdi_specs,
+    container_edits,
+    unresolved_cdi_ids,
+)
 from drakit.testing.claims import Allocated, allocate, claim, opaque_config, pod
+from drakit.testing.config import InvalidConfigError, admission_verdict, validate_config
+from drakit.testing.metrics import metric_samples, metrics_text
 from drakit.testing.node import HarnessNode, PluginUnderTest, backend_spec
+from drakit.testing.tools import find_helm, helm_or_skip
+from drakit.testing.waiting import eventually
 
 if TYPE_CHECKING:
     from drakit.localcluster import LocalCluster
 
 __all__ = [
+    "APIError",
     "Allocated",
+    "CDIContainer",
+    "CDIMount",
     "HarnessNode",
+    "InvalidConfigError",
+    "KubeAPI",
+    "Objects",
     "PluginUnderTest",
     "StartPlugin",
+    "admission_verdict",
     "allocate",
+    "cdi_specs",
     "claim",
+    "container_edits",
     "drakit_api",
     "drakit_cluster",
+    "drakit_helm",
     "drakit_namespace",
     "drakit_node",
     "drakit_plugin",
+    "eventually",
+    "find_helm",
+    "metric_samples",
+    "metrics_text",
     "opaque_config",
     "pod",
+    "unresolved_cdi_ids",
+    "validate_config",
 ]
 
 #: ``drakit_plugin``'s type: ``start(backend, driver, backend_config=None)``.
 StartPlugin = Callable[..., PluginUnderTest]
+REQUIRE_TOOLS = "--drakit-require-tools"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        REQUIRE_TOOLS,
+        action="store_true",
+        default=False,
+        help="drakit.testing: fail, rather than skip, a test whose tool (helm) is not found "
+        "(for CI, where a missing tool is a broken set-up)",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -71,35 +121,27 @@ def drakit_cluster() -> Iterator[LocalCluster]:
 
 
 @pytest.fixture
-def drakit_api(drakit_cluster: LocalCluster) -> Iterator[Any]:
-    """drakit's API client for ``drakit_cluster``, without a client-side rate limit.
+def drakit_api(drakit_cluster: LocalCluster) -> Iterator[KubeAPI]:
+    """A :class:`KubeAPI` for ``drakit_cluster`` as its admin, without a client-side rate limit.
 
     One per test, not per session: a conftest may give some folders another
     ``drakit_cluster``, and the client must reach the same cluster as ``drakit_node``.
     """
-    from drakit.kubeapi.client import load_client  # noqa: PLC0415
-
-    api = load_client(drakit_cluster.kubeconfig, qps=0)
-    yield api
-    close = getattr(api, "close", None)
-    if close is not None:
-        close()
+    with KubeAPI(drakit_cluster.kubeconfig) as api:
+        yield api
 
 
 @pytest.fixture
-def drakit_namespace(drakit_api: Any) -> Iterator[str]:
+def drakit_namespace(drakit_api: KubeAPI) -> Iterator[str]:
     """A fresh namespace, deleted (with everything in it) after the test."""
-    from drakit.kubeapi.resources import NAMESPACES, Resource  # noqa: PLC0415
-
-    namespaces = Resource(drakit_api, NAMESPACES)
     name = f"t-{uuid.uuid4().hex[:10]}"
-    namespaces.create({"metadata": {"name": name}})
+    drakit_api.namespaces.create({"metadata": {"name": name}})
     yield name
-    namespaces.delete(name)
+    drakit_api.namespaces.delete(name, missing_ok=True)
 
 
 @pytest.fixture
-def drakit_node(drakit_cluster: LocalCluster, drakit_api: Any) -> Iterator[HarnessNode]:
+def drakit_node(drakit_cluster: LocalCluster, drakit_api: KubeAPI) -> Iterator[HarnessNode]:
     """A schedulable Node run by the kubelet harness; stopped and deleted after the test."""
     from drakit.localcluster.stack import NodeFolders  # noqa: PLC0415
 
@@ -138,3 +180,10 @@ def drakit_plugin(drakit_node: HarnessNode) -> Iterator[StartPlugin]:
     yield start
     for plugin in reversed(started):
         plugin.stop()
+
+
+@pytest.fixture(scope="session")
+def drakit_helm(request: pytest.FixtureRequest) -> Path:
+    """helm (:func:`find_helm`); the test is skipped when there is none, or fails with
+    ``--drakit-require-tools``."""
+    return helm_or_skip(required=request.config.getoption(REQUIRE_TOOLS))

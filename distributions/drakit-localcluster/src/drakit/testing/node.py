@@ -11,7 +11,6 @@ raises with the end of the log that explains it.
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import urllib.request
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from drakit.localcluster import stack
 from drakit.localcluster.devstack import STEP_TIMEOUT, harness_binary, plugin_environment
 from drakit.localcluster.events import HarnessEvent, HarnessEvents
 from drakit.localcluster.stack import Component, NodeFolders
+from drakit.testing.cdi import CDIContainer, cdi_specs, container_edits
 
 
 @dataclass
@@ -86,31 +86,24 @@ class HarnessNode:
             "unprepared", timeout=timeout, process=self.harness, pod=f"{namespace}/{pod}"
         )
 
+    def container(self, cdi_ids: list[str]) -> CDIContainer:
+        """What a container runtime gives a container with these CDI devices (the
+        ``containers`` entry of :meth:`wait_prepared`), from the CDI specs the plugin wrote:
+        its environment, device nodes, mounts and hooks (:func:`container_edits`).
+        AssertionError when an ID does not resolve, as the runtime would refuse it."""
+        return container_edits(self.folders.cdi, cdi_ids)
+
     def container_env(self, cdi_ids: list[str]) -> list[str]:
-        """The environment a container runtime gives a container with these CDI devices:
-        each spec's common edits, then each named device's, in spec-file order."""
-        env: list[str] = []
-        for path in self.folders.cdi_spec_files():
-            spec = json.loads(path.read_text())
-            names = {f"{spec['kind']}={d['name']}": d for d in spec.get("devices", [])}
-            if not any(i in names for i in cdi_ids):
-                continue
-            env += spec.get("containerEdits", {}).get("env", [])
-            for cdi_id in cdi_ids:
-                if cdi_id in names:
-                    env += names[cdi_id].get("containerEdits", {}).get("env", [])
-        return env
+        """``NAME=VALUE`` of the environment those CDI devices give a container."""
+        return list(self.container(cdi_ids).env)
 
     def container_device_nodes(self, cdi_ids: list[str]) -> list[str]:
         """The device-node paths those CDI devices put in the container."""
-        paths: list[str] = []
-        for path in self.folders.cdi_spec_files():
-            spec = json.loads(path.read_text())
-            for device in spec.get("devices", []):
-                if f"{spec['kind']}={device['name']}" in cdi_ids:
-                    edits = device.get("containerEdits", {})
-                    paths += [n["path"] for n in edits.get("deviceNodes", [])]
-        return paths
+        return list(self.container(cdi_ids).device_nodes)
+
+    def cdi_specs(self) -> list[dict[str, Any]]:
+        """The CDI spec files the plugins on this node wrote, parsed (:func:`cdi_specs`)."""
+        return cdi_specs(self.folders.cdi)
 
 
 @dataclass
@@ -183,8 +176,18 @@ def backend_spec(backend: str | type) -> tuple[str, tuple[Path, ...]]:
         return backend, ()
     module = sys.modules.get(backend.__module__)
     spec = f"{backend.__module__}:{backend.__qualname__}"
-    where = getattr(module, "__file__", None)
+    where = getattr(module, "__file__", None) or _defining_file(backend)
     if where is None:
         return spec, ()
     depth = backend.__module__.count(".") + 1
     return spec, (Path(where).resolve().parents[depth - 1],)
+
+
+def _defining_file(cls: type) -> str | None:
+    """The file of a class whose module is no longer in ``sys.modules`` (a test removed it
+    after importing the class from a folder it put on ``sys.path``): its methods know it."""
+    for member in vars(cls).values():
+        code = getattr(getattr(member, "__func__", member), "__code__", None)
+        if code is not None:
+            return str(code.co_filename)
+    return None
