@@ -14,6 +14,7 @@ folder is removed unless the caller supplied it.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import os
 import re
@@ -110,6 +111,11 @@ class ClusterConfig:
     real_nodes: bool = False
     #: Build missing binaries with hack/build-binaries.sh (needs Go).
     build_missing: bool = True
+    #: The apiserver's address. 127.0.0.1: one node on the host's network. The host's
+    #: address on the nodes' bridge (``nodegroup.py``): nodes in their own network
+    #: namespaces reach it, the ``kubernetes`` Service points at it, and webhooks and
+    #: kubelets are called at their pods' and nodes' own addresses.
+    bind_address: str = "127.0.0.1"
 
 
 class LocalCluster(StartedByWith):
@@ -286,15 +292,16 @@ class LocalCluster(StartedByWith):
     def _start_apiserver(self, binary: Path) -> None:
         assert self.certs is not None
         port = free_port()
-        self.server = f"https://127.0.0.1:{port}"
+        bind = self.config.bind_address
+        self.server = f"https://{bind}:{port}"
         c = self.certs
         proc = self._spawn(
             "kube-apiserver",
             [
                 str(binary),
                 f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={bind}",
+                f"--advertise-address={bind}",
                 f"--secure-port={port}",
                 f"--cert-dir={self.work_dir / 'certs'}",
                 f"--tls-cert-file={c.serving_cert}",
@@ -307,8 +314,7 @@ class LocalCluster(StartedByWith):
                 f"--service-cluster-ip-range={SERVICE_NETWORK}",
                 "--allow-privileged=true",
                 *self._service_account_args(),
-                # The `kubernetes` Service cannot point at a loopback address.
-                "--endpoint-reconciler-type=none",
+                *self._network_args(),
                 f"--runtime-config={self.runtime_config}",
                 f"--feature-gates={self.feature_gates}",
                 "--profiling=false",
@@ -317,6 +323,20 @@ class LocalCluster(StartedByWith):
         )
         self._readiness["kube-apiserver"] = self._readyz
         proc.wait_ready(self._readyz, self.config.start_timeout)
+
+    def _network_args(self) -> list[str]:
+        """How the apiserver finds what it calls, by where it listens."""
+        if ipaddress.ip_address(self.config.bind_address).is_loopback:
+            # The `kubernetes` Service cannot point at a loopback address.
+            return ["--endpoint-reconciler-type=none"]
+        return [
+            "--endpoint-reconciler-type=lease",
+            # Webhooks and aggregated APIs are called at their endpoints' pod IPs, which
+            # the host routes to the nodes, not at their ClusterIPs.
+            "--enable-aggregator-routing=true",
+            # Each kubelet listens on its node's own address (logs, exec, port-forward).
+            "--kubelet-preferred-address-types=InternalIP",
+        ]
 
     def _service_account_args(self) -> list[str]:
         assert self.certs is not None

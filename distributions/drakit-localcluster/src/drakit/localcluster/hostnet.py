@@ -1,28 +1,30 @@
-"""The host side of the nodes' network: a bridge, one named network namespace per node with
-a veth pair into it, and the routes between them (``ip`` from iproute2).
+"""The host side of the nodes' network: a bridge, one network namespace per node with a
+veth pair into it, and the routes between them (``ip`` from iproute2, ``unshare``, ``nsenter``).
 
 The layout (addresses in ``netplan.py``)::
 
-    host netns: dkb<group> 198.19.0.1/24 ── dkv<node1> ┐        routes: 198.18.i.0/24 via node i,
-                                        ── dkv<node2> ┤ (L2)   Services' range on the bridge
-    drakit-<node1>: eth0 198.19.0.11/24, cni0 198.18.1.1/24 (pods), routes to the other nodes'
-                    pods via their addresses, Services' range on eth0; no default route
+    host: dkb<group> 198.19.0.1/24 ── dkv<node1>   routes: 198.18.i.0/24 via node i
+                                  ── dkv<node2>
+    node i (its own netns): eth0 198.19.0.1i/24; cni0 198.18.i.1/24 for its pods (the CNI
+    bridge plugin); routes to the other nodes' pods via their addresses; no default route
 
 Nodes talk to each other across the bridge (layer 2: the host forwards nothing, its
 ``ip_forward`` is left alone). A node has no default route, so whatever its pods send to an
 address outside the plan is dropped in the node: nothing leaves the machine.
 
-Every change is written to the owner's ``NodeRecord`` *before* it is made, by a name that
-carries the record's token; ``restore_*`` deletes exactly those names, and only what still
-exists (idempotent).
+A node's namespace is a file in the node's run folder that the namespace is bound to
+(``unshare --net=FILE``), not a name under ``/run/netns``: ``ip netns`` would make
+``/run/netns`` a mount point of the host's. The file is a created path of the node's
+record, unmounted and removed with the rest of it; the veth pair goes with the namespace.
+
+Every link is written to its owner's ``NodeRecord`` *before* it is made, by a name that
+carries the record's token; ``restore_links`` deletes exactly those names, and only what
+still exists (idempotent).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
-import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,23 +35,28 @@ from drakit.localcluster.netplan import (
     SERVICE_NETWORK,
     NodeAddress,
     bridge_name,
-    netns_name,
     veth_name,
 )
 from drakit.localcluster.noderecord import NodeRecord
-from drakit.localcluster.onefs import mounts
-
-NETNS_DIR = Path("/run/netns")
-_MNT_DETACH = 2
 
 
 class HostNetError(RuntimeError):
     """An ``ip`` command failed; the message names the command and its error."""
 
 
-def ip(*args: str, netns: str | None = None, check: bool = True) -> str:
-    """Run ``ip [-n NETNS] ARGS``; its output, or HostNetError with its stderr."""
-    argv = ["ip", *(["-n", netns] if netns else []), *args]
+def ip(*args: str, netns: Path | None = None, check: bool = True) -> str:
+    """Run ``ip ARGS`` (in the namespace bound to the file ``netns``, if given); its output,
+    or HostNetError with its stderr."""
+    return _run([*in_netns(netns), "ip", *args], check)
+
+
+def in_netns(netns: Path | None) -> list[str]:
+    """The argv prefix that runs a command in the namespace bound to ``netns`` (nothing when
+    None): ``nsenter --net`` only, so the command keeps the host's mounts, cgroups and pids."""
+    return ["nsenter", f"--net={netns}", "--"] if netns is not None else []
+
+
+def _run(argv: list[str], check: bool = True) -> str:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
     if check and proc.returncode != 0:
         raise HostNetError(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
@@ -72,98 +79,67 @@ def host_addresses_and_routes() -> tuple[list[str], list[str]]:
     return addresses, routes
 
 
-def netns_dir_is_mount_point() -> bool:
-    """Whether ``/run/netns`` is a mount point now (``ip netns add`` makes it one)."""
-    return any(point == str(NETNS_DIR) for point, _ in mounts())
-
-
 # -- making (record first) --------------------------------------------------------
 
 
 def create_bridge(record: NodeRecord, nodes: Sequence[NodeAddress]) -> str:
     """Make the nodes' bridge with the host's address, and the host's routes to every node's
-    pods and to the Services' range; returns the bridge's name."""
+    pods and to the Services' range; returns the bridge's name.
+
+    The control plane binds the host's bridge address, so the nodes reach it directly.
+    ClusterIPs from the host go to the nodes (one route with every node as a next hop):
+    a node's kube-proxy rewrites them and, the host being outside the cluster CIDR,
+    masquerades, so the answer comes back the same way.
+    """
     name = bridge_name(record.token)
     record.links.append(name)
     record.save()
     ip("link", "add", name, "type", "bridge")
     # No IPv6 on the bridge (no router solicitations, nothing to restore): the plan is IPv4.
     _write_sysctl(f"net/ipv6/conf/{name}/disable_ipv6", "1")
-    # The apiserver stays on loopback: DNAT sends the nodes' traffic for the host's bridge
-    # address there (hostfirewall.py), which the kernel allows only with route_localnet on
-    # the interface the packets come in by. The setting goes with the bridge.
-    _write_sysctl(f"net/ipv4/conf/{name}/route_localnet", "1")
     ip("addr", "add", f"{HOST_ADDRESS}/{NODE_NETWORK.prefixlen}", "dev", name)
     ip("link", "set", name, "up")
     for node in nodes:
         ip("route", "add", str(node.pod_subnet), "via", str(node.ip), "dev", name)
-    # ClusterIPs from the host: kube-proxy's DNAT rewrites them; one without a Service stays
-    # on the bridge rather than following the default route off the machine.
-    ip("route", "add", str(SERVICE_NETWORK), "dev", name, "scope", "link")
+    hops = [arg for node in nodes for arg in ("nexthop", "via", str(node.ip), "dev", name)]
+    ip("route", "add", str(SERVICE_NETWORK), *hops)
     return name
 
 
 def create_node_netns(
-    record: NodeRecord, node: NodeAddress, bridge: str, others: Sequence[NodeAddress]
-) -> str:
-    """Make the node's network namespace, joined to ``bridge`` by a veth pair whose inner
-    end is ``eth0``, with routes to the ``others``' pods; returns the namespace's name."""
-    name = netns_name(record.token)
+    record: NodeRecord, node: NodeAddress, bridge: str, others: Sequence[NodeAddress], file: Path
+) -> None:
+    """Make the node's network namespace, bound to ``file`` (in a folder the record owns),
+    joined to ``bridge`` by a veth pair whose inner end is ``eth0``, with routes to the
+    ``others``' pods."""
     outer = veth_name(record.token)
-    record.netns.append(name)
     record.links.append(outer)
     record.save()
-    ip("netns", "add", name)
-    ip("link", "add", outer, "type", "veth", "peer", "name", "eth0", "netns", name)
+    file.touch(mode=0o600)
+    _run(["unshare", f"--net={file}", "true"])
+    # The pair is made inside; its outer end goes to PID 1's namespace, the host's.
+    ip("link", "add", "eth0", "type", "veth", "peer", "name", outer, "netns", "1", netns=file)
     _write_sysctl(f"net/ipv6/conf/{outer}/disable_ipv6", "1")
     ip("link", "set", outer, "master", bridge, "up")
-    ip("link", "set", "lo", "up", netns=name)
-    ip("addr", "add", f"{node.ip}/{NODE_NETWORK.prefixlen}", "dev", "eth0", netns=name)
-    ip("link", "set", "eth0", "up", netns=name)
+    ip("link", "set", "lo", "up", netns=file)
+    ip("addr", "add", f"{node.ip}/{NODE_NETWORK.prefixlen}", "dev", "eth0", netns=file)
+    ip("link", "set", "eth0", "up", netns=file)
     for other in others:
-        ip("route", "add", str(other.pod_subnet), "via", str(other.ip), netns=name)
-    ip("route", "add", str(SERVICE_NETWORK), "dev", "eth0", "scope", "link", netns=name)
-    # The node routes its pods' traffic; the namespace's own setting, gone with it.
-    run_in_netns(name, ["sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"])
-    return name
-
-
-def run_in_netns(name: str, argv: list[str]) -> None:
-    """Run ``argv`` in the network namespace ``name`` (nsenter: no new mount namespace)."""
-    full = ["nsenter", f"--net={NETNS_DIR / name}", "--", *argv]
-    proc = subprocess.run(full, capture_output=True, text=True, check=False, timeout=30)
-    if proc.returncode != 0:
-        raise HostNetError(f"{' '.join(full)} failed: {proc.stderr.strip()}")
+        ip("route", "add", str(other.pod_subnet), "via", str(other.ip), netns=file)
+    # The node routes its pods' traffic: the namespace's own setting, gone with it.
+    _run([*in_netns(file), "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
 
 
 def _write_sysctl(name: str, value: str) -> None:
     Path("/proc/sys", name).write_text(value)
 
 
-def set_link(name: str, up: bool, netns: str | None = None) -> None:
+def set_link(name: str, up: bool, netns: Path | None = None) -> None:
     """Bring a link up or down (``eth0`` in a node's namespace: the node is cut off)."""
     ip("link", "set", name, "up" if up else "down", netns=netns)
 
 
 # -- restoring --------------------------------------------------------------------
-
-
-def restore_netns(record: NodeRecord) -> list[str]:
-    """Delete the record's named network namespaces (the mount of each file, then the file).
-
-    The namespace itself goes once nothing is left in it; its veth pair goes with it.
-    """
-    done = []
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    for name in record.netns:
-        path = NETNS_DIR / name
-        if not os.path.lexists(path):
-            continue
-        libc.umount2(str(path).encode(), _MNT_DETACH)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        done.append(f"deleted network namespace {name}")
-    return done
 
 
 def restore_links(record: NodeRecord) -> list[str]:
@@ -174,16 +150,3 @@ def restore_links(record: NodeRecord) -> list[str]:
             ip("link", "del", name, check=False)
             done.append(f"deleted link {name}")
     return done
-
-
-def restore_netns_mount(record: NodeRecord) -> list[str]:
-    """Unmount ``/run/netns`` when the record says it was no mount point before and no
-    namespace (anyone's) is left in it."""
-    if not record.netns_mount or not netns_dir_is_mount_point():
-        return []
-    if NETNS_DIR.is_dir() and any(NETNS_DIR.iterdir()):
-        return [f"left the {NETNS_DIR} mount: other network namespaces are in it"]
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    if libc.umount2(str(NETNS_DIR).encode(), _MNT_DETACH) != 0:
-        return [f"left the {NETNS_DIR} mount: {os.strerror(ctypes.get_errno())}"]
-    return [f"unmounted {NETNS_DIR}"]

@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from drakit.localcluster.hostnet import restore_links
 from drakit.localcluster.leftovers import process_alive, process_exe, registry_dir
 from drakit.localcluster.noderecord import (
     HostPath,
@@ -228,6 +229,7 @@ def restore(record: NodeRecord) -> list[str]:
     # Only under what is still the node's: a path made again by someone else has their mounts.
     roots = [p.path for p in (record.work_dir, *record.created_paths) if p.is_current()]
     done += _unmount_under(roots)
+    done += restore_links(record)
     done += _remove_cgroups(record.cgroup_name)
     done += _restore_sysctls(record.sysctls)
     done += _remove_hosts_entry(record)
@@ -250,12 +252,14 @@ def sweep_nodes() -> list[str]:
     folder = registry_dir() / "nodes"
     if not folder.is_dir():
         return done
+    records: list[tuple[Path, NodeRecord]] = []
     for path in sorted(folder.glob("*.json")):
         try:
-            record = NodeRecord.load(path)
+            records.append((path, NodeRecord.load(path)))
         except RecordError as err:
             done.append(f"refused {err}; nothing it names was touched: check it, then delete it")
-            continue
+    # A group's network goes after its nodes, whose veths are on its bridge.
+    for path, record in sorted(records, key=lambda item: item[1].kind == "network"):
         if record.owner_pid != os.getpid() and process_alive(record.owner_pid):
             continue
         if record.owner_pid == os.getpid():

@@ -12,8 +12,9 @@ is trusted only when:
 - every path it may delete carries the device and inode it had when the node
   created it: a path removed and made again by someone else (a later real
   kubelet install) is another object and is left alone;
-- every network namespace, link and firewall chain it names is the one its
-  token names (``netplan.py``): a restore can only delete what that node made.
+- every link it names is one its token names (``netplan.py``): a restore can only
+  delete what that node made. A node's network namespace is a file in its run folder
+  (a created path), unmounted with the rest.
 
 A record that fails is refused with a ``RecordError`` naming the file, the
 field and the reason, and nothing it names is touched.
@@ -30,12 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from drakit.localcluster.leftovers import registry_dir
-from drakit.localcluster.netplan import bridge_name, netns_name, veth_name
+from drakit.localcluster.netplan import bridge_name, veth_name
 
 _TOKEN = re.compile(r"[a-z0-9]{1,32}")
 _SYSCTL_NAME = re.compile(r"[a-z0-9_]+(\.[a-z0-9_-]+)+")
 _RECORD_MODE = 0o600
-_TABLE = re.compile(r"(ip|ip6) [a-z]+")
 #: What a record describes: one node (its kubelet and runtime), or what a group of nodes in
 #: their own network namespaces shares (``nodegroup.py``): restored after its nodes.
 KINDS = ("node", "network")
@@ -88,16 +88,6 @@ class HostPath:
 
 
 @dataclass
-class FirewallRecord:
-    """The host's netfilter before a group of nodes changed it (``hostfirewall.py``)."""
-
-    #: Tables that existed (``ip nat``, ``ip6 filter``...); another one, once empty, is deleted.
-    tables_before: list[str] = field(default_factory=list)
-    #: Whether the host had kube-proxy's chains (``KUBE-*``) already; if not, they all go.
-    kube_chains_before: bool = False
-
-
-@dataclass
 class NodeRecord:
     """Everything one local node may have changed on the host."""
 
@@ -120,15 +110,8 @@ class NodeRecord:
     #: Whether /etc/hosts got a line for the node name (removed by its marker).
     hosts_entry: bool = False
     kind: str = "node"
-    #: Named network namespaces the node made: ``drakit-<token>`` only.
-    netns: list[str] = field(default_factory=list)
     #: Links it made on the host: its bridge ``dkb<token>`` or its veth ``dkv<token>`` only.
     links: list[str] = field(default_factory=list)
-    #: The host's netfilter as it was, when the record's nodes changed it; None: untouched.
-    firewall: FirewallRecord | None = None
-    #: ``/run/netns`` was not a mount point before (``ip netns add`` makes it one): it is
-    #: unmounted once no namespace is left in it.
-    netns_mount: bool = False
 
     @property
     def hosts_marker(self) -> str:
@@ -220,20 +203,14 @@ def _from_json(data: object, source: str) -> NodeRecord:
         containerd_address=_string(fields["containerd_address"], f"{source}: containerd_address"),
         hosts_entry=_bool(fields["hosts_entry"], f"{source}: hosts_entry"),
         kind=kind,
-        netns=_names(fields["netns"], {netns_name(token)}, f"{source}: netns"),
         links=_names(fields["links"], {bridge_name(token), veth_name(token)}, f"{source}: links"),
-        firewall=_firewall(fields["firewall"], f"{source}: firewall"),
-        netns_mount=_bool(fields["netns_mount"], f"{source}: netns_mount"),
     )
 
 
 #: Fields a record written before nodes had their own network namespaces lacks.
 _NETWORK_DEFAULTS: dict[str, object] = {
     "kind": "node",
-    "netns": [],
     "links": [],
-    "firewall": None,
-    "netns_mount": False,
 }
 _NETWORK_FIELDS = frozenset(_NETWORK_DEFAULTS)
 _FIELDS = _NETWORK_FIELDS | frozenset(
@@ -285,26 +262,6 @@ def _names(value: object, allowed: set[str], where: str) -> list[str]:
         if name not in allowed:
             raise RecordError(f"{where}: {name!r} is not one of {sorted(allowed)}")
     return names
-
-
-def _firewall(value: object, where: str) -> FirewallRecord | None:
-    if value is None:
-        return None
-    fields = _object(value, _FIREWALL_FIELDS, where)
-    tables = [
-        _string(t, f"{where}.tables_before[{i}]")
-        for i, t in enumerate(_list(fields["tables_before"], f"{where}.tables_before"))
-    ]
-    for table in tables:
-        if not _TABLE.fullmatch(table):
-            raise RecordError(f"{where}.tables_before: {table!r} is not 'ip|ip6 <table>'")
-    return FirewallRecord(
-        tables_before=tables,
-        kube_chains_before=_bool(fields["kube_chains_before"], f"{where}.kube_chains_before"),
-    )
-
-
-_FIREWALL_FIELDS = frozenset({"tables_before", "kube_chains_before"})
 
 
 def _process(value: object, where: str) -> tuple[int, str]:
