@@ -25,6 +25,7 @@ still exists (idempotent).
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -128,6 +129,29 @@ def create_node_netns(
         ip("route", "add", str(other.pod_subnet), "via", str(other.ip), netns=file)
     # The node routes its pods' traffic: the namespace's own setting, gone with it.
     _run([*in_netns(file), "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+
+
+def make_private_mount(folder: Path) -> None:
+    """Make ``folder`` a private mount of itself, before any namespace is bound to a file
+    in it: a mount namespace can be bound only on a mount that does not propagate (``ip
+    netns`` does the same with ``/run/netns``). Unmounted with the node's other mounts."""
+    _run(["mount", "--bind", str(folder), str(folder)])
+    _run(["mount", "--make-private", str(folder)])
+
+
+def create_node_mntns(file: Path, folders: dict[str, Path]) -> None:
+    """Make the node's mount namespace, bound to ``file`` (in a folder made private by
+    ``make_private_mount``), in which each key of ``folders`` (a host path such as
+    ``/var/lib/kubelet``) is the node's own folder it names. The namespace's mounts are its
+    own (private from the host, shared within: the kubelet's Bidirectional volumes), and
+    go when it does."""
+    file.touch(mode=0o600)
+    binds = " && ".join(
+        f"mount --bind {shlex.quote(str(source))} {shlex.quote(target)}"
+        for target, source in folders.items()
+    )
+    script = f"{binds} && mount --make-rshared /" if binds else "mount --make-rshared /"
+    _run(["unshare", f"--mount={file}", "--propagation", "private", "sh", "-c", script])
 
 
 def _write_sysctl(name: str, value: str) -> None:

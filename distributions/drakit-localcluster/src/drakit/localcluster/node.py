@@ -41,7 +41,7 @@ import yaml
 
 from drakit.localcluster import assets, hoststate
 from drakit.localcluster.cluster import DEFAULT_FEATURE_GATES
-from drakit.localcluster.hostnet import create_node_netns, in_netns
+from drakit.localcluster.hostnet import create_node_mntns, create_node_netns, make_private_mount
 from drakit.localcluster.images import PAUSE_IMAGE, busybox_spec, pause_spec, write_oci_archive
 from drakit.localcluster.netplan import CLUSTER_CIDR, NodeAddress
 from drakit.localcluster.nodeconfig import (
@@ -149,10 +149,27 @@ class LocalNode(StartedByWith):
         self.bins: dict[str, Path] = {}
         self._machine_lock: hoststate.MachineLock | None = None
         self._healthz_port = 0  # the kubelet's, set when it starts
-        #: The node's network namespace, bound to a file in its run folder (network only).
-        self.netns: Path | None = (
-            Path("/run", f"drakit-node-{token}", "net") if config.network else None
-        )
+        #: The node's network and mount namespaces, bound to files in its run folder
+        #: (network only). In its mount namespace the chart's default folders are the node's
+        #: own (``node_folders``).
+        run = Path("/run") / f"drakit-node-{token}"
+        self.netns: Path | None = run / "net" if config.network else None
+        self.mntns: Path | None = run / "mnt" if config.network else None
+
+    def enter(self) -> list[str]:
+        """The argv prefix that runs a command in the node's namespaces (nothing for a node
+        on the host's network). nsenter execs the command: its pid is the command's."""
+        if self.netns is None or self.mntns is None:
+            return []
+        return ["nsenter", f"--net={self.netns}", f"--mount={self.mntns}", "--"]
+
+    @property
+    def node_folders(self) -> dict[str, Path]:
+        """Where the kubelet and the runtime see the node's own folders (network only):
+        the host paths of a real node, bound in its mount namespace to folders of its own."""
+        if self.config.network is None:
+            return {}
+        return {"/var/lib/kubelet": self.paths.kubelet_root, "/run/cdi": self.paths.cdi_root}
 
     @property
     def listen_address(self) -> str:
@@ -243,13 +260,19 @@ class LocalNode(StartedByWith):
         network = self.config.network
         if network is None or self.netns is None:
             return
+        assert self.mntns is not None
+        make_private_mount(self.netns.parent)
         create_node_netns(self._record, network.address, network.bridge, network.others, self.netns)
+        for folder in self.node_folders.values():
+            folder.mkdir(parents=True, exist_ok=True)
+        hoststate.create_host_paths(self._record, tuple(self.node_folders))
+        create_node_mntns(self.mntns, self.node_folders)
 
     def _spawn(
         self, name: str, argv: list[str], env: dict[str, str] | None = None
     ) -> ManagedProcess:
         # nsenter execs the binary: the pid stays, and so does the record's executable.
-        proc = ManagedProcess(name, [*in_netns(self.netns), *argv], self.paths.logs / f"{name}.log")
+        proc = ManagedProcess(name, [*self.enter(), *argv], self.paths.logs / f"{name}.log")
         self._envs[name] = env
         self.processes.append(proc)
         self._start_recorded(proc)
@@ -259,7 +282,7 @@ class LocalNode(StartedByWith):
         """Start ``proc`` and write its pid down first thing (restore() kills it by pid)."""
         proc.start(env=self._envs.get(proc.name))
         assert proc.pid is not None
-        binary = proc.argv[len(in_netns(self.netns))]
+        binary = proc.argv[len(self.enter())]
         self._record.processes.append((proc.pid, str(Path(binary).resolve())))
         self._record.save()
 
@@ -417,7 +440,7 @@ class LocalNode(StartedByWith):
         kubelet = next(p for p in self.processes if p.name == "kubelet")
         kubelet.stop(timeout=15)
         self.processes.remove(kubelet)
-        argv = kubelet.argv[len(in_netns(self.netns)) :]
+        argv = kubelet.argv[len(self.enter()) :]
         self._spawn("kubelet", argv).wait_ready(self._kubelet_healthy, self.config.start_timeout)
         self._wait_ready()
 
