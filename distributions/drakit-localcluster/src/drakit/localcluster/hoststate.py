@@ -37,6 +37,7 @@ import ctypes
 import fcntl
 import os
 import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,7 @@ HARD_CODED_HOST_PATHS = (
     "/opt/containerd",
     "/var/lib/containerd",
     "/etc/containerd",
+    "/run/cdi",
 )
 
 HOSTS_FILE = Path("/etc/hosts")
@@ -417,6 +419,23 @@ class MachineSnapshot:
     hosts_file: str
     netns: frozenset[str]
     processes: frozenset[tuple[int, str]]
+    #: The host's network as a group of nodes could change it: link names, routes (all
+    #: tables), the netfilter rules (iptables-save, counters left out) and the sysctls of
+    #: forwarding and of bridged traffic.
+    links: frozenset[str] = frozenset()
+    routes: frozenset[str] = frozenset()
+    netfilter: str = ""
+    net_sysctls: tuple[tuple[str, str], ...] = ()
+
+
+#: Host sysctls a node group or its kube-proxies could touch (each must stay as it was).
+NET_SYSCTLS = (
+    "net.ipv4.ip_forward",
+    "net.ipv4.conf.all.route_localnet",
+    "net.bridge.bridge-nf-call-iptables",
+    "net.bridge.bridge-nf-call-ip6tables",
+    "net.netfilter.nf_conntrack_max",
+)
 
 
 def snapshot(process_exe_prefix: str) -> MachineSnapshot:
@@ -442,4 +461,35 @@ def snapshot(process_exe_prefix: str) -> MachineSnapshot:
         hosts_file=Path("/etc/hosts").read_text(),
         netns=frozenset(p.name for p in netns_dir.iterdir()) if netns_dir.is_dir() else frozenset(),
         processes=procs,
+        links=frozenset(p.name for p in Path("/sys/class/net").iterdir()),
+        routes=frozenset(_command_lines(["ip", "-4", "route", "show", "table", "all"])),
+        netfilter=_netfilter_rules(),
+        net_sysctls=tuple(sorted(_read_any(NET_SYSCTLS).items())),
     )
+
+
+def _command_lines(argv: list[str]) -> list[str]:
+    """The output lines of ``argv`` ([] when it cannot run)."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
+    except OSError:
+        return []
+    return proc.stdout.splitlines()
+
+
+def _netfilter_rules() -> str:
+    """iptables-save without its comments and counters: the rules and chains alone."""
+    lines = _command_lines(["iptables-save"])
+    return "\n".join(
+        line.split(" [", 1)[0] if line.startswith(":") else line
+        for line in lines
+        if not line.startswith("#")
+    )
+
+
+def _read_any(names: tuple[str, ...]) -> dict[str, str]:
+    values = {}
+    for name in names:
+        with contextlib.suppress(OSError):
+            values[name] = _sysctl_path(name).read_text().strip()
+    return values

@@ -394,14 +394,17 @@ class LocalNode(StartedByWith):
         )
         network = self.config.network
         node_ip = str(network.address.ip) if network else (self.config.node_ip or host_ipv4())
+        # In its own mount namespace the node's kubelet folder is /var/lib/kubelet, where a
+        # real node has it: short enough for the sockets the kubelet makes in it (108 bytes).
+        root = Path("/var/lib/kubelet") if network else p.kubelet_root
         proc = self._spawn(
             "kubelet",
             [
                 str(self.bins["kubelet"]),
                 f"--config={p.kubelet_config}",
                 f"--kubeconfig={self.config.kubeconfig}",
-                f"--root-dir={p.kubelet_root}",
-                f"--cert-dir={p.kubelet_root / 'pki'}",
+                f"--root-dir={root}",
+                f"--cert-dir={root / 'pki'}",
                 f"--hostname-override={self.name}",
                 f"--node-ip={node_ip}",
                 "--v=2",
