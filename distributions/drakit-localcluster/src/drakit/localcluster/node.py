@@ -117,6 +117,9 @@ class NodeConfig:
     network: NodeNetwork | None = None
     #: Take the machine's real-node lock (a group of nodes holds it for all of them).
     take_machine_lock: bool = True
+    #: More host paths that are folders of the node's own in its mount namespace (network
+    #: only), each bound to ``<work>/folders/<name>`` (a test's per-node ``/dev`` folder).
+    own_folders: tuple[str, ...] = ()
     #: The host's sysctls as they were before any node of a group started (each node's
     #: record restores these, not what an earlier node of the group left). None: read now.
     host_sysctls: dict[str, str] | None = None
@@ -169,7 +172,15 @@ class LocalNode(StartedByWith):
         the host paths of a real node, bound in its mount namespace to folders of its own."""
         if self.config.network is None:
             return {}
-        return {"/var/lib/kubelet": self.paths.kubelet_root, "/run/cdi": self.paths.cdi_root}
+        folders = {"/var/lib/kubelet": self.paths.kubelet_root, "/run/cdi": self.paths.cdi_root}
+        for host_path in self.config.own_folders:
+            folders[host_path] = self.own_folder(host_path)
+        return folders
+
+    def own_folder(self, host_path: str) -> Path:
+        """Where the folder the node sees at ``host_path`` (one of ``own_folders``) is on
+        the host."""
+        return self.paths.root / "folders" / host_path.strip("/").replace("/", "_")
 
     @property
     def listen_address(self) -> str:

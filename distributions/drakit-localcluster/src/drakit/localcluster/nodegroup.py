@@ -53,6 +53,8 @@ class GroupConfig:
     )
     start_timeout: float = 120.0
     machine_lock_timeout: float = 1800.0
+    #: Host paths that each node has as a folder of its own (``NodeConfig.own_folders``).
+    own_folders: tuple[str, ...] = ()
 
 
 class NodeGroup(StartedByWith):
@@ -127,6 +129,7 @@ class NodeGroup(StartedByWith):
                     start_timeout=self.config.start_timeout,
                     network=NodeNetwork(address, others, bridge),
                     take_machine_lock=False,
+                    own_folders=self.config.own_folders,
                     host_sysctls=self._record.sysctls,
                 )
             )
