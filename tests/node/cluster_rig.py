@@ -9,7 +9,8 @@ the node (slices, pod output, CDI specs) takes the node it is about.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from node_rig import DRIVER, RELEASE_NAMESPACE, Helm, RealNodeStack, eventually
 from drakit.demo.real_node import IMAGE_REPOSITORY, import_images
 from drakit.kubeapi.client import load_client
 from drakit.kubeapi.objects import KubeObject
-from drakit.kubeapi.resources import LEASES
+from drakit.kubeapi.resources import LEASES, Resource, ResourceType, WatchEvent, WatchStream
 from drakit.localcluster.node import LocalNode
 from drakit.localcluster.nodegroup import GroupConfig, NodeGroup
 from drakit.node_plugin.checkpoint import FILE_NAME as CHECKPOINT_FILE
@@ -122,3 +123,82 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+class Recorder:
+    """An independent watcher of one resource type for the length of a test: a list, then a
+    watch from its resourceVersion (again after the server ends it), keeping the objects as
+    they are now and calling ``on_change(objects)`` after every event, in order. Its own
+    client: what the components under test do cannot hold it up.
+
+    ``problems`` collects what ``on_change`` returns (a list of strings per call).
+    """
+
+    def __init__(
+        self,
+        kubeconfig: str,
+        rtype: ResourceType,
+        on_change: Callable[[dict[str, KubeObject]], list[str]],
+        label_selector: str | None = None,
+    ) -> None:
+        self._client = load_client(kubeconfig)
+        self._resource = Resource(self._client, rtype)
+        self._on_change = on_change
+        self._selector = label_selector
+        self.objects: dict[str, KubeObject] = {}
+        self.events: list[tuple[str, str]] = []  # (type, key) in the order they came
+        self.problems: list[str] = []
+        self._stop = threading.Event()
+        self._stream: WatchStream | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._errors: list[BaseException] = []
+
+    @staticmethod
+    def key(obj: KubeObject) -> str:
+        meta = obj.get("metadata") or {}
+        return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+    def __enter__(self) -> Recorder:
+        listing = self._resource.list(label_selector=self._selector)
+        self.objects = {self.key(o): o for o in listing.items}
+        self._version = listing.resource_version
+        self.problems += self._on_change(dict(self.objects))
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._stream is not None:
+            self._stream.close()
+        self._thread.join(timeout=30)
+        self._client.close()
+        if self._errors:
+            raise AssertionError(f"the recorder failed: {self._errors[0]!r}")
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._stream = self._resource.watch(
+                    resource_version=self._version,
+                    label_selector=self._selector,
+                    timeout_seconds=60,
+                )
+                with self._stream as stream:
+                    for event in stream:
+                        self._apply(event)
+        except BaseException as exc:
+            if not self._stop.is_set():
+                self._errors.append(exc)
+
+    def _apply(self, event: WatchEvent) -> None:
+        if event.type == "BOOKMARK":
+            self._version = event.resource_version or self._version
+            return
+        key = self.key(event.object)
+        if event.type == "DELETED":
+            self.objects.pop(key, None)
+        else:
+            self.objects[key] = event.object
+        self._version = event.resource_version or self._version
+        self.events.append((event.type, key))
+        self.problems += self._on_change(dict(self.objects))

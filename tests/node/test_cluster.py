@@ -15,16 +15,18 @@ from __future__ import annotations
 import ipaddress
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cluster_rig import ClusterStack, make_cluster
+from cluster_rig import ClusterStack, Recorder, make_cluster
 from conftest import NodeAssets
 from node_rig import RELEASE_NAMESPACE, eventually, load_example
 
 from drakit.kubeapi.errors import NotFound
-from drakit.kubeapi.resources import RESOURCE_CLAIM_TEMPLATES
+from drakit.kubeapi.resources import LEASES, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
+from drakit.kubeapi.resources import NODES as NODES_TYPE
 from drakit.localcluster.netplan import node_address
 
 pytestmark = pytest.mark.node
@@ -253,3 +255,163 @@ def test_rolling_the_daemonset_across_the_nodes_while_pods_arrive_prepares_each_
             n.name for n in stack.nodes if claim["metadata"]["uid"] in stack.checkpoint_claims(n)
         ]
         assert holders == [node]
+
+
+# -- controller failover --------------------------------------------------------------------
+
+
+def _double_allocations(claims: dict[str, Any]) -> list[str]:
+    """Devices that two claims hold at once, in one observed state of every claim."""
+    holders: dict[tuple[str, str, str], str] = {}
+    problems = []
+    for key, claim in claims.items():
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            device = (result["driver"], result["pool"], result["device"])
+            if device in holders and holders[device] != key:
+                problems.append(f"{device} allocated to {holders[device]} and {key}")
+            holders[device] = key
+    return problems
+
+
+def _leader(stack: ClusterStack) -> str:
+    """The pod of release drakit's controller that holds its Lease ("" when none does)."""
+    pods = {
+        p["metadata"]["name"]
+        for p in stack.pods.list(
+            RELEASE_NAMESPACE, label_selector="app.kubernetes.io/component=controller"
+        ).items
+    }
+    for lease in stack.resource(LEASES).list(RELEASE_NAMESPACE).items:
+        holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+        pod = holder.rsplit("_", 1)[0]
+        if pod in pods:
+            return pod
+    return ""
+
+
+def test_the_standby_controller_takes_over_when_the_leaders_node_is_cut_off(
+    stack: ClusterStack, namespace: str
+) -> None:
+    leader = eventually(lambda: _leader(stack), "a controller leader")
+    node_a = stack.pods.get(leader, RELEASE_NAMESPACE)["spec"]["nodeName"]
+    others = [n for n in NODES if n != node_a]
+    _create_template(stack, namespace)
+    # A claim prepared on A before the cut, to find again afterwards.
+    stack.pods.create(_pod_on("on-a", node_a), namespace)
+    stack.running_pod("on-a", namespace)
+    on_a = _claim_of(stack, namespace, "on-a")["metadata"]["uid"]
+    a = stack.node_named(node_a)
+    assert stack.group is not None
+    with Recorder(stack.group.kubeconfig, RESOURCE_CLAIMS, _double_allocations) as claims:
+        stack.group.cut(a)
+        try:
+            cut_at = time.monotonic()
+            new_leader = eventually(
+                lambda: (p := _leader(stack)) and p != leader and p,
+                "the standby controller to take the Lease",
+            )
+            took = time.monotonic() - cut_at
+            # Pods that drakit's controller schedules keep being placed by the new leader.
+            for i, node in enumerate(others):
+                pod = _pod_on(f"after-{i}", node)
+                pod["spec"]["schedulerName"] = "drakit"
+                stack.pods.create(pod, namespace)
+            for i in range(len(others)):
+                stack.running_pod(f"after-{i}", namespace)
+        finally:
+            stack.group.reconnect(a)
+        stack.eventually_or_logs(
+            lambda: node_a in _running_plugins(stack) and _node_ready(stack, node_a),
+            f"{node_a} Ready again with its plugin",
+            RELEASE,
+        )
+        stack.pods.create(_pod_on("back-on-a", node_a), namespace)
+        stack.running_pod("back-on-a", namespace)
+    assert claims.problems == []
+    assert new_leader != leader and stack.pods.get(new_leader, RELEASE_NAMESPACE)
+    # The standby waits out the Lease (10 s) and retries every 2 s.
+    assert took < 10 + 2 + 10, f"takeover took {took:.1f}s"
+    # No claim lost: every pod's claim exists and is allocated on the pod's node.
+    pods = ["on-a", "back-on-a", *(f"after-{i}" for i in range(len(others)))]
+    for pod in pods:
+        claim = _claim_of(stack, namespace, pod)
+        node = stack.pods.get(pod, namespace)["spec"]["nodeName"]
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert {r["pool"] for r in results} == {node}
+    # A's checkpoint, CDI specs and the API agree once it is back.
+    allocated_on_a = {
+        c["metadata"]["uid"]
+        for c in stack.claims.list(namespace).items
+        if {r["pool"] for r in c["status"]["allocation"]["devices"]["results"]} == {node_a}
+    }
+    assert on_a in allocated_on_a
+    assert stack.checkpoint_claims(a) >= allocated_on_a
+    assert {
+        uid for uid in allocated_on_a if any(uid in n for n in stack.cdi_spec_texts(a))
+    } == allocated_on_a
+
+
+def _node_ready(stack: ClusterStack, name: str) -> bool:
+    node = stack.resource(NODES_TYPE).get(name)
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (node.get("status") or {}).get("conditions") or []
+    )
+
+
+def _node_not_ready(stack: ClusterStack, name: str) -> bool:
+    node = stack.resource(NODES_TYPE).get(name)
+    return any(
+        c.get("type") == "Ready" and c.get("status") != "True"
+        for c in (node.get("status") or {}).get("conditions") or []
+    )
+
+
+# -- node partition -------------------------------------------------------------------------
+
+
+def test_a_node_cut_off_past_the_grace_period_goes_not_ready_and_returns_without_leaks(
+    stack: ClusterStack, namespace: str
+) -> None:
+    node_b = NODES[1]
+    b = stack.node_named(node_b)
+    _create_template(stack, namespace)
+    stack.pods.create(_pod_on("before", node_b), namespace)
+    stack.running_pod("before", namespace)
+    before = _claim_of(stack, namespace, "before")["metadata"]["uid"]
+    assert stack.group is not None
+    stack.group.cut(b)
+    try:
+        eventually(
+            lambda: _node_not_ready(stack, node_b),
+            f"{node_b} NotReady (node-monitor-grace-period)",
+            timeout=180,
+        )
+    finally:
+        stack.group.reconnect(b)
+    eventually(lambda: _node_ready(stack, node_b), f"{node_b} Ready again", timeout=180)
+    stack.eventually_or_logs(
+        lambda: node_b in _running_plugins(stack), f"the plugin on {node_b}", RELEASE
+    )
+    # The pod from before the cut still runs (the unreachable taint's 300 s toleration),
+    # its claim prepared once, on B alone.
+    stack.running_pod("before", namespace)
+    assert {n for n, _ in _specs_naming(stack, before)} == {node_b}
+    assert [n.name for n in stack.nodes if before in stack.checkpoint_claims(n)] == [node_b]
+    stack.pods.create(_pod_on("after", node_b), namespace)
+    stack.running_pod("after", namespace)
+    after = _claim_of(stack, namespace, "after")["metadata"]["uid"]
+    # Nothing leaked: once the pods are gone, B holds neither claim.
+    stack.delete_pod("before", namespace)
+    stack.delete_pod("after", namespace)
+    for pod in ("before", "after"):
+        stack.pod_gone(pod, namespace)
+    eventually(
+        lambda: (
+            not ({before, after} & stack.checkpoint_claims(b))
+            and not _specs_naming(stack, before)
+            and not _specs_naming(stack, after)
+        ),
+        f"{node_b} to unprepare both claims",
+    )
