@@ -70,7 +70,10 @@ class ClusterStack(RealNodeStack):
         )
 
     def plugin_pods_by_node(self, release: str = "drakit") -> dict[str, KubeObject]:
-        return {p["spec"]["nodeName"]: p for p in self.plugin_pods(release)}
+        """The plugin pods bound to a node (one being created has no node yet)."""
+        return {
+            p["spec"]["nodeName"]: p for p in self.plugin_pods(release) if p["spec"].get("nodeName")
+        }
 
     def cdi_spec_texts(self, node: LocalNode) -> dict[str, str]:
         return {p.name: p.read_text() for p in node.cdi_root.glob("*") if p.is_file()}

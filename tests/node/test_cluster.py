@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
+import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,14 +27,26 @@ from cluster_rig import ClusterStack, Recorder, make_cluster
 from conftest import NodeAssets
 from node_rig import RELEASE_NAMESPACE, eventually, load_example
 
+from drakit.controller.noexecute.rules import BUDGET_LABEL, NODE_ANNOTATION
+from drakit.controller.noexecute.runner import rule_type
 from drakit.kubeapi.errors import NotFound
-from drakit.kubeapi.resources import LEASES, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
+from drakit.kubeapi.resources import (
+    LEASES,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+)
 from drakit.kubeapi.resources import NODES as NODES_TYPE
 from drakit.localcluster.netplan import node_address
+from drakit.localcluster.node import LocalNode
 
 pytestmark = pytest.mark.node
 
 RELEASE = "drakit"
+#: A folder each node has as its own (the shared-fault test's device nodes).
+HEALTH_DEVICES = "/dev/drakit-health"
+HEALTH_DRIVER = "health.drakit.dev"
+HEALTH_RELEASE = "health"
 NODES = ("drakit-node-1", "drakit-node-2", "drakit-node-3")
 
 
@@ -39,7 +54,8 @@ NODES = ("drakit-node-1", "drakit-node-2", "drakit-node-3")
 def stack(
     node_assets: NodeAssets, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ClusterStack]:
-    with make_cluster(node_assets, tmp_path_factory.mktemp("cluster")) as s:
+    work = tmp_path_factory.mktemp("cluster")
+    with make_cluster(node_assets, work, own_folders=(HEALTH_DEVICES,)) as s:
         s.install(RELEASE, s.cluster_values())
         s.eventually_or_logs(
             lambda: set(_running_plugins(s)) == set(NODES), "a node plugin on every node", RELEASE
@@ -415,3 +431,158 @@ def test_a_node_cut_off_past_the_grace_period_goes_not_ready_and_returns_without
         ),
         f"{node_b} to unprepare both claims",
     )
+
+
+# -- the shared fault ---------------------------------------------------------------------
+
+
+_FULL = os.makedev(1, 7)  # the "full" character device: reads zeros
+
+
+def _health_device(node: LocalNode) -> Path:
+    return node.own_folder(HEALTH_DEVICES) / "accel0"
+
+
+def _rules_within_caps(cap: int, per_node: int) -> Callable[[dict[str, Any]], list[str]]:
+    def check(rules: dict[str, Any]) -> list[str]:
+        problems = []
+        if len(rules) > cap:
+            problems.append(
+                f"{len(rules)} NoExecute rules, more than the cap {cap}: {sorted(rules)}"
+            )
+        by_node: dict[str, int] = {}
+        for rule in rules.values():
+            node = rule["metadata"].get("annotations", {}).get(NODE_ANNOTATION, "")
+            by_node[node] = by_node.get(node, 0) + 1
+        problems += [f"{n}: {c} rules > {per_node}" for n, c in by_node.items() if c > per_node]
+        return problems
+
+    return check
+
+
+def _slice_taints(seen: dict[str, list[bool]]) -> Callable[[dict[str, Any]], list[str]]:
+    """Record, per node, whether its device has the health taint, each time it changes."""
+
+    def check(slices: dict[str, Any]) -> list[str]:
+        for item in slices.values():
+            if item["spec"].get("driver") != HEALTH_DRIVER:
+                continue
+            node = item["spec"].get("nodeName", "")
+            tainted = any(
+                t.get("key") == f"{HEALTH_DRIVER}/unhealthy"
+                for d in item["spec"].get("devices") or ()
+                for t in d.get("taints") or ()
+            )
+            history = seen.setdefault(node, [])
+            if not history or history[-1] != tainted:
+                history.append(tainted)
+        return []
+
+    return check
+
+
+def _health_pod(name: str, node: str) -> dict[str, Any]:
+    pod = _pod_on(name, node, template="health-dev")
+    pod["spec"]["resourceClaims"][0]["name"] = "gpu"
+    return pod
+
+
+def test_a_fault_on_every_node_at_once_noexecutes_only_the_budget_and_passes_it_on(
+    stack: ClusterStack, namespace: str
+) -> None:
+    """Per-node 1, cap 2 of the 3 devices (clusterPercent 67): one device fails on every
+    node at once. A watcher of every DeviceTaintRule and ResourceSlice change sees the cap
+    held at every step and no device's effect flip; exactly two pods are evicted; when one
+    granted device recovers, the budget passes to the third."""
+    for node in stack.nodes:
+        os.mknod(_health_device(node), 0o666 | stat.S_IFCHR, _FULL)
+    values = stack.cluster_values(
+        driverName=HEALTH_DRIVER,
+        controller={"noExecuteBudget": {"perNode": 1, "clusterPercent": 67}},
+        nodePlugin={
+            "backend": "hostdev",
+            "backendConfig": {
+                "devices": [{"glob": f"{HEALTH_DEVICES}/*", "shareable": False}],
+                "pollSeconds": 1,
+            },
+            "health": {"taintEffect": "NoExecute", "checkInterval": 1},
+        },
+    )
+    stack.install(HEALTH_RELEASE, values)
+    for node in NODES:
+        stack.eventually_or_logs(
+            lambda n=node: stack.slices_of(n, HEALTH_DRIVER),
+            f"hostdev slices of {node}",
+            HEALTH_RELEASE,
+        )
+    template = {
+        "metadata": {"name": "health-dev"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "dev", "exactly": {"deviceClassName": HEALTH_DRIVER}}]
+                }
+            }
+        },
+    }
+    stack.resource(RESOURCE_CLAIM_TEMPLATES).create(template, namespace)
+    pods = {node: f"user-{node[-1]}" for node in NODES}
+    for node, pod in pods.items():
+        stack.pods.create(_health_pod(pod, node), namespace)
+    for pod in pods.values():
+        stack.running_pod(pod, namespace)
+
+    assert stack.group is not None
+    taints: dict[str, list[bool]] = {}
+    rule_type_v1 = rule_type("v1")
+    selector = f"{BUDGET_LABEL}={HEALTH_DRIVER}"
+    with (
+        Recorder(stack.group.kubeconfig, rule_type_v1, _rules_within_caps(2, 1), selector) as rules,
+        Recorder(stack.group.kubeconfig, RESOURCE_SLICES, _slice_taints(taints)),
+    ):
+        for node in stack.nodes:  # the shared cause: every node within one check interval
+            _health_device(node).unlink()
+        eventually(lambda: len(rules.objects) == 2, "two NoExecute grants (the cap)")
+        eventually(
+            lambda: sum(_gone(stack, p, namespace) for p in pods.values()) == 2,
+            "exactly the two budgeted pods evicted",
+        )
+        granted = {r["metadata"]["annotations"][NODE_ANNOTATION] for r in rules.objects.values()}
+        (waiting,) = set(NODES) - granted
+        assert stack.get_pod(pods[waiting], namespace) is not None
+        assert not _gone(stack, pods[waiting], namespace), "the pod past the cap must stay"
+        # One granted device recovers: its grant goes, and the budget passes to the third.
+        recovered = sorted(granted)[0]
+        os.mknod(_health_device(stack.node_named(recovered)), 0o666 | stat.S_IFCHR, _FULL)
+        eventually(
+            lambda: (
+                {r["metadata"]["annotations"][NODE_ANNOTATION] for r in rules.objects.values()}
+                == (granted - {recovered}) | {waiting}
+            ),
+            "the budget passed on to the waiting device",
+        )
+        eventually(lambda: _gone(stack, pods[waiting], namespace), "the third pod evicted")
+        eventually(lambda: taints.get(recovered, [])[-1:] == [False], "the recovered taint lifted")
+    assert rules.problems == []
+    # No effect flips: each device got its grant once (one ADDED each), and the only grant
+    # taken back is the recovered device's.
+    added = [key for kind, key in rules.events if kind == "ADDED"]
+    assert len(added) == len(set(added)) == 3
+    assert [kind for kind, _ in rules.events].count("DELETED") == 1
+    for node in NODES:
+        expected = [False, True, False] if node == recovered else [False, True]
+        assert taints[node] == expected, f"{node}: taint history {taints[node]}"
+    # The pods go (their claims unprepared) while the health plugin still runs.
+    for pod in pods.values():
+        stack.delete_pod(pod, namespace)
+    for pod in pods.values():
+        stack.pod_gone(pod, namespace)
+    stack.helm.run(
+        "uninstall", HEALTH_RELEASE, "--namespace", RELEASE_NAMESPACE, "--wait", "--timeout", "60s"
+    )
+    stack.releases.remove(HEALTH_RELEASE)
+
+
+def _gone(stack: ClusterStack, name: str, namespace: str) -> bool:
+    pod = stack.get_pod(name, namespace)
+    return pod is None or bool(pod["metadata"].get("deletionTimestamp"))

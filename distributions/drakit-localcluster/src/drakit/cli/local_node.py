@@ -214,10 +214,16 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def run_down(args: argparse.Namespace) -> int:
-    from drakit.localcluster.hoststate import sweep_nodes  # noqa: PLC0415
+    from drakit.localcluster.hoststate import MachineLock, sweep_nodes  # noqa: PLC0415
 
     code = stop_detached(args.dir, "local-node", timeout=120)
-    # A launcher that was killed could not clean up: its record says what to undo.
-    for line in sweep_nodes():
-        print(f"  {line}")
+    # A launcher that was killed could not clean up: its record says what to undo. The
+    # sweep holds the machine's real-node lock, so no other launcher starts a node (and
+    # makes the host folders a sweep removes) in the middle of it.
+    lock = MachineLock.acquire(timeout=1800.0)
+    try:
+        for line in sweep_nodes():
+            print(f"  {line}")
+    finally:
+        lock.release()
     return code
