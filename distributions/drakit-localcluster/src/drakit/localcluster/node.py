@@ -135,6 +135,8 @@ class LocalNode(StartedByWith):
         work = config.work_dir or Path(tempfile.mkdtemp(prefix="drakit-node-"))
         work.mkdir(parents=True, exist_ok=True)
         token = uuid.uuid4().hex[:8]
+        #: Names what this node made on the host (its cgroup ``drakit-<token>``, run folder).
+        self.token = token
         # containerd's sockets need a short path (104 bytes at most): a folder of their own.
         run = Path("/run") / f"drakit-node-{token}"
         self.paths = NodePaths(work.resolve(), run=run)

@@ -55,6 +55,14 @@ class GroupConfig:
     machine_lock_timeout: float = 1800.0
     #: Host paths that each node has as a folder of its own (``NodeConfig.own_folders``).
     own_folders: tuple[str, ...] = ()
+    #: Feature gates of every component (None: the default for the version); default:
+    #: $DRAKIT_FEATURE_GATES, as ``ClusterConfig``.
+    feature_gates: str | None = field(
+        default_factory=lambda: os.environ.get("DRAKIT_FEATURE_GATES") or None
+    )
+    #: More ``--runtime-config`` entries and apiserver flags (``ClusterConfig``'s).
+    runtime_config: str = ""
+    extra_apiserver_args: tuple[str, ...] = ()
 
 
 class NodeGroup(StartedByWith):
@@ -115,6 +123,9 @@ class NodeGroup(StartedByWith):
                 real_nodes=True,
                 kube_version=self.config.kube_version,
                 bind_address=str(HOST_ADDRESS),
+                feature_gates=self.config.feature_gates,
+                runtime_config=self.config.runtime_config,
+                extra_apiserver_args=self.config.extra_apiserver_args,
             )
         )
         self.cluster.start()
@@ -126,6 +137,7 @@ class NodeGroup(StartedByWith):
                     work_dir=self.work_dir / f"node-{address.index}",
                     node_name=f"{self.config.name_prefix}{address.index}",
                     kube_version=self.config.kube_version,
+                    feature_gates=self.cluster.feature_gates,
                     start_timeout=self.config.start_timeout,
                     network=NodeNetwork(address, others, bridge),
                     take_machine_lock=False,
