@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from cluster_rig import ClusterStack, Recorder, make_cluster
 from conftest import NodeAssets
-from node_rig import RELEASE_NAMESPACE, eventually, load_example
+from node_rig import DRIVER, RELEASE_NAMESPACE, eventually, load_example
 
 from drakit.controller.noexecute.rules import BUDGET_LABEL, NODE_ANNOTATION
 from drakit.controller.noexecute.runner import rule_type
@@ -220,6 +220,20 @@ def test_rolling_the_daemonset_across_the_nodes_while_pods_arrive_prepares_each_
     stop = threading.Event()
     errors: list[BaseException] = []
 
+    overlapped: set[str] = set()
+
+    def watch_overlap() -> None:
+        # Per node, the old and the new plugin pod serve at once (maxSurge): terminating
+        # pods count, their plugin serves until it has stopped.
+        while not stop.wait(0.2):
+            serving: dict[str, int] = {}
+            for pod in stack.all_plugin_pods(RELEASE):
+                statuses = (pod.get("status") or {}).get("containerStatuses") or []
+                node = pod["spec"].get("nodeName")
+                if node and any("running" in (c.get("state") or {}) for c in statuses):
+                    serving[node] = serving.get(node, 0) + 1
+            overlapped.update(n for n, count in serving.items() if count >= 2)
+
     def keep_creating() -> None:
         # Pods keep arriving on every node for as long as the rollout runs.
         try:
@@ -235,7 +249,9 @@ def test_rolling_the_daemonset_across_the_nodes_while_pods_arrive_prepares_each_
             errors.append(exc)
 
     creator = threading.Thread(target=keep_creating, daemon=True)
+    watcher = threading.Thread(target=watch_overlap, daemon=True)
     creator.start()
+    watcher.start()
     try:
         values = stack.chart_values_of(RELEASE)
         values["image"] = dict(values["image"], tag=new_tag)
@@ -255,7 +271,13 @@ def test_rolling_the_daemonset_across_the_nodes_while_pods_arrive_prepares_each_
     finally:
         stop.set()
         creator.join()
+        watcher.join()
     assert not errors, errors
+    assert overlapped == set(NODES), "old and new plugin pods must overlap on every node"
+    for node in stack.nodes:  # the old pods' sockets go: one of each kind is left
+        eventually(lambda n=node: len(_sockets(n)[0]) == 1, f"one DRA socket on {node.name}")
+        eventually(lambda n=node: len(_sockets(n)[1]) == 1, f"one registration on {node.name}")
+        assert before[node.name] not in _sockets(node)[0][0].name
     assert len(names) >= len(NODES)
     for name in names:
         stack.running_pod(name, namespace)
@@ -271,6 +293,13 @@ def test_rolling_the_daemonset_across_the_nodes_while_pods_arrive_prepares_each_
             n.name for n in stack.nodes if claim["metadata"]["uid"] in stack.checkpoint_claims(n)
         ]
         assert holders == [node]
+
+
+def _sockets(node: LocalNode) -> tuple[list[Path], list[Path]]:
+    """(DRA sockets, registration sockets) of drakit's driver on ``node``."""
+    dra = sorted((node.kubelet_dir / "plugins" / DRIVER).glob("*.sock"))
+    registration = sorted((node.kubelet_dir / "plugins_registry").glob(f"{DRIVER}*.sock"))
+    return dra, registration
 
 
 # -- controller failover --------------------------------------------------------------------
