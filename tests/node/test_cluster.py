@@ -16,8 +16,10 @@ import ipaddress
 import json
 import os
 import stat
+import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,16 +27,17 @@ from typing import Any
 import pytest
 from cluster_rig import ClusterStack, Recorder, make_cluster
 from conftest import NodeAssets
-from node_rig import DRIVER, RELEASE_NAMESPACE, eventually, load_example
+from node_rig import DRIVER, RELEASE_NAMESPACE, ROOT, eventually, load_example
 
 from drakit.controller.noexecute.rules import BUDGET_LABEL, NODE_ANNOTATION
 from drakit.controller.noexecute.runner import rule_type
-from drakit.kubeapi.errors import NotFound
+from drakit.kubeapi.errors import ApiError, NotFound
 from drakit.kubeapi.resources import (
     LEASES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
+    ResourceType,
 )
 from drakit.kubeapi.resources import NODES as NODES_TYPE
 from drakit.localcluster.netplan import node_address
@@ -79,6 +82,11 @@ def _running_plugins(stack: ClusterStack) -> dict[str, dict[str, Any]]:
         if (pod.get("status") or {}).get("phase") == "Running"
         and all(c.get("ready") for c in pod["status"].get("containerStatuses") or [])
     }
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return str(response.read().decode())
 
 
 def _in_pod_subnet(ip: str, node: str) -> bool:
@@ -167,6 +175,9 @@ def test_the_daemonset_runs_on_every_node_on_pod_ips_with_slices_per_node(
     for node, pod in plugins.items():
         assert not pod["spec"].get("hostNetwork"), "the chart's default is the pod network"
         assert _in_pod_subnet(pod["status"]["podIP"], node)
+        # Metrics on the pod IP (the chart's default port), reached from the host.
+        metrics = _get(f"http://{pod['status']['podIP']}:9400/metrics")
+        assert "drakit_node_plugin_registered 1.0" in metrics
     for node in NODES:
         slices = stack.slices_of(node)
         assert {s["spec"]["pool"]["name"] for s in slices} == {node}
@@ -615,3 +626,136 @@ def test_a_fault_on_every_node_at_once_noexecutes_only_the_budget_and_passes_it_
 def _gone(stack: ClusterStack, name: str, namespace: str) -> bool:
     pod = stack.get_pod(name, namespace)
     return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
+
+
+# -- the example driver's webhook behind its Service ---------------------------------------
+
+EXAMPLE_CHART = ROOT / "examples" / "example-driver" / "deployments" / "helm" / "example-driver"
+EXAMPLE_DRIVER = "gpu.example.com"
+WEBHOOK_CONFIGS = ResourceType(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    namespaced=False,
+)
+PDBS = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
+
+
+@pytest.fixture(scope="module")
+def example_image(stack: ClusterStack) -> str:
+    """The example driver's image (built from this checkout, cached), in every node."""
+    build = subprocess.run(
+        [str(ROOT / "examples" / "example-driver" / "hack" / "build-image.sh")],
+        capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    archive = Path(build.stdout.strip().splitlines()[-1])
+    for node in stack.nodes:
+        node.import_image(archive, base_name="localhost/drakit-example-driver")
+    return archive.name.removeprefix("drakit-example-driver-").removesuffix(".oci.tar")
+
+
+def _claim_with_config(name: str, interval: str) -> dict[str, Any]:
+    config = {
+        "apiVersion": "gpu.resource.example.com/v1alpha1",
+        "kind": "GpuConfig",
+        "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": interval}},
+    }
+    opaque = {"driver": EXAMPLE_DRIVER, "parameters": config}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": EXAMPLE_DRIVER}}],
+                "config": [{"requests": ["gpu"], "opaque": opaque}],
+            }
+        },
+    }
+
+
+def _refusal(stack: ClusterStack, namespace: str, name: str) -> str:
+    """The apiserver's answer to a claim with an invalid config ("" when it was created)."""
+    try:
+        stack.claims.create(_claim_with_config(name, "InvalidInterval"), namespace)
+    except ApiError as err:
+        return str(err)
+    return ""
+
+
+def test_the_example_drivers_webhook_answers_through_its_service_from_two_nodes(
+    stack: ClusterStack, namespace: str, example_image: str
+) -> None:
+    """The example driver's chart with its defaults for a real cluster (webhook enabled):
+    two webhook replicas on two nodes behind a Service with a caBundle and a
+    PodDisruptionBudget; the apiserver reaches them through the Service's endpoints, and
+    with one replica deleted the other still answers."""
+    release = "example"
+    values = {
+        "image": {
+            "repository": "localhost/drakit-example-driver",
+            "tag": example_image,
+            "pullPolicy": "Never",
+        },
+        "webhook": {"enabled": True},
+        "logging": {"format": "text"},
+    }
+    path = stack.node.paths.root / f"values-{release}.yaml"
+    path.write_text(json.dumps(values))
+    stack.helm.run(
+        "upgrade", "--install", release, str(EXAMPLE_CHART), "--namespace", RELEASE_NAMESPACE,
+        "--values", str(path), "--wait", "--timeout", "180s",
+    )  # fmt: skip
+    stack.releases.append(release)
+    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=webhook"
+    webhooks = eventually(
+        lambda: (
+            (
+                pods := [
+                    p
+                    for p in stack.pods.list(RELEASE_NAMESPACE, label_selector=selector).items
+                    if (p.get("status") or {}).get("phase") == "Running"
+                ]
+            )
+            and len(pods) == 2
+            and pods
+        ),
+        "two webhook replicas running",
+    )
+    assert len({p["spec"]["nodeName"] for p in webhooks}) == 2, "replicas spread over nodes"
+    for pod in webhooks:
+        assert not pod["spec"].get("hostNetwork")
+        assert _in_pod_subnet(pod["status"]["podIP"], pod["spec"]["nodeName"])
+    (config,) = [
+        c
+        for c in stack.resource(WEBHOOK_CONFIGS).list().items
+        if c["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == release
+    ]
+    for hook in config["webhooks"]:
+        assert hook["clientConfig"].get("service", {}).get("namespace") == RELEASE_NAMESPACE
+        assert "url" not in hook["clientConfig"]
+    eventually(
+        lambda: all(
+            h["clientConfig"].get("caBundle")
+            for h in stack.resource(WEBHOOK_CONFIGS).get(config["metadata"]["name"])["webhooks"]
+        ),
+        "the webhook's CA bundle published",
+    )
+    pdbs = [
+        p
+        for p in stack.resource(PDBS).list(RELEASE_NAMESPACE).items
+        if p["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == release
+    ]
+    assert [p["spec"].get("maxUnavailable") for p in pdbs] == [1]
+
+    refused = eventually(lambda: _refusal(stack, namespace, "bad-1"), "the invalid config refused")
+    assert "InvalidInterval" in refused and "failed calling webhook" not in refused
+    stack.claims.create(_claim_with_config("good-1", "Long"), namespace)
+    # One replica goes: the other answers for it.
+    stack.pods.delete(webhooks[0]["metadata"]["name"], RELEASE_NAMESPACE)
+    for i in range(5):
+        refused = eventually(
+            lambda i=i: _refusal(stack, namespace, f"bad-{i + 2}"), "the invalid config refused"
+        )
+        assert "InvalidInterval" in refused, refused
+    stack.claims.create(_claim_with_config("good-2", "Short"), namespace)

@@ -127,6 +127,9 @@ def create_node_netns(
     ip("link", "set", "eth0", "up", netns=file)
     for other in others:
         ip("route", "add", str(other.pod_subnet), "via", str(other.ip), netns=file)
+    # ClusterIPs from the node itself (its host-network pods, the kubelet): without a route
+    # the connect fails before kube-proxy's DNAT can rewrite the address.
+    ip("route", "add", str(SERVICE_NETWORK), "dev", "eth0", "scope", "link", netns=file)
     # The node routes its pods' traffic: the namespace's own setting, gone with it.
     _run([*in_netns(file), "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
 
