@@ -6,8 +6,10 @@
 #     TARGET: kube etcd grpcurl oracle kubelet-harness helm dra-example-driver
 #             kube-apiserver kube-scheduler kube-controller-manager (one control-plane
 #             binary each; `kube` is all three)
-#             node (the real node: kubelet, containerd, ctr, shim, runc, CNI plugins,
-#             crictl, pause; for another version its own kubelet, the rest linked)
+#             kube-proxy (alone; `node` builds it too)
+#             node (the real nodes: kubelet, kube-proxy, containerd, ctr, shim, runc,
+#             CNI plugins, crictl, pause; for another version its own kubelet and
+#             kube-proxy, the rest linked)
 #             (default: kube etcd)
 #             compat: what the compat tier needs of one minor (kube-apiserver,
 #             kube-scheduler, kubelet-harness; etcd is shared, see below)
@@ -168,9 +170,7 @@ build_tool() {
 # summarised in versions.env).
 build_node() {
   local t="$HACK/tools"
-  if ! up_to_date kubelet "$t/kubelet"; then
-    need_go; go_build "$t/kubelet" kubelet k8s.io/kubernetes/cmd/kubelet "$(kube_ldflags)"; stamp kubelet "$t/kubelet"
-  fi
+  build_node_kube
   local c
   for c in containerd ctr containerd-shim-runc-v2; do
     up_to_date "$c" "$t/containerd" && continue
@@ -180,9 +180,9 @@ build_node() {
     need_go; need_libseccomp
     CGO_ENABLED=1 go_build "$t/runc" runc github.com/opencontainers/runc "-s -w" seccomp; stamp runc "$t/runc"
   fi
-  for c in loopback tap host-local; do
+  for c in loopback tap host-local bridge portmap; do
     up_to_date "cni/$c" "$t/cni" && continue
-    local kind=main; [[ $c == host-local ]] && kind=ipam
+    local kind=main; [[ $c == host-local ]] && kind=ipam; [[ $c == portmap ]] && kind=meta
     need_go; go_build "$t/cni" "cni/$c" "github.com/containernetworking/plugins/plugins/$kind/$c" "-s -w"
     stamp "cni/$c" "$t/cni"
   done
@@ -190,21 +190,33 @@ build_node() {
   up_to_date pause "$t/pause" || { need_go; go_build "$t/pause" pause . "-s -w"; stamp pause "$t/pause"; }
 }
 
+# build_node_kube: the node's Kubernetes binaries, at the control plane's version: the
+# kubelet, and kube-proxy (iptables mode) for nodes in their own network namespaces, each
+# from its own module (hack/tools/kubelet, hack/tools/kube-proxy).
+build_node_kube() {
+  local t="$HACK/tools" c
+  for c in kubelet kube-proxy; do
+    up_to_date "$c" "$t/$c" && continue
+    need_go; go_build "$t/$c" "$c" "k8s.io/kubernetes/cmd/$c" "$(kube_ldflags)"; stamp "$c" "$t/$c"
+  done
+}
+
 # build_node_other_version: an older version's node (hack/test-reference.sh
-# REFERENCE_KUBE_VERSION): its own kubelet (hack/tools/kubelet/go-v1.MINOR.mod), and
+# REFERENCE_KUBE_VERSION): its own kubelet and kube-proxy (go-v1.MINOR.mod of their
+# modules), and
 # the default version's containerd, runc, CNI plugins, crictl and pause, which do not
 # depend on the Kubernetes version, linked in.
 build_node_other_version() {
   local t="$HACK/tools" c
-  if [[ ! -f $t/kubelet/$MODFILE ]]; then
-    log "no $t/kubelet/$MODFILE: the kubelet is pinned for ${KUBE_MINOR} only once that file exists"; exit 2
-  fi
-  if ! up_to_date kubelet "$t/kubelet"; then
-    need_go; go_build "$t/kubelet" kubelet k8s.io/kubernetes/cmd/kubelet "$(kube_ldflags)"; stamp kubelet "$t/kubelet"
-  fi
+  for c in kubelet kube-proxy; do
+    if [[ ! -f $t/$c/$MODFILE ]]; then
+      log "no $t/$c/$MODFILE: $c is pinned for ${KUBE_MINOR} only once that file exists"; exit 2
+    fi
+  done
+  build_node_kube
   DRAKIT_KUBE_VERSION="$DEFAULT_KUBE_VERSION" "$0" node >/dev/null
   mkdir -p "$BIN/cni"
-  for c in containerd ctr containerd-shim-runc-v2 runc crictl pause cni/loopback cni/tap cni/host-local; do
+  for c in containerd ctr containerd-shim-runc-v2 runc crictl pause cni/loopback cni/tap cni/host-local cni/bridge cni/portmap; do
     ln -sfn "$CACHE/bin/$DEFAULT_KUBE_VERSION/$c" "$BIN/$c"
   done
 }
@@ -261,6 +273,11 @@ for t in "${targets[@]}"; do
   case "$t" in
     kube) build_kube ;;
     kube-apiserver | kube-scheduler | kube-controller-manager) build_kube "$t" ;;
+    kube-proxy)
+      [[ $KUBE_VERSION == "$DEFAULT_KUBE_VERSION" || -f $HACK/tools/kube-proxy/$MODFILE ]] ||
+        { log "no hack/tools/kube-proxy/$MODFILE: kube-proxy is pinned for ${KUBE_MINOR} only once that file exists"; exit 2; }
+      up_to_date kube-proxy "$HACK/tools/kube-proxy" ||
+        { need_go; go_build "$HACK/tools/kube-proxy" kube-proxy k8s.io/kubernetes/cmd/kube-proxy "$(kube_ldflags)"; stamp kube-proxy "$HACK/tools/kube-proxy"; } ;;
     compat) build_kube kube-apiserver kube-scheduler; build_harness; build_etcd ;;
     etcd) build_etcd ;;
     grpcurl) build_tool grpcurl "$HACK/tools/grpcurl" github.com/fullstorydev/grpcurl/cmd/grpcurl grpcurl ;;

@@ -12,7 +12,7 @@ set -euo pipefail
 HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(dirname "$HACK")"
 source "$HACK/versions.env"
-for mod in "$HACK"/tools/kube "$HACK"/tools/kubelet "$HACK"/kubelet-harness "$HACK"/oracle; do
+for mod in "$HACK"/tools/kube "$HACK"/tools/kubelet "$HACK"/tools/kube-proxy "$HACK"/kubelet-harness "$HACK"/oracle; do
   [[ -f "$mod/go.mod" ]] || continue
   sed -i -E \
     -e "s#(k8s.io/kubernetes )v1\.[0-9]+\.[0-9]+#\1$KUBE_VERSION#" \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Writes the alternate Go module files (go-vMAJOR.MINOR.mod/.sum) that build
-# the control plane (hack/tools/kube), the kubelet (hack/tools/kubelet) and the kubelet harness against an
+# the control plane (hack/tools/kube), the kubelet (hack/tools/kubelet), kube-proxy
+# (hack/tools/kube-proxy) and the kubelet harness against an
 # older supported Kubernetes minor. The default minor keeps the plain
 # go.mod; hack/build-binaries.sh passes -modfile for the others. The files
 # are committed, so builds are pinned and reproducible; rerun this only when
@@ -42,7 +43,10 @@ for version in "$@"; do
   # The real node's kubelet for that minor (hack/test-reference.sh REFERENCE_KUBE_VERSION).
   modfile_for "$version" drakit.local/hack/tools/kubelet $'\ntool k8s.io/kubernetes/cmd/kubelet' \
     >"$HACK/tools/kubelet/go-$minor.mod"
-  for dir in "$HACK/tools/kube" "$HACK/kubelet-harness" "$HACK/tools/kubelet"; do
+  # Its kube-proxy (the nodes in their own network namespaces, local-node --nodes N).
+  modfile_for "$version" drakit.local/hack/tools/kube-proxy $'\ntool k8s.io/kubernetes/cmd/kube-proxy' \
+    >"$HACK/tools/kube-proxy/go-$minor.mod"
+  for dir in "$HACK/tools/kube" "$HACK/kubelet-harness" "$HACK/tools/kubelet" "$HACK/tools/kube-proxy"; do
     rm -f "$dir/go-$minor.sum"
     # The harness's per-minor source (build tag kube_MINOR) is part of the module.
     (cd "$dir" && GOFLAGS="-tags=kube_${minor//./_}" go mod tidy -modfile="go-$minor.mod")

@@ -16,6 +16,10 @@
 #                      hack/reference/exclude-$DRIVER-v1.MINOR.txt when it exists;
 #                      REFERENCE_EXCLUDE=/dev/null counts every failure)
 #   REFERENCE_PROCS    ginkgo parallel processes (default 2; Serial specs run last, alone)
+#   REFERENCE_NODES    real nodes (default 1, on the host's network, each chart staged for
+#                      it); 3 runs three nodes in their own network namespaces with pod
+#                      networking and kube-proxy, each chart with its defaults (webhooks
+#                      behind their Services), the Go chart unpatched
 #   REFERENCE_KUBE_VERSION  Kubernetes of the control plane and the kubelet (default
 #                      the pinned one, v1.37.2; v1.36.3 is the minor the suite targets)
 #
@@ -98,5 +102,5 @@ cd "$ROOT"
 PYTHONPATH="$ROOT/hack/reference${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" "$ROOT/hack/reference/launcher.py" \
   --driver "$DRIVER" --out "$OUT" --bin "$REF_BIN" --module-dir "$MODULE_DIR" --chart "$chart" \
   --driver-image "$driver_image" "${images[@]}" "${exclude_args[@]}" "${cert_manager_args[@]}" \
-  --procs "$PROCS" \
+  --procs "$PROCS" --nodes "${REFERENCE_NODES:-1}" \
   --kube-version "$KUBE" -- "$@"

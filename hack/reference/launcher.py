@@ -38,6 +38,7 @@ import suite_report
 from drakit.localcluster import ClusterConfig, LocalCluster, StartError
 from drakit.localcluster.kubeversions import minor_of, resolve_version
 from drakit.localcluster.node import LocalNode, NodeConfig
+from drakit.localcluster.nodegroup import GroupConfig, NodeGroup
 from drakit.localcluster.process import free_port
 
 #: Upstream's demo/scripts/kind-cluster-config.yaml gates (the suite targets Kubernetes 1.36).
@@ -109,6 +110,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--kube-version", default=None, help="Kubernetes version of control plane and kubelet"
     )
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="real nodes: 1 runs one on the host's network (the charts staged for it); more "
+        "run each in its own network namespace with pod networking and kube-proxy, and the "
+        "charts keep their defaults for a real cluster",
+    )
     p.add_argument("ginkgo_args", nargs="*", help="more ginkgo CLI flags (e.g. --focus=...)")
     return p.parse_args(argv)
 
@@ -126,14 +135,17 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGHUP, _raise_interrupted)
     started = time.monotonic()
     try:
-        with _cluster_and_node(args.out, resolve_version(args.kube_version)) as (cluster, node):
-            print(f"reference: node {node.name} is Ready ({time.monotonic() - started:.0f}s)")
-            for name, archive in images:
-                _import(node, name, archive)
-            chart = _stage(args, cluster, node)
+        version = resolve_version(args.kube_version)
+        with _cluster_and_nodes(args.out, version, args.nodes) as (cluster, nodes):
+            names = ", ".join(n.name for n in nodes)
+            print(f"reference: nodes {names} Ready ({time.monotonic() - started:.0f}s)")
+            for node in nodes:
+                for name, archive in images:
+                    _import(node, name, archive)
+            chart = _stage(args, cluster, nodes)
             with (
                 _cert_manager(args, cluster),
-                _pod_logs_kept(node.paths.pod_logs, args.out / "logs" / "pods"),
+                _pod_logs_kept(nodes, args.out / "logs" / "pods"),
             ):
                 code = _run_suite(args, cluster.kubeconfig, chart)
     except (SignalledError, KeyboardInterrupt) as err:
@@ -149,6 +161,38 @@ def _image_arg(item: str) -> tuple[str, Path]:
     if not sep or not Path(archive).is_file():
         raise SystemExit(f"reference: --image {item!r}: expected NAME=ARCHIVE of an existing file")
     return name, Path(archive)
+
+
+@contextmanager
+def _cluster_and_nodes(
+    out: Path, version: str, count: int
+) -> Iterator[tuple[LocalCluster, list[LocalNode]]]:
+    """One node on the host's network, or ``count`` nodes each in its own namespaces."""
+    if count == 1:
+        with _cluster_and_node(out, version) as (cluster, node):
+            yield cluster, [node]
+        return
+    group = NodeGroup(
+        GroupConfig(
+            nodes=count,
+            work_dir=_short_folder(),
+            kube_version=version,
+            feature_gates=feature_gates(minor_of(version)),
+            runtime_config=RUNTIME_CONFIG.get(minor_of(version), ""),
+            extra_apiserver_args=APISERVER_ARGS,
+        )
+    )
+    try:
+        group.start()
+        assert group.cluster is not None
+        yield group.cluster, list(group.nodes)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        if group.cluster is not None:
+            _keep_logs(out, group.cluster, list(group.nodes))
+        group.stop()
+        shutil.rmtree(group.work_dir, ignore_errors=True)
 
 
 @contextmanager
@@ -187,7 +231,7 @@ def _cluster_and_node(out: Path, version: str) -> Iterator[tuple[LocalCluster, L
         # A second Ctrl-C or SIGTERM must not cut the restore short.
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
-        _keep_logs(out, cluster, node)
+        _keep_logs(out, cluster, [node] if node is not None else [])
         if node is not None:
             node.stop()  # restores mounts first: only then is the folder plain files
         shutil.rmtree(node_dir, ignore_errors=True)
@@ -207,15 +251,17 @@ def _short_folder() -> Path:
 
 
 @contextmanager
-def _pod_logs_kept(src: Path, dst: Path, every: float = 5.0) -> Iterator[None]:
-    """Copy the node's pod logs to ``dst`` every ``every`` seconds while the suite runs:
+def _pod_logs_kept(nodes: list[LocalNode], dst: Path, every: float = 5.0) -> Iterator[None]:
+    """Copy the nodes' pod logs to ``dst`` every ``every`` seconds while the suite runs:
     the kubelet deletes a pod's logs with the pod, and the suite uninstalls each driver
     (the suite's own diagnostics show only the kubelet plugin's last 20 lines)."""
     stop = threading.Event()
 
     def copy() -> None:
-        if src.is_dir():
-            shutil.copytree(src, dst, dirs_exist_ok=True, ignore_dangling_symlinks=True)
+        for node in nodes:
+            src = node.paths.pod_logs
+            if src.is_dir():
+                shutil.copytree(src, dst, dirs_exist_ok=True, ignore_dangling_symlinks=True)
 
     def loop() -> None:
         while not stop.wait(every):
@@ -232,12 +278,13 @@ def _pod_logs_kept(src: Path, dst: Path, every: float = 5.0) -> Iterator[None]:
         worker.join()
 
 
-def _keep_logs(out: Path, cluster: LocalCluster, node: LocalNode | None) -> None:
+def _keep_logs(out: Path, cluster: LocalCluster, nodes: list[LocalNode]) -> None:
     """Copy the components' and pods' logs into ``out/logs`` (the work folders go)."""
     logs = out / "logs"
     pairs = [(cluster.work_dir / "logs", logs / "control-plane")]
-    if node is not None:
-        pairs += [(node.paths.logs, logs / "node"), (node.paths.pod_logs, logs / "pods")]
+    for node in nodes:
+        folder = "node" if len(nodes) == 1 else f"node-{node.name}"
+        pairs += [(node.paths.logs, logs / folder), (node.paths.pod_logs, logs / "pods")]
     for src, dst in pairs:
         if src.is_dir():
             # Pod logs copied during the run stay: their pods may be gone by now.
@@ -269,7 +316,14 @@ def _cert_manager(args: argparse.Namespace, cluster: LocalCluster) -> Iterator[N
         yield
 
 
-def _stage(args: argparse.Namespace, cluster: LocalCluster, node: LocalNode) -> Path:
+def _stage(args: argparse.Namespace, cluster: LocalCluster, nodes: list[LocalNode]) -> Path:
+    dest = args.out / "chart"
+    if len(nodes) > 1:  # a cluster: each chart as it is, but for drakit's local image
+        if args.driver == "go":
+            return staging.stage_chart(args.chart, dest, {})
+        repository, _, tag = args.driver_image.rpartition(":")
+        return staging.stage_chart(args.chart, dest, staging.drakit_cluster_values(repository, tag))
+    node = nodes[0]
     host, port = cluster.server.removeprefix("https://").rsplit(":", 1)
     facts = staging.NodeFacts(host, int(port), node.kubelet_dir, node.cdi_root)
     dest = args.out / "chart"

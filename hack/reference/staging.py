@@ -150,6 +150,14 @@ def drakit_values(
     }
 
 
+def drakit_cluster_values(image_repository: str, image_tag: str) -> dict[str, Any]:
+    """values.yaml changes for drakit's example chart on several nodes in their own network
+    namespaces (``local-node up --nodes N``): the image alone. Everything else is the chart's
+    default for a real cluster: pods on pod IPs, the webhook behind its Service with its
+    replicas and PodDisruptionBudget, the default kubelet and CDI folders (each node's own)."""
+    return {"image": {"repository": image_repository, "tag": image_tag, "pullPolicy": "Never"}}
+
+
 def stage_chart(
     source: Path, dest: Path, values: dict[str, Any], patches: tuple[Patch, ...] = ()
 ) -> Path:

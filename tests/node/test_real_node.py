@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -375,70 +374,6 @@ def test_container_reads_its_device_metadata_file_on_the_real_node(
 # -- failures and upgrades -----------------------------------------------------------------------
 
 
-def test_rolling_update_to_a_new_image_tag_keeps_every_prepare_working(
-    stack: RealNodeStack, namespace: str
-) -> None:
-    old_pod = stack.running_plugin_pod()
-    old_uid = old_pod["metadata"]["uid"]
-    new_tag = f"{stack.image_tag}-next"
-    stack.node.tag_image(f"localhost/drakit:{stack.image_tag}", f"localhost/drakit:{new_tag}")
-    create_template(stack, namespace)
-
-    seen_overlap = threading.Event()
-    stop = threading.Event()
-
-    def watch_overlap() -> None:
-        # Terminating pods count: their plugin still serves until it has stopped.
-        while not stop.wait(0.2):
-            if sum(1 for p in stack.all_plugin_pods() if _serving(p)) >= 2:
-                seen_overlap.set()
-
-    watcher = threading.Thread(target=watch_overlap, daemon=True)
-    watcher.start()
-    try:
-        stack.install(
-            RELEASE,
-            stack.chart_values_of(RELEASE)
-            | {
-                "image": {
-                    "repository": stack.image_repository,
-                    "tag": new_tag,
-                    "pullPolicy": "Never",
-                }
-            },
-        )
-        names = [f"during-update-{i}" for i in range(4)]
-        for name in names:  # pods keep coming while the plugin pods are replaced
-            stack.pods.create(template_pod(name, "one-gpu"), namespace)
-        for name in names:
-            stack.running_pod(name, namespace)
-        stack.eventually_or_logs(
-            lambda: (
-                [p for p in stack.plugin_pods() if _running(p)]
-                and all(
-                    p["spec"]["containers"][0]["image"].endswith(new_tag)
-                    for p in stack.plugin_pods()
-                )
-            ),
-            "the rollout to finish",
-            RELEASE,
-        )
-    finally:
-        stop.set()
-        watcher.join()
-    assert seen_overlap.is_set(), (
-        "the old and the new plugin pod never ran at the same time (maxSurge)"
-    )
-    failures = [line for line in stack.events(namespace).splitlines() if "FailedPrepare" in line]
-    assert failures == []
-    # One plugin pod is left, and so one socket of each kind: the old pod's are gone.
-    eventually(lambda: len(_sockets(stack)[0]) == 1, "the old pod's DRA socket to go")
-    eventually(lambda: len(_sockets(stack)[1]) == 1, "the old pod's registration socket to go")
-    assert old_uid not in _sockets(stack)[0][0].name
-    for name in names:
-        stack.delete_pod(name, namespace)
-
-
 def test_plugin_killed_with_sigkill_is_restarted_and_prepared_claims_survive(
     stack: RealNodeStack, namespace: str
 ) -> None:
@@ -555,12 +490,6 @@ def _sockets(stack: RealNodeStack) -> tuple[list[Path], list[Path]]:
     dra = sorted((stack.node.kubelet_dir / "plugins" / DRIVER).glob("*.sock"))
     registration = sorted((stack.node.kubelet_dir / "plugins_registry").glob(f"{DRIVER}*.sock"))
     return dra, registration
-
-
-def _serving(pod: dict[str, Any]) -> bool:
-    """The plugin container is running (the pod may be terminating)."""
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return any("running" in (s.get("state") or {}) for s in statuses)
 
 
 def _running(pod: dict[str, Any]) -> bool:

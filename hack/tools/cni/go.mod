@@ -1,13 +1,16 @@
-// Pins the CNI reference plugins (loopback, tap, host-local) used by the
-// real node's containerd.
+// Pins the CNI reference plugins used by the real nodes' containerd: loopback,
+// tap and host-local (one node on the host network), bridge and portmap (several
+// nodes, each in its own network namespace).
 module drakit.local/hack/tools/cni
 
 go 1.26.8
 
 tool (
 	github.com/containernetworking/plugins/plugins/ipam/host-local
+	github.com/containernetworking/plugins/plugins/main/bridge
 	github.com/containernetworking/plugins/plugins/main/loopback
 	github.com/containernetworking/plugins/plugins/main/tap
+	github.com/containernetworking/plugins/plugins/meta/portmap
 )
 
 require (
@@ -20,8 +23,10 @@ require (
 	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/nftables v0.3.0 // indirect
+	github.com/mattn/go-shellwords v1.0.16 // indirect
 	github.com/mdlayher/netlink v1.11.2 // indirect
 	github.com/mdlayher/socket v0.6.1 // indirect
+	github.com/networkplumbing/go-nft v0.4.0 // indirect
 	github.com/opencontainers/selinux v1.15.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/safchain/ethtool v0.7.0 // indirect

@@ -14,6 +14,7 @@ folder is removed unless the caller supplied it.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import os
 import re
@@ -37,6 +38,7 @@ from drakit.localcluster.kubeversions import (
     resolve_version,
 )
 from drakit.localcluster.leftovers import RunRecord, sweep
+from drakit.localcluster.netplan import HOST_ADDRESS, KUBERNETES_SERVICE_IP, SERVICE_NETWORK
 from drakit.localcluster.process import (
     ManagedProcess,
     PortInUseError,
@@ -54,6 +56,20 @@ RUNTIME_CONFIG = "resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true"
 #: included), or a core ``v1``-style ``VERSION=true|false``.
 _RUNTIME_CONFIG_ITEM = re.compile(r"^[a-z0-9.-]+(/[a-z0-9.-]+)?=(true|false)$")
 PORT_ATTEMPTS = 5
+#: Names the apiserver's certificate is valid for: loopback (every client on this host),
+#: the ``kubernetes`` Service (pods with in-cluster credentials) and the host's address on
+#: the nodes' bridge (kubelets and kube-proxies of nodes in their own network namespaces,
+#: ``nodegroup.py``).
+SERVING_NAMES = (
+    "127.0.0.1",
+    "localhost",
+    str(KUBERNETES_SERVICE_IP),
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+    str(HOST_ADDRESS),
+)
 
 
 @dataclass
@@ -95,6 +111,11 @@ class ClusterConfig:
     real_nodes: bool = False
     #: Build missing binaries with hack/build-binaries.sh (needs Go).
     build_missing: bool = True
+    #: The apiserver's address. 127.0.0.1: one node on the host's network. The host's
+    #: address on the nodes' bridge (``nodegroup.py``): nodes in their own network
+    #: namespaces reach it, the ``kubernetes`` Service points at it, and webhooks and
+    #: kubelets are called at their pods' and nodes' own addresses.
+    bind_address: str = "127.0.0.1"
 
 
 class LocalCluster(StartedByWith):
@@ -141,7 +162,7 @@ class LocalCluster(StartedByWith):
 
     def _start_components(self) -> None:
         bins = self._binaries()
-        self.certs = write_certificates(self.work_dir / "certs")
+        self.certs = write_certificates(self.work_dir / "certs", SERVING_NAMES)
         self._ssl = None  # new certificates: the next request builds a new context
         self._with_port_retries(lambda: self._start_etcd(bins["etcd"]))
         self._with_port_retries(lambda: self._start_apiserver(bins["kube-apiserver"]))
@@ -271,15 +292,16 @@ class LocalCluster(StartedByWith):
     def _start_apiserver(self, binary: Path) -> None:
         assert self.certs is not None
         port = free_port()
-        self.server = f"https://127.0.0.1:{port}"
+        bind = self.config.bind_address
+        self.server = f"https://{bind}:{port}"
         c = self.certs
         proc = self._spawn(
             "kube-apiserver",
             [
                 str(binary),
                 f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={bind}",
+                f"--advertise-address={bind}",
                 f"--secure-port={port}",
                 f"--cert-dir={self.work_dir / 'certs'}",
                 f"--tls-cert-file={c.serving_cert}",
@@ -289,11 +311,10 @@ class LocalCluster(StartedByWith):
                 f"--service-account-issuer={self.server}",
                 f"--service-account-key-file={c.sa_pub}",
                 f"--service-account-signing-key-file={c.sa_key}",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--service-cluster-ip-range={SERVICE_NETWORK}",
                 "--allow-privileged=true",
                 *self._service_account_args(),
-                # The `kubernetes` Service cannot point at a loopback address.
-                "--endpoint-reconciler-type=none",
+                *self._network_args(),
                 f"--runtime-config={self.runtime_config}",
                 f"--feature-gates={self.feature_gates}",
                 "--profiling=false",
@@ -302,6 +323,20 @@ class LocalCluster(StartedByWith):
         )
         self._readiness["kube-apiserver"] = self._readyz
         proc.wait_ready(self._readyz, self.config.start_timeout)
+
+    def _network_args(self) -> list[str]:
+        """How the apiserver finds what it calls, by where it listens."""
+        if ipaddress.ip_address(self.config.bind_address).is_loopback:
+            # The `kubernetes` Service cannot point at a loopback address.
+            return ["--endpoint-reconciler-type=none"]
+        return [
+            "--endpoint-reconciler-type=lease",
+            # Webhooks and aggregated APIs are called at their endpoints' pod IPs, which
+            # the host routes to the nodes, not at their ClusterIPs.
+            "--enable-aggregator-routing=true",
+            # Each kubelet listens on its node's own address (logs, exec, port-forward).
+            "--kubelet-preferred-address-types=InternalIP",
+        ]
 
     def _service_account_args(self) -> list[str]:
         assert self.certs is not None

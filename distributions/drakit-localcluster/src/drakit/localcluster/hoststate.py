@@ -37,10 +37,12 @@ import ctypes
 import fcntl
 import os
 import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from drakit.localcluster.hostnet import restore_links
 from drakit.localcluster.leftovers import process_alive, process_exe, registry_dir
 from drakit.localcluster.noderecord import (
     HostPath,
@@ -78,6 +80,7 @@ HARD_CODED_HOST_PATHS = (
     "/opt/containerd",
     "/var/lib/containerd",
     "/etc/containerd",
+    "/run/cdi",
 )
 
 HOSTS_FILE = Path("/etc/hosts")
@@ -228,6 +231,7 @@ def restore(record: NodeRecord) -> list[str]:
     # Only under what is still the node's: a path made again by someone else has their mounts.
     roots = [p.path for p in (record.work_dir, *record.created_paths) if p.is_current()]
     done += _unmount_under(roots)
+    done += restore_links(record)
     done += _remove_cgroups(record.cgroup_name)
     done += _restore_sysctls(record.sysctls)
     done += _remove_hosts_entry(record)
@@ -250,12 +254,14 @@ def sweep_nodes() -> list[str]:
     folder = registry_dir() / "nodes"
     if not folder.is_dir():
         return done
+    records: list[tuple[Path, NodeRecord]] = []
     for path in sorted(folder.glob("*.json")):
         try:
-            record = NodeRecord.load(path)
+            records.append((path, NodeRecord.load(path)))
         except RecordError as err:
             done.append(f"refused {err}; nothing it names was touched: check it, then delete it")
-            continue
+    # A group's network goes after its nodes, whose veths are on its bridge.
+    for path, record in sorted(records, key=lambda item: item[1].kind == "network"):
         if record.owner_pid != os.getpid() and process_alive(record.owner_pid):
             continue
         if record.owner_pid == os.getpid():
@@ -413,6 +419,23 @@ class MachineSnapshot:
     hosts_file: str
     netns: frozenset[str]
     processes: frozenset[tuple[int, str]]
+    #: The host's network as a group of nodes could change it: link names, routes (all
+    #: tables), the netfilter rules (iptables-save, counters left out) and the sysctls of
+    #: forwarding and of bridged traffic.
+    links: frozenset[str] = frozenset()
+    routes: frozenset[str] = frozenset()
+    netfilter: str = ""
+    net_sysctls: tuple[tuple[str, str], ...] = ()
+
+
+#: Host sysctls a node group or its kube-proxies could touch (each must stay as it was).
+NET_SYSCTLS = (
+    "net.ipv4.ip_forward",
+    "net.ipv4.conf.all.route_localnet",
+    "net.bridge.bridge-nf-call-iptables",
+    "net.bridge.bridge-nf-call-ip6tables",
+    "net.netfilter.nf_conntrack_max",
+)
 
 
 def snapshot(process_exe_prefix: str) -> MachineSnapshot:
@@ -438,4 +461,35 @@ def snapshot(process_exe_prefix: str) -> MachineSnapshot:
         hosts_file=Path("/etc/hosts").read_text(),
         netns=frozenset(p.name for p in netns_dir.iterdir()) if netns_dir.is_dir() else frozenset(),
         processes=procs,
+        links=frozenset(p.name for p in Path("/sys/class/net").iterdir()),
+        routes=frozenset(_command_lines(["ip", "-4", "route", "show", "table", "all"])),
+        netfilter=_netfilter_rules(),
+        net_sysctls=tuple(sorted(_read_any(NET_SYSCTLS).items())),
     )
+
+
+def _command_lines(argv: list[str]) -> list[str]:
+    """The output lines of ``argv`` ([] when it cannot run)."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
+    except OSError:
+        return []
+    return proc.stdout.splitlines()
+
+
+def _netfilter_rules() -> str:
+    """iptables-save without its comments and counters: the rules and chains alone."""
+    lines = _command_lines(["iptables-save"])
+    return "\n".join(
+        line.split(" [", 1)[0] if line.startswith(":") else line
+        for line in lines
+        if not line.startswith("#")
+    )
+
+
+def _read_any(names: tuple[str, ...]) -> dict[str, str]:
+    values = {}
+    for name in names:
+        with contextlib.suppress(OSError):
+            values[name] = _sysctl_path(name).read_text().strip()
+    return values

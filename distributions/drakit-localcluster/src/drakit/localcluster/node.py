@@ -41,12 +41,15 @@ import yaml
 
 from drakit.localcluster import assets, hoststate
 from drakit.localcluster.cluster import DEFAULT_FEATURE_GATES
+from drakit.localcluster.hostnet import create_node_mntns, create_node_netns, make_private_mount
 from drakit.localcluster.images import PAUSE_IMAGE, busybox_spec, pause_spec, write_oci_archive
+from drakit.localcluster.netplan import CLUSTER_CIDR, NodeAddress
 from drakit.localcluster.nodeconfig import (
     KubeletPorts,
     NodePaths,
     cni_conflist,
     containerd_toml,
+    kube_proxy_config,
     kubelet_config,
     parse_feature_gates,
 )
@@ -68,12 +71,23 @@ NODE_BINARIES = (
     "crictl",
     "pause",
 )
-CNI_PLUGINS = ("loopback", "tap", "host-local")
+CNI_PLUGINS = ("loopback", "tap", "host-local", "bridge", "portmap")
+KUBE_PROXY_HEALTHZ_PORT = 10256
 K8S_NAMESPACE = "k8s.io"  # containerd namespace of the CRI plugin
 
 
 class NodeError(StartError):
     """The node could not be started (wrong machine, missing tool, not Ready)."""
+
+
+@dataclass(frozen=True)
+class NodeNetwork:
+    """Where a node of a group lives (``nodegroup.py``): its address on the nodes' bridge,
+    the other nodes (routes to their pods) and the bridge's name."""
+
+    address: NodeAddress
+    others: tuple[NodeAddress, ...]
+    bridge: str
 
 
 @dataclass
@@ -97,6 +111,18 @@ class NodeConfig:
     #: It must match the control plane's (a kubelet may not be newer than its apiserver).
     #: containerd, runc, the CNI plugins and crictl do not depend on it.
     kube_version: str | None = None
+    #: None: the node runs on the host's network, every listener on 127.0.0.1. Set: it
+    #: gets its own network namespace on the nodes' bridge, pods on the CNI bridge plugin
+    #: and a kube-proxy.
+    network: NodeNetwork | None = None
+    #: Take the machine's real-node lock (a group of nodes holds it for all of them).
+    take_machine_lock: bool = True
+    #: More host paths that are folders of the node's own in its mount namespace (network
+    #: only), each bound to ``<work>/folders/<name>`` (a test's per-node ``/dev`` folder).
+    own_folders: tuple[str, ...] = ()
+    #: The host's sysctls as they were before any node of a group started (each node's
+    #: record restores these, not what an earlier node of the group left). None: read now.
+    host_sysctls: dict[str, str] | None = None
 
 
 class LocalNode(StartedByWith):
@@ -109,8 +135,11 @@ class LocalNode(StartedByWith):
         work = config.work_dir or Path(tempfile.mkdtemp(prefix="drakit-node-"))
         work.mkdir(parents=True, exist_ok=True)
         token = uuid.uuid4().hex[:8]
+        #: Names what this node made on the host (its cgroup ``drakit-<token>``, run folder).
+        self.token = token
         # containerd's sockets need a short path (104 bytes at most): a folder of their own.
-        self.paths = NodePaths(work.resolve(), run=Path("/run") / f"drakit-node-{token}")
+        run = Path("/run") / f"drakit-node-{token}"
+        self.paths = NodePaths(work.resolve(), run=run)
         self.processes: list[ManagedProcess] = []
         self._envs: dict[str, dict[str, str] | None] = {}  # by process name, for respawn()
         self._record = NodeRecord(
@@ -125,6 +154,41 @@ class LocalNode(StartedByWith):
         self.bins: dict[str, Path] = {}
         self._machine_lock: hoststate.MachineLock | None = None
         self._healthz_port = 0  # the kubelet's, set when it starts
+        #: The node's network and mount namespaces, bound to files in its run folder
+        #: (network only). In its mount namespace the chart's default folders are the node's
+        #: own (``node_folders``).
+        run = Path("/run") / f"drakit-node-{token}"
+        self.netns: Path | None = run / "net" if config.network else None
+        self.mntns: Path | None = run / "mnt" if config.network else None
+
+    def enter(self) -> list[str]:
+        """The argv prefix that runs a command in the node's namespaces (nothing for a node
+        on the host's network). nsenter execs the command: its pid is the command's."""
+        if self.netns is None or self.mntns is None:
+            return []
+        return ["nsenter", f"--net={self.netns}", f"--mount={self.mntns}", "--"]
+
+    @property
+    def node_folders(self) -> dict[str, Path]:
+        """Where the kubelet and the runtime see the node's own folders (network only):
+        the host paths of a real node, bound in its mount namespace to folders of its own."""
+        if self.config.network is None:
+            return {}
+        folders = {"/var/lib/kubelet": self.paths.kubelet_root, "/run/cdi": self.paths.cdi_root}
+        for host_path in self.config.own_folders:
+            folders[host_path] = self.own_folder(host_path)
+        return folders
+
+    def own_folder(self, host_path: str) -> Path:
+        """Where the folder the node sees at ``host_path`` (one of ``own_folders``) is on
+        the host."""
+        return self.paths.root / "folders" / host_path.strip("/").replace("/", "_")
+
+    @property
+    def listen_address(self) -> str:
+        """Where the kubelet listens: 127.0.0.1, or the node's address in its namespace."""
+        network = self.config.network
+        return str(network.address.ip) if network else "127.0.0.1"
 
     @property
     def kubelet_dir(self) -> Path:
@@ -144,20 +208,24 @@ class LocalNode(StartedByWith):
         On failure everything is stopped and the machine restored before the
         error propagates.
         """
-        _check_machine()
-        # One real node per machine: the kubelet's device-plugin folder and the shims'
-        # socket folder are fixed host paths, and a node's teardown removes what it made.
-        self._machine_lock = hoststate.MachineLock.acquire(self.config.machine_lock_timeout)
-        for line in hoststate.sweep_nodes():
-            if line.startswith("refused"):
-                print(f"drakit node: {line}", file=sys.stderr)
+        check_machine()
+        if self.config.take_machine_lock:
+            # One launcher of real nodes per machine: the kubelet's device-plugin folder and
+            # the shims' socket folder are fixed host paths, and a teardown removes what it
+            # made. A group of nodes takes it once for all of them.
+            self._machine_lock = hoststate.MachineLock.acquire(self.config.machine_lock_timeout)
+            for line in hoststate.sweep_nodes():
+                if line.startswith("refused"):
+                    print(f"drakit node: {line}", file=sys.stderr)
         self.bins = self._binaries()
         self._record_host_state()
         try:
+            self._make_network()
             self._start_containerd()
             self._import_base_images()
             self._start_kubelet()
             self._wait_ready()
+            self._start_kube_proxy()
         except BaseException:
             self.stop()
             raise
@@ -179,6 +247,7 @@ class LocalNode(StartedByWith):
 
     def _binaries(self) -> dict[str, Path]:
         names = [*NODE_BINARIES, *(f"cni/{p}" for p in CNI_PLUGINS)]
+        names += ["kube-proxy"] if self.config.network else []
         version = self.config.kube_version
         # hack/build-binaries.sh node links the version-independent tools into an older
         # version's folder, next to its own kubelet.
@@ -189,19 +258,34 @@ class LocalNode(StartedByWith):
     def _record_host_state(self) -> None:
         """Write down the host as it is, before anything changes it."""
         rec = self._record
-        rec.sysctls = hoststate.read_sysctls()
+        rec.sysctls = dict(self.config.host_sysctls or hoststate.read_sysctls())
         rec.shim_exe = str(self.bins["containerd-shim-runc-v2"].resolve())
         rec.save()
         hoststate.create_host_paths(rec, hoststate.HARD_CODED_HOST_PATHS)
         # containerd's socket folder: root only.
         hoststate.create_host_paths(rec, (str(self.paths.run),), mode=0o700)
         hoststate.create_cgroup_root(rec.cgroup_name)
-        hoststate.add_hosts_entry(rec, self.name)
+        if self.config.network is None:
+            # The apiserver calls a node on the host's network by name (logs, exec).
+            hoststate.add_hosts_entry(rec, self.name)
+
+    def _make_network(self) -> None:
+        network = self.config.network
+        if network is None or self.netns is None:
+            return
+        assert self.mntns is not None
+        make_private_mount(self.netns.parent)
+        create_node_netns(self._record, network.address, network.bridge, network.others, self.netns)
+        for folder in self.node_folders.values():
+            folder.mkdir(parents=True, exist_ok=True)
+        hoststate.create_host_paths(self._record, tuple(self.node_folders))
+        create_node_mntns(self.mntns, self.node_folders)
 
     def _spawn(
         self, name: str, argv: list[str], env: dict[str, str] | None = None
     ) -> ManagedProcess:
-        proc = ManagedProcess(name, argv, self.paths.logs / f"{name}.log")
+        # nsenter execs the binary: the pid stays, and so does the record's executable.
+        proc = ManagedProcess(name, [*self.enter(), *argv], self.paths.logs / f"{name}.log")
         self._envs[name] = env
         self.processes.append(proc)
         self._start_recorded(proc)
@@ -211,7 +295,8 @@ class LocalNode(StartedByWith):
         """Start ``proc`` and write its pid down first thing (restore() kills it by pid)."""
         proc.start(env=self._envs.get(proc.name))
         assert proc.pid is not None
-        self._record.processes.append((proc.pid, str(Path(proc.argv[0]).resolve())))
+        binary = proc.argv[len(self.enter())]
+        self._record.processes.append((proc.pid, str(Path(binary).resolve())))
         self._record.save()
 
     def process(self, name: str) -> ManagedProcess:
@@ -242,7 +327,9 @@ class LocalNode(StartedByWith):
         p.containerd_config.write_text(
             containerd_toml(p, bin_dir, self.bins["cni/loopback"].parent, PAUSE_IMAGE)
         )
-        (p.cni_conf_dir / "10-drakit.conflist").write_text(cni_conflist(p))
+        network = self.config.network
+        subnet = str(network.address.pod_subnet) if network else None
+        (p.cni_conf_dir / "10-drakit.conflist").write_text(cni_conflist(p, subnet))
         # containerd finds its shim (and the shim runc) on PATH.
         env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
         proc = self._spawn(
@@ -315,25 +402,51 @@ class LocalNode(StartedByWith):
                 self._record.cgroup_name,
                 self._api.ca_file,
                 parse_feature_gates(self.config.feature_gates),
+                bind_address=self.listen_address,
             )
         )
-        node_ip = self.config.node_ip or host_ipv4()
+        network = self.config.network
+        node_ip = str(network.address.ip) if network else (self.config.node_ip or host_ipv4())
+        # In its own mount namespace the node's kubelet folder is /var/lib/kubelet, where a
+        # real node has it: short enough for the sockets the kubelet makes in it (108 bytes).
+        root = Path("/var/lib/kubelet") if network else p.kubelet_root
         proc = self._spawn(
             "kubelet",
             [
                 str(self.bins["kubelet"]),
                 f"--config={p.kubelet_config}",
                 f"--kubeconfig={self.config.kubeconfig}",
-                f"--root-dir={p.kubelet_root}",
-                f"--cert-dir={p.kubelet_root / 'pki'}",
+                f"--root-dir={root}",
+                f"--cert-dir={root / 'pki'}",
                 f"--hostname-override={self.name}",
                 f"--node-ip={node_ip}",
                 "--v=2",
             ],
         )
-        proc.wait_ready(
-            lambda: http_ok(f"http://127.0.0.1:{ports.healthz}/healthz"), self.config.start_timeout
+        proc.wait_ready(self._kubelet_healthy, self.config.start_timeout)
+
+    def _kubelet_healthy(self) -> bool:
+        return http_ok(f"http://{self.listen_address}:{self._healthz_port}/healthz")
+
+    def _start_kube_proxy(self) -> None:
+        """kube-proxy in the node's namespace (network only): ClusterIPs for its pods, its
+        host-network pods and, through the host's route, the host."""
+        network = self.config.network
+        if network is None:
+            return
+        config = self.paths.root / "kube-proxy.yaml"
+        config.write_text(
+            kube_proxy_config(
+                self.config.kubeconfig,
+                self.name,
+                str(network.address.ip),
+                str(CLUSTER_CIDR),
+                KUBE_PROXY_HEALTHZ_PORT,
+            )
         )
+        url = f"http://{network.address.ip}:{KUBE_PROXY_HEALTHZ_PORT}/healthz"
+        proc = self._spawn("kube-proxy", [str(self.bins["kube-proxy"]), f"--config={config}"])
+        proc.wait_ready(lambda: http_ok(url), self.config.start_timeout)
 
     def restart_kubelet(self) -> None:
         """Stop the kubelet (SIGTERM) and start it again with the same arguments.
@@ -343,10 +456,8 @@ class LocalNode(StartedByWith):
         kubelet = next(p for p in self.processes if p.name == "kubelet")
         kubelet.stop(timeout=15)
         self.processes.remove(kubelet)
-        self._spawn("kubelet", kubelet.argv).wait_ready(
-            lambda: http_ok(f"http://127.0.0.1:{self._healthz_port}/healthz"),
-            self.config.start_timeout,
-        )
+        argv = kubelet.argv[len(self.enter()) :]
+        self._spawn("kubelet", argv).wait_ready(self._kubelet_healthy, self.config.start_timeout)
         self._wait_ready()
 
     def _wait_ready(self) -> None:
@@ -405,7 +516,7 @@ def _cri_log_text(raw: str) -> str:
     return "".join(parts)
 
 
-def _check_machine() -> None:
+def check_machine() -> None:
     if os.geteuid() != 0:
         raise NodeError(
             "a real node needs root (kubelet, containerd and runc manage cgroups and mounts)"

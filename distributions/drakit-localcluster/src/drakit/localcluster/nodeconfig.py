@@ -145,13 +145,21 @@ disabled_plugins = [
 """
 
 
-def cni_conflist(paths: NodePaths) -> str:
-    """loopback plus a carrier-less tap with host-local addresses.
+def cni_conflist(paths: NodePaths, pod_subnet: str | None = None) -> str:
+    """The node's pod network.
 
-    Pods on the host network need no CNI; the others get a network namespace
-    whose only way out is a tap device nobody reads, so nothing they send
-    leaves the pod.
+    Without ``pod_subnet`` (one node on the host's network): a carrier-less tap with
+    host-local addresses. Pods on the host network need no CNI; the others get a network
+    namespace whose only way out is a tap device nobody reads, so nothing they send leaves
+    the pod.
+
+    With it (a node in its own network namespace, ``nodegroup.py``): the standard
+    ``bridge`` plugin (``cni0``, the node its pods' gateway, no masquerade: every pod
+    address is routed between the nodes) with ``host-local`` addresses from the node's
+    ``pod_subnet``, and ``portmap`` for hostPorts.
     """
+    if pod_subnet is not None:
+        return _bridge_conflist(paths, pod_subnet)
     return json.dumps(
         {
             "cniVersion": "1.0.0",
@@ -172,6 +180,33 @@ def cni_conflist(paths: NodePaths) -> str:
     )
 
 
+def _bridge_conflist(paths: NodePaths, pod_subnet: str) -> str:
+    return json.dumps(
+        {
+            "cniVersion": "1.0.0",
+            "name": "drakit-cluster",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": "cni0",
+                    "isGateway": True,
+                    "ipMasq": False,
+                    # A pod reaching a Service backed by itself comes back on its own port.
+                    "hairpinMode": True,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": pod_subnet}]],
+                        "routes": [{"dst": "0.0.0.0/0"}],
+                        "dataDir": str(paths.cni_data_dir),
+                    },
+                },
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        },
+        indent=2,
+    )
+
+
 @dataclass(frozen=True)
 class KubeletPorts:
     """The kubelet's listeners (all bound to 127.0.0.1)."""
@@ -186,6 +221,8 @@ def kubelet_config(
     cgroup_root: str,
     client_ca: Path,
     feature_gates: dict[str, bool],
+    *,
+    bind_address: str = "127.0.0.1",
 ) -> str:
     """KubeletConfiguration for a test node on a cgroup v1 host without a registry.
 
@@ -196,14 +233,16 @@ def kubelet_config(
     - Eviction thresholds at the floor: a busy CI disk must not evict the
       node plugin mid-test.
     - ``makeIPTablesUtilChains: false``: no iptables rules on the host.
+    - ``bind_address``: 127.0.0.1 for one node on the host's network; a node in its own
+      network namespace listens on its address there, where the apiserver calls it.
     """
     config = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": "127.0.0.1",
+        "address": bind_address,
         "port": ports.server,
         "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1",
+        "healthzBindAddress": bind_address,
         "healthzPort": ports.healthz,
         "authentication": {
             "anonymous": {"enabled": False},
@@ -237,6 +276,39 @@ def kubelet_config(
         "featureGates": feature_gates,
         "rotateCertificates": False,
         "serverTLSBootstrap": False,
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def kube_proxy_config(
+    kubeconfig: Path, node_name: str, node_ip: str, cluster_cidr: str, healthz_port: int
+) -> str:
+    """KubeProxyConfiguration for a node in its own network namespace (iptables mode).
+
+    Its rules and sysctls are the namespace's own and go with it. It must not touch what
+    the host shares: the conntrack table's size and timeouts (zero: left as they are),
+    nor route_localnet for NodePorts on localhost.
+    """
+    config = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "hostnameOverride": node_name,
+        "bindAddress": node_ip,
+        "healthzBindAddress": f"{node_ip}:{healthz_port}",
+        "metricsBindAddress": "127.0.0.1:10249",
+        "mode": "iptables",
+        "clusterCIDR": cluster_cidr,
+        "iptables": {"localhostNodePorts": False, "syncPeriod": "10s", "minSyncPeriod": "0s"},
+        "conntrack": {
+            "maxPerCore": 0,
+            "min": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+            "udpTimeout": "0s",
+            "udpStreamTimeout": "0s",
+        },
+        "nodePortAddresses": [f"{node_ip}/32"],
     }
     return yaml.safe_dump(config, sort_keys=False)
 

@@ -11,7 +11,10 @@ is trusted only when:
   restore can only empty the node's own cgroup tree;
 - every path it may delete carries the device and inode it had when the node
   created it: a path removed and made again by someone else (a later real
-  kubelet install) is another object and is left alone.
+  kubelet install) is another object and is left alone;
+- every link it names is one its token names (``netplan.py``): a restore can only
+  delete what that node made. A node's network namespace is a file in its run folder
+  (a created path), unmounted with the rest.
 
 A record that fails is refused with a ``RecordError`` naming the file, the
 field and the reason, and nothing it names is touched.
@@ -28,10 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from drakit.localcluster.leftovers import registry_dir
+from drakit.localcluster.netplan import bridge_name, veth_name
 
 _TOKEN = re.compile(r"[a-z0-9]{1,32}")
 _SYSCTL_NAME = re.compile(r"[a-z0-9_]+(\.[a-z0-9_-]+)+")
 _RECORD_MODE = 0o600
+#: What a record describes: one node (its kubelet and runtime), or what a group of nodes in
+#: their own network namespaces shares (``nodegroup.py``): restored after its nodes.
+KINDS = ("node", "network")
 
 
 class RecordError(ValueError):
@@ -102,6 +109,9 @@ class NodeRecord:
     containerd_address: str = ""
     #: Whether /etc/hosts got a line for the node name (removed by its marker).
     hosts_entry: bool = False
+    kind: str = "node"
+    #: Links it made on the host: its bridge ``dkb<token>`` or its veth ``dkv<token>`` only.
+    links: list[str] = field(default_factory=list)
 
     @property
     def hosts_marker(self) -> str:
@@ -163,7 +173,7 @@ def _check_file(found: os.stat_result, path: Path) -> None:
 
 def _from_json(data: object, source: str) -> NodeRecord:
     """The record ``data`` describes; RecordError naming ``source``, the field and the reason."""
-    fields = _object(data, _FIELDS, source)
+    fields = {**_NETWORK_DEFAULTS, **_object(data, _FIELDS, source, optional=_NETWORK_FIELDS)}
     token = _string(fields["token"], f"{source}: token")
     try:
         cgroup = node_cgroup_name(token)
@@ -171,6 +181,9 @@ def _from_json(data: object, source: str) -> NodeRecord:
         raise RecordError(f"{source}: {err}") from None
     if fields["cgroup_name"] != cgroup:
         raise RecordError(f"{source}: cgroup_name {fields['cgroup_name']!r} is not {cgroup!r}")
+    kind = _string(fields["kind"], f"{source}: kind")
+    if kind not in KINDS:
+        raise RecordError(f"{source}: kind {kind!r} is not one of {', '.join(KINDS)}")
     return NodeRecord(
         owner_pid=_positive(fields["owner_pid"], f"{source}: owner_pid"),
         token=token,
@@ -189,10 +202,18 @@ def _from_json(data: object, source: str) -> NodeRecord:
         shim_exe=_optional_absolute(fields["shim_exe"], f"{source}: shim_exe"),
         containerd_address=_string(fields["containerd_address"], f"{source}: containerd_address"),
         hosts_entry=_bool(fields["hosts_entry"], f"{source}: hosts_entry"),
+        kind=kind,
+        links=_names(fields["links"], {bridge_name(token), veth_name(token)}, f"{source}: links"),
     )
 
 
-_FIELDS = frozenset(
+#: Fields a record written before nodes had their own network namespaces lacks.
+_NETWORK_DEFAULTS: dict[str, object] = {
+    "kind": "node",
+    "links": [],
+}
+_NETWORK_FIELDS = frozenset(_NETWORK_DEFAULTS)
+_FIELDS = _NETWORK_FIELDS | frozenset(
     {
         "owner_pid",
         "token",
@@ -210,10 +231,12 @@ _FIELDS = frozenset(
 _HOST_PATH_FIELDS = frozenset({"path", "device", "inode"})
 
 
-def _object(value: object, keys: frozenset[str], where: str) -> dict[str, Any]:
+def _object(
+    value: object, keys: frozenset[str], where: str, optional: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RecordError(f"{where}: want an object, got {type(value).__name__}")
-    missing, unknown = keys - value.keys(), value.keys() - keys
+    missing, unknown = keys - optional - value.keys(), value.keys() - keys
     if missing or unknown:
         raise RecordError(
             f"{where}: missing fields {sorted(missing)}, unknown fields {sorted(unknown)}"
@@ -230,6 +253,15 @@ def _host_path(value: object, where: str) -> HostPath:
     if not isinstance(device, int) or isinstance(device, bool) or device < 0:
         raise RecordError(f"{where}.device: want a device number, got {device!r}")
     return HostPath(path, device, _positive(fields["inode"], f"{where}.inode"))
+
+
+def _names(value: object, allowed: set[str], where: str) -> list[str]:
+    """A list of names, each one of ``allowed`` (those the record's token names)."""
+    names = [_string(v, f"{where}[{i}]") for i, v in enumerate(_list(value, where))]
+    for name in names:
+        if name not in allowed:
+            raise RecordError(f"{where}: {name!r} is not one of {sorted(allowed)}")
+    return names
 
 
 def _process(value: object, where: str) -> tuple[int, str]:
