@@ -6,8 +6,10 @@
 3. **forget** (per claim): the backend lets go of the claim, every output forgets it, its
    entry is dropped (:meth:`~drakit.node_plugin.prepare.undo.ClaimUndo.forget`). A claim
    left ``PrepareStarted`` by a crash is rolled back the same way.
-4. **commit** (one flushed save for the batch), then, outside the lock, the outputs' work
-   for after the commit (removing status entries from the claim).
+4. **commit** (one flushed save for the batch); every claim unprepared leaves a tombstone
+   for the prepares in flight (:mod:`~drakit.node_plugin.prepare.tombstones`); then,
+   outside the lock, the outputs' work for after the commit (removing status entries from
+   the claim).
 
 Everything is in the checkpoint: the backend gets the claim as it was prepared
 (namespace and name from the checkpoint, the kubelet's where the entry has none).
@@ -22,6 +24,7 @@ from drakit.node_plugin.checkpoint import STARTED, Checkpoint, ClaimEntry
 from drakit.node_plugin.claims import abandoned, describe
 from drakit.node_plugin.prepare.output import AfterCommit
 from drakit.node_plugin.prepare.run import UnprepareRun, log_done_after_reply
+from drakit.node_plugin.prepare.tombstones import UnprepareTombstones
 from drakit.node_plugin.prepare.undo import ClaimUndo
 from drakit.plugin.claims import ClaimRef
 
@@ -37,9 +40,17 @@ class Forgotten:
 class UnprepareStages:
     """Stages 2-4 over one checkpoint and one undo; use under the lock."""
 
-    def __init__(self, checkpoint: Checkpoint, undo: ClaimUndo) -> None:
+    def __init__(
+        self,
+        checkpoint: Checkpoint,
+        undo: ClaimUndo,
+        tombstones: UnprepareTombstones | None = None,
+    ) -> None:
+        """``tombstones``: where each claim unprepared is told, before the lock is released,
+        to the prepares in flight (shared with the prepare stages)."""
         self.checkpoint = checkpoint
         self.undo = undo
+        self.tombstones = UnprepareTombstones() if tombstones is None else tombstones
 
     def run(self, refs: Sequence[ClaimRef], run: UnprepareRun) -> list[Forgotten]:
         """Every claim's answer into ``run``; returns the claims whose removal was saved,
@@ -52,7 +63,9 @@ class UnprepareStages:
             done = self.forget(ref, run)
             if done is not None:
                 forgotten.append(done)
-        return self.commit(forgotten, run)
+        saved = self.commit(forgotten, run)
+        self.tombstones.unprepared(ref.uid for ref in refs if run.results.get(ref.uid) == "")
+        return saved
 
     def forget(self, ref: ClaimRef, run: UnprepareRun) -> Forgotten | None:
         """Stage 3 for one claim; never raises. Returns the claim when its entry was
