@@ -56,6 +56,7 @@ from drakit.node_plugin.device_status import DeviceStatusWriter
 from drakit.node_plugin.driver import CallContext, HealthSubscription, PluginConfig, PrepareResult
 from drakit.node_plugin.metrics import PluginMetrics
 from drakit.node_plugin.prepare import stages, unprepare
+from drakit.node_plugin.prepare.bounded import UnprepareAttempts
 from drakit.node_plugin.prepare.fetch import checked_refs, fetch_claims
 from drakit.node_plugin.prepare.output import ClaimOutput
 from drakit.node_plugin.prepare.outputs import standard_outputs
@@ -138,7 +139,12 @@ class PrepareCore:
         self.reports = ClaimReports(metrics, events)
         self.tombstones = UnprepareTombstones()
         self.stages = stages.PrepareStages(
-            self.driver, backend, self.checkpoint, self.outputs, self.tombstones
+            self.driver,
+            backend,
+            self.checkpoint,
+            self.outputs,
+            tombstones=self.tombstones,
+            attempts=UnprepareAttempts(config.unprepare_timeout_seconds),
         )
         self.unstages = unprepare.UnprepareStages(
             self.checkpoint, self.stages.undo, self.tombstones

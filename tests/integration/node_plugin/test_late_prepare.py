@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import pytest
 from claims import create_claim, result
@@ -27,6 +26,8 @@ from drakit.kubeapi.resources import Resource
 from drakit.plugin import ClaimRef
 
 pytestmark = pytest.mark.integration
+
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -43,6 +44,20 @@ def prepare_held_at_its_get(
     future = pool.submit(plugin.prepare, ref)
     assert reading.wait(30), "the prepare call never read its claim"
     return future, release
+
+
+def after(seconds: float, work: Callable[[], T]) -> Future[T]:
+    """``work`` run on a timer thread ``seconds`` from now; its outcome as a future."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Timer(seconds, run).start()
+    return future
 
 
 def test_prepare_that_waited_out_the_unprepare_of_its_claim_leaves_nothing_behind(
@@ -74,14 +89,13 @@ def test_prepare_racing_an_unprepare_of_its_claim_leaves_nothing_whichever_goes_
             ref = create_claim(claims, namespace, [result("gpu", "gpu-1")])
             prepare, release = prepare_held_at_its_get(plugin, ref, pool)
             # The prepare goes on a little before or after the unprepare is sent.
+            jitter = shuffle.uniform(0, 0.005)
             if shuffle.random() < 0.5:
                 release.set()
-                time.sleep(shuffle.uniform(0, 0.005))
-                unprepare = pool.submit(plugin.unprepare, ref)
+                unprepare = after(jitter, lambda ref=ref: plugin.unprepare(ref))
             else:
                 unprepare = pool.submit(plugin.unprepare, ref)
-                time.sleep(shuffle.uniform(0, 0.005))
-                release.set()
+                threading.Timer(jitter, release.set).start()
             assert unprepare.result(30) == {ref.uid: ""}
             prepared = prepare.result(30)[ref.uid] == ""
             outcomes.add(prepared)
