@@ -82,7 +82,10 @@ class Backend(Protocol):
     ``prepare`` and ``unprepare`` are called with the plugin's serialize lock
     held (never concurrently with each other), must be idempotent, and
     ``unprepare`` must succeed for a claim it does not know. Both should finish
-    before ``context.deadline``.
+    before ``context.deadline``. The one exception to "never concurrently": an
+    ``unprepare`` still running when the plugin's wait for it ends
+    (``--unprepare-timeout``) goes on outside the lock, and meanwhile the other
+    methods may be called for other claims (never for the same claim).
     """
 
     name: ClassVar[str]

@@ -84,6 +84,7 @@ class RacingPlugin:
     root: Path
     gets: HeldGets
     backend: Any
+    events: RecordingEvents
     channels: list[grpc.Channel] = field(default_factory=list)
 
     def stub(self) -> v1_grpc.DRAPluginStub:
@@ -137,14 +138,14 @@ def start_racing_plugin(api: Any, backend_class: str = "example", **config: Any)
         spec = "racing:HeldUnprepare" if backend_class == "held" else "example"
         backend = load_backend(spec, driver_name=DRIVER, node_name=NODE, config=RACING_CONFIG)
         gets = HeldGets(claims_resource(api))
-        metrics = PluginMetrics()
+        metrics, events = PluginMetrics(), RecordingEvents()
         core = PrepareCore(
-            plugin_config, metrics, backend, gets, events=RecordingEvents(),
+            plugin_config, metrics, backend, gets, events=events,
             boot_id=lambda: "boot-1",
         )  # fmt: skip
         plugin = NodePlugin(plugin_config, core=core, metrics=metrics)
         plugin.start()
-        racing = RacingPlugin(plugin, root, gets, backend)
+        racing = RacingPlugin(plugin, root, gets, backend, events)
         started.append((racing, folder))
         return racing
 

@@ -54,6 +54,10 @@ def test_a_stuck_backend_unprepare_answers_a_timeout_error_naming_the_claim_and_
     left = plugin.left_on_node(ref.uid)
     assert any(item.startswith("checkpoint entry") for item in left), left
     assert any(item.startswith("CDI spec") for item in left), left
+    assert any(item.startswith("metadata folder") for item in left), left
+    ((regarding, reason, _, note),) = plugin.events.events
+    assert (regarding["uid"], reason) == (ref.uid, "UnprepareFailed")
+    assert note == error
 
 
 def test_the_plugin_prepares_and_unprepares_other_claims_while_a_backend_unprepare_is_stuck(

@@ -74,6 +74,7 @@ def test_prepare_that_waited_out_the_unprepare_of_its_claim_leaves_nothing_behin
     assert "unprepared" in answer[ref.uid]
     assert ref.name in answer[ref.uid]
     assert plugin.left_on_node(ref.uid) == []
+    assert [reason for _, reason, _, _ in plugin.events.events] == ["ClaimUnpreparedMeanwhile"]
 
 
 def test_prepare_racing_an_unprepare_of_its_claim_leaves_nothing_whichever_goes_first(
