@@ -48,11 +48,21 @@ class PoolDescription:
     :class:`~drakit.plugin.CounterSet` names :class:`~drakit.plugin.Counter` values, and a
     device draws on them through its ``consumes_counters``
     (:class:`~drakit.plugin.DeviceCounterConsumption`).
+
+    ``needs_node_preparation`` False: the pool's devices need nothing done on the node for a
+    claim (no CDI edits, no setup, nothing to undo), so the kubelet may skip
+    NodePrepareResources and NodeUnprepareResources for claims of only such devices
+    (KEP-5945, alpha in Kubernetes 1.37). The publisher then writes the pool's slices with
+    ``spec.skipNodeOperations`` where the cluster keeps the field (gate
+    ``DRAOptionalNodeOperations`` on) and the Node declares the feature
+    (``status.declaredFeatures``); elsewhere nothing changes and the kubelet prepares as
+    usual, so ``prepare`` must still work for these devices.
     """
 
     name: str
     devices: tuple[Device, ...]
     shared_counters: tuple[CounterSet, ...] = ()
+    needs_node_preparation: bool = True
 
 
 class LazyConfigModel:
