@@ -86,14 +86,17 @@ def published_skips(api: Any, node: str) -> dict[str, Any]:
 
 
 def allocate_as_the_scheduler(
-    api: Any, namespace: str, name: str, node: str, pool: str, device: str, skips: Any
+    api: Any, namespace: str, name: str, *, node: str, device: tuple[str, str], skips: Any
 ) -> dict[str, Any]:
-    """Claim ``name`` and pod ``name`` on ``node``, the claim allocated ``pool``/``device``
-    with the slice's ``skips`` copied into the result, and reserved for the pod."""
+    """Claim ``name`` and pod ``name`` on ``node``, the claim allocated ``device`` (pool,
+    device) with the slice's ``skips`` copied into the result, and reserved for the pod."""
     claims = Resource(api, RESOURCE_CLAIMS)
     stored = claims.create(claim(name, DRIVER), namespace)
     created = Resource(api, PODS).create(pod(name, node, [name]), namespace)
-    result: dict[str, Any] = {"request": "dev", "driver": DRIVER, "pool": pool, "device": device}
+    pool, name_in_pool = device
+    result: dict[str, Any] = {
+        "request": "dev", "driver": DRIVER, "pool": pool, "device": name_in_pool
+    }  # fmt: skip
     if skips:
         result["skipNodeOperations"] = list(skips)
     stored["status"] = {
@@ -137,10 +140,13 @@ def test_the_kubelet_skips_prepare_and_unprepare_of_devices_that_need_no_node_pr
             "the links pool published with skipNodeOperations",
         )
 
+        links = f"{node}-links"
         skipped = allocate_as_the_scheduler(
-            drakit_api, ns, "skipped", node, f"{node}-links", "link-0", skips[f"{node}-links"]
+            drakit_api, ns, "skipped", node=node, device=(links, "link-0"), skips=skips[links]
         )
-        prepared = allocate_as_the_scheduler(drakit_api, ns, "gpu", node, node, "gpu-0", None)
+        prepared = allocate_as_the_scheduler(
+            drakit_api, ns, "gpu", node=node, device=(node, "gpu-0"), skips=None
+        )
         assert drakit_node.wait_prepared(ns, "skipped")["containers"] == {"main": []}
         assert drakit_node.wait_prepared(ns, "gpu")["containers"]["main"] != []
         for name in ("skipped", "gpu"):
