@@ -77,6 +77,14 @@ class UnprepareAttempts:
         with self._lock:
             return uid in self._attempts
 
+    def drop_finished(self, uid: str) -> None:
+        """Forget a finished attempt of ``uid`` nobody will collect (the claim's entry is gone:
+        the other plugin instance of a rolling update unprepared it); a running one stays."""
+        with self._lock:
+            attempt = self._attempts.get(uid)
+            if attempt is not None and attempt.done.is_set():
+                del self._attempts[uid]
+
     def running_for(self, uid: str) -> float:
         """Seconds the backend unprepare of ``uid`` has run (0: none)."""
         with self._lock:

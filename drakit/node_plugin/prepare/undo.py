@@ -72,6 +72,8 @@ prepare.bounded`); a roll back's is not: it is part of a prepare, which the back
         attempts' timeout from now); past it, the claim's answer is the timeout error and
         nothing else is undone."""
         state = entry.backend_state if entry is not None else None
+        if entry is None:
+            self.attempts.drop_finished(ref.uid)
         end = time.monotonic() + self.attempts.timeout if until is None else until
         return self._undo(
             ref,

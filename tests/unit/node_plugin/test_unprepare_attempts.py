@@ -44,3 +44,21 @@ def test_a_successful_attempt_that_outlived_its_wait_is_collected_not_repeated()
     assert attempts.run(UID, lambda: calls.append("again") or "", wait=5) == ""
     assert calls == ["slow"]
     assert not attempts.pending(UID)
+
+
+def test_a_finished_attempt_nobody_collects_can_be_dropped_a_running_one_not() -> None:
+    attempts = UnprepareAttempts(timeout=5)
+    release = threading.Event()
+
+    def slow() -> str:
+        release.wait(30)
+        return ""
+
+    assert attempts.run(UID, slow, wait=0) is None
+    attempts.drop_finished(UID)
+    assert attempts.running(UID)  # still running: kept, the backend is never called twice
+    release.set()
+    eventually(lambda: not attempts.running(UID), "the attempt to finish")
+    assert attempts.pending(UID)
+    attempts.drop_finished(UID)
+    assert not attempts.pending(UID)
