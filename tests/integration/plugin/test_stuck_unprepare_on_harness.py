@@ -86,6 +86,8 @@ def test_the_kubelet_retries_a_timed_out_unprepare_until_the_stuck_backend_answe
         )
         assert f"ResourceClaim {ns}/c-held" in failed["error"]
         assert "--unprepare-timeout of 1s" in failed["error"]
+        # The pod's termination waits for its unprepare, as the kubelet's does.
+        assert drakit_api.pods.get("held", ns)["metadata"].get("deletionTimestamp")
 
         # The node is not held: another pod's claim is prepared meanwhile.
         allocate(
@@ -96,6 +98,7 @@ def test_the_kubelet_retries_a_timed_out_unprepare_until_the_stuck_backend_answe
 
         backend.release.set()
         drakit_node.wait_unprepared(ns, "held")
+        drakit_api.pods.wait_deleted("held", ns)
         uid = held["metadata"]["uid"]
         assert not [p for p in drakit_node.folders.cdi.iterdir() if uid in p.name]
         assert backend.unprepares[uid] == 1  # each retry waited for the same backend call
