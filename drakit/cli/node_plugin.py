@@ -30,7 +30,11 @@ from drakit.cli.flags import (
     client_limits,
 )
 from drakit.cli.podresources_flags import add_podresources_flags, podresources_config
-from drakit.node_plugin.driver import CoreConfigError, PluginConfig
+from drakit.node_plugin.driver import (
+    DEFAULT_UNPREPARE_TIMEOUT_SECONDS,
+    CoreConfigError,
+    PluginConfig,
+)
 from drakit.node_plugin.health.policy import (
     MAX_DWELL_SECONDS,
     HealthPolicy,
@@ -52,6 +56,8 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _POD_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _BACKEND = re.compile(r"^([a-z][a-z0-9-]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
 _MAX_HEALTH_RESEND = 30.0  # the kubelet's default health timeout
+# Other calls wait at most this long for the serialize lock (drakit.node_plugin.serialize).
+_MAX_UNPREPARE_TIMEOUT = 40.0
 CPU_HOME_MODES = ("auto", "off")
 # The Go example driver's names; the kubelet's own client defaults (50/100) suffice: the
 # plugin GETs only the claims the kubelet asks for.
@@ -150,6 +156,17 @@ def add_parser(sub: Subcommands) -> None:
         default="20",
         metavar="SECONDS",
         help="longest silence on a device-health stream, at most 30 (default: %(default)s)",
+    )
+    p.add_argument(
+        "--unprepare-timeout",
+        action=env,
+        env="UNPREPARE_TIMEOUT",
+        default=f"{DEFAULT_UNPREPARE_TIMEOUT_SECONDS:g}",
+        metavar="SECONDS",
+        help="longest an unprepare call waits for the backend, for all its claims "
+        f"together, at most {_MAX_UNPREPARE_TIMEOUT:g} (the kubelet gives up at 45); a claim "
+        "whose backend takes longer gets an error naming the timeout and stays prepared, the "
+        "backend goes on, and the kubelet's next unprepare completes it (default: %(default)s)",
     )
     _add_health_policy_flags(p)
     p.add_argument(
@@ -422,6 +439,20 @@ def _check_resend(value: str) -> float:
     return seconds
 
 
+def _check_unprepare_timeout(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= _MAX_UNPREPARE_TIMEOUT:  # also refuses nan
+        limit = f"{_MAX_UNPREPARE_TIMEOUT:g}"
+        raise ConfigError(
+            f"--unprepare-timeout {value!r} must be seconds in (0, {limit}]: other calls wait "
+            f"at most {limit}s for the one holding the node's lock"
+        )
+    return seconds
+
+
 def _check_cpu_home(value: str) -> bool:
     if value not in CPU_HOME_MODES:
         raise ConfigError(f"--cpu-home {value!r} must be one of {', '.join(CPU_HOME_MODES)}")
@@ -460,6 +491,7 @@ def build_config(args: argparse.Namespace) -> PluginConfig:
         pod_uid=pod_uid,
         metrics_address=_check_metrics_address(args.metrics_address),
         health_resend_seconds=_check_resend(args.health_resend_interval),
+        unprepare_timeout_seconds=_check_unprepare_timeout(args.unprepare_timeout),
         health_policy=health_policy(args),
         health_check_seconds=_check_health_interval(args.health_check_interval),
         kube_api_qps=qps,

@@ -300,6 +300,10 @@ class SliceFields:
     #: The device field node-allocatable mappings go to (DRANodeAllocatableResources):
     #: NODE_ALLOCATABLE_RESOURCES (1.37 on), NODE_ALLOCATABLE_MAPPINGS (1.36), "" (gate off).
     node_allocatable: str = ""
+    #: spec.skipNodeOperations: DRAOptionalNodeOperations (alpha in 1.37), published only
+    #: where the gate is known to be on: a slice with the field is unusable for a scheduler
+    #: without it, and an apiserver without it drops the field.
+    skip_node_operations: bool = False
 
 
 #: 1.37's device field: ``{resource: {mapping: {capacityKey, capacityMultiplier} or
@@ -330,6 +334,7 @@ def slice_fields(info: ClusterInfo) -> SliceFields:
         binding_conditions=features.device_binding_conditions,
         taints=features.device_taints,
         node_allocatable=node_allocatable,
+        skip_node_operations=features.optional_node_operations,
     )
 
 

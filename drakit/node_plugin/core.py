@@ -11,12 +11,13 @@ One call of :meth:`PrepareCore.prepare` goes through the stages of
    and checked (missing, replaced, not allocated), this driver's allocation results
    kept and each request's opaque config resolved and validated.
 2. Under the lock, after reloading the checkpoint if the other instance changed it:
-   **guard** (a claim already ``PrepareCompleted`` with its outputs in place is
-   answered from the checkpoint without redoing work; the double-use guard refuses
-   devices other claims hold), **record** (``PrepareStarted``, one checkpoint write for
-   the batch), **backend**, **apply outputs** (CDI spec, device metadata, device status:
-   :mod:`drakit.node_plugin.prepare.output`), **commit** (``PrepareCompleted``, one
-   write for the batch).
+   **guard** (a claim unprepared after the call began is refused, see
+   :mod:`drakit.node_plugin.prepare.tombstones`; a claim already ``PrepareCompleted`` with
+   its outputs in place is answered from the checkpoint without redoing work; the
+   double-use guard refuses devices other claims hold), **record** (``PrepareStarted``,
+   one checkpoint write for the batch), **backend**, **apply outputs** (CDI spec, device
+   metadata, device status: :mod:`drakit.node_plugin.prepare.output`), **commit**
+   (``PrepareCompleted``, one write for the batch).
 3. Outside the lock, the outputs' work for after the commit (API writes).
 
 Each claim's outcome is its own: one claim's failure is its error only and never keeps
@@ -55,6 +56,7 @@ from drakit.node_plugin.device_status import DeviceStatusWriter
 from drakit.node_plugin.driver import CallContext, HealthSubscription, PluginConfig, PrepareResult
 from drakit.node_plugin.metrics import PluginMetrics
 from drakit.node_plugin.prepare import stages, unprepare
+from drakit.node_plugin.prepare.bounded import UnprepareAttempts
 from drakit.node_plugin.prepare.fetch import checked_refs, fetch_claims
 from drakit.node_plugin.prepare.output import ClaimOutput
 from drakit.node_plugin.prepare.outputs import standard_outputs
@@ -62,6 +64,7 @@ from drakit.node_plugin.prepare.recovery import forget_reboot_leftovers, recorde
 from drakit.node_plugin.prepare.report import ClaimEvents, ClaimReports
 from drakit.node_plugin.prepare.run import PrepareRun, UnprepareRun
 from drakit.node_plugin.prepare.status_output import default_status_writer
+from drakit.node_plugin.prepare.tombstones import UnprepareTombstones
 from drakit.node_plugin.serialize import (
     LOCK_FILE_NAME,
     SerializeLock,
@@ -134,8 +137,18 @@ class PrepareCore:
         self._local = threading.Lock()  # in-process guard around checkpoint/backend use
         self._stopped = False
         self.reports = ClaimReports(metrics, events)
-        self.stages = stages.PrepareStages(self.driver, backend, self.checkpoint, self.outputs)
-        self.unstages = unprepare.UnprepareStages(self.checkpoint, self.stages.undo)
+        self.tombstones = UnprepareTombstones()
+        self.stages = stages.PrepareStages(
+            self.driver,
+            backend,
+            self.checkpoint,
+            self.outputs,
+            tombstones=self.tombstones,
+            attempts=UnprepareAttempts(config.unprepare_timeout_seconds),
+        )
+        self.unstages = unprepare.UnprepareStages(
+            self.checkpoint, self.stages.undo, self.tombstones
+        )
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -225,14 +238,16 @@ class PrepareCore:
     ) -> Mapping[str, PrepareResult]:
         """The stages of :mod:`drakit.node_plugin.prepare.stages`; the lock only for the
         local ones."""
-        run = PrepareRun(call, _log.bind(request_id=call.request_id), self.reports)
-        fetched = fetch_claims(self.reader, claims, run, self.metrics)
-        if not fetched:
-            return run.results
-        with call.serialize, self._local:
-            self._refresh_locked()
-            committed = self.stages.run(fetched, run)
-            self.metrics.prepared_claims.set(self._prepared_count())
+        with self.tombstones.prepare_in_flight() as began:
+            run = PrepareRun(call, _log.bind(request_id=call.request_id), self.reports)
+            run.began = began
+            fetched = fetch_claims(self.reader, claims, run, self.metrics)
+            if not fetched:
+                return run.results
+            with call.serialize, self._local:
+                self._refresh_locked()
+                committed = self.stages.run(fetched, run)
+                self.metrics.prepared_claims.set(self._prepared_count())
         # Outside the lock: API writes must not hold up the other plugin instance.
         stages.after_commit(committed, run.log)
         return run.results

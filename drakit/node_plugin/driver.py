@@ -92,6 +92,13 @@ class HealthSubscription(Protocol):
         ...
 
 
+#: ``--unprepare-timeout``'s default: well below the kubelet's 45 s call timeout
+#: (k8s.io/kubernetes pkg/kubelet/cm/dra/plugin, defaultClientCallTimeout) and the 40 s other
+#: calls wait for the serialize lock, so a call behind a stuck one still gets its turn and
+#: the kubelet hears the error.
+DEFAULT_UNPREPARE_TIMEOUT_SECONDS = 10.0
+
+
 def _always_active() -> bool:
     return True
 
@@ -154,6 +161,9 @@ class PluginConfig:
     metrics_address: str | None = None
     health_resend_seconds: float = 20.0
     serialize_timeout_seconds: float = 40.0
+    #: How long one unprepare call waits for the backend (``--unprepare-timeout``; see
+    #: ``drakit.node_plugin.prepare.bounded``).
+    unprepare_timeout_seconds: float = DEFAULT_UNPREPARE_TIMEOUT_SECONDS
     #: Client-side API limits (``$KUBE_API_QPS``, ``$KUBE_API_BURST``); a QPS of 0: no limit.
     kube_api_qps: float = 50.0
     kube_api_burst: int = 100

@@ -261,6 +261,7 @@ def plugin_config(options: PluginOptions, backend: object) -> PluginConfig:
         pod_uid=options.pod_uid,
         metrics_address=options.metrics_address,
         health_resend_seconds=options.health_resend_seconds,
+        unprepare_timeout_seconds=options.unprepare_timeout_seconds,
         kube_api_qps=options.kube_api_qps,
         kube_api_burst=options.kube_api_burst,
     )

@@ -48,11 +48,21 @@ class PoolDescription:
     :class:`~drakit.plugin.CounterSet` names :class:`~drakit.plugin.Counter` values, and a
     device draws on them through its ``consumes_counters``
     (:class:`~drakit.plugin.DeviceCounterConsumption`).
+
+    ``needs_node_preparation`` False: the pool's devices need nothing done on the node for a
+    claim (no CDI edits, no setup, nothing to undo), so the kubelet may skip
+    NodePrepareResources and NodeUnprepareResources for claims of only such devices
+    (KEP-5945, alpha in Kubernetes 1.37). The publisher then writes the pool's slices with
+    ``spec.skipNodeOperations`` where the cluster keeps the field (gate
+    ``DRAOptionalNodeOperations`` on) and the Node declares the feature
+    (``status.declaredFeatures``); elsewhere nothing changes and the kubelet prepares as
+    usual, so ``prepare`` must still work for these devices.
     """
 
     name: str
     devices: tuple[Device, ...]
     shared_counters: tuple[CounterSet, ...] = ()
+    needs_node_preparation: bool = True
 
 
 class LazyConfigModel:
@@ -82,7 +92,10 @@ class Backend(Protocol):
     ``prepare`` and ``unprepare`` are called with the plugin's serialize lock
     held (never concurrently with each other), must be idempotent, and
     ``unprepare`` must succeed for a claim it does not know. Both should finish
-    before ``context.deadline``.
+    before ``context.deadline``. The one exception to "never concurrently": an
+    ``unprepare`` still running when the plugin's wait for it ends
+    (``--unprepare-timeout``) goes on outside the lock, and meanwhile the other
+    methods may be called for other claims (never for the same claim).
     """
 
     name: ClassVar[str]

@@ -35,6 +35,7 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "pod_uid": "POD_UID",
     "metrics_address": "METRICS_ADDRESS",
     "health_resend_seconds": "HEALTH_RESEND_INTERVAL",
+    "unprepare_timeout_seconds": "UNPREPARE_TIMEOUT",
     "kube_api_qps": "KUBE_API_QPS",
     "kube_api_burst": "KUBE_API_BURST",
 }
@@ -45,6 +46,8 @@ _NODE_NAME_MAX = 253
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _POD_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _MAX_HEALTH_RESEND = 30.0  # the kubelet's default health timeout
+# Other calls wait at most this long for the plugin's lock (drakit.node_plugin.serialize).
+_MAX_UNPREPARE_TIMEOUT = 40.0
 _PATHS = ("registrar_dir", "plugins_dir", "cdi_root")
 
 
@@ -70,7 +73,10 @@ class PluginOptions:
     of the plugin run side by side during a rolling update. ``metrics_address``
     (``HOST:PORT``; ``:9400`` binds ``$POD_IP``, else 127.0.0.1) serves Prometheus metrics.
     ``health_resend_seconds`` is the longest silence on a device-health stream to the
-    kubelet (at most 30).
+    kubelet (at most 30). ``unprepare_timeout_seconds`` is the longest an unprepare call
+    waits for the backend (at most 40; the kubelet gives up after 45): a claim whose
+    backend takes longer gets an error and stays prepared until the kubelet's next
+    unprepare finds the backend done.
     """
 
     driver_name: str
@@ -83,6 +89,7 @@ class PluginOptions:
     pod_uid: str | None = None
     metrics_address: str | None = None
     health_resend_seconds: float = 20.0
+    unprepare_timeout_seconds: float = 10.0
     kube_api_qps: float = 50.0
     kube_api_burst: int = 100
 
@@ -107,6 +114,9 @@ class PluginOptions:
         resend = self.health_resend_seconds
         if not _is_number(resend) or not 0 < resend <= _MAX_HEALTH_RESEND:
             _fail("health_resend_seconds", resend, "must be seconds in (0, 30]")
+        unprepare = self.unprepare_timeout_seconds
+        if not _is_number(unprepare) or not 0 < unprepare <= _MAX_UNPREPARE_TIMEOUT:
+            _fail("unprepare_timeout_seconds", unprepare, "must be seconds in (0, 40]")
         if not _is_number(self.kube_api_qps) or not self.kube_api_qps >= 0:
             _fail("kube_api_qps", self.kube_api_qps, "must be a number of at least 0")
         burst = self.kube_api_burst
@@ -174,6 +184,7 @@ def _check_name(option: str, name: object, longest: int) -> None:
 
 _NUMBERS: Final[Mapping[str, type]] = {
     "health_resend_seconds": float,
+    "unprepare_timeout_seconds": float,
     "kube_api_qps": float,
     "kube_api_burst": int,
 }

@@ -17,12 +17,14 @@ from drakit.telemetry.logs import StructuredLogger
 @dataclass
 class PrepareRun:
     """A NodePrepareResources call: ``results`` gets one answer per claim, in the order the
-    stages reach them."""
+    stages reach them; ``began``: the tick of :class:`~drakit.node_plugin.prepare.tombstones.\
+UnprepareTombstones` the call began at."""
 
     call: CallContext
     log: StructuredLogger
     reports: ClaimReports
     results: dict[str, PrepareResult] = field(default_factory=dict)
+    began: int = 0
 
     def failed(self, ref: ClaimRef, obj: Mapping[str, Any] | None, error: ClaimError) -> None:
         """The claim's answer is ``error``; logged, counted and an Event (``obj``: the claim

@@ -3,8 +3,11 @@
 Stage 1 (fetch and verify, no lock) is :mod:`drakit.node_plugin.prepare.fetch`. Then, for
 one call's claims, under the lock:
 
-2. **guard** (per claim): a claim whose caller has gone is abandoned; one recorded as
-   prepared whose outputs are all in place is answered from the checkpoint; one whose
+2. **guard** (per claim): a claim whose caller has gone is abandoned; one unprepared after
+   the call began is refused (:mod:`~drakit.node_plugin.prepare.tombstones`), and so is one
+   whose backend unprepare is still on its way (:mod:`~drakit.node_plugin.prepare.bounded`);
+   one recorded
+   as prepared whose outputs are all in place is answered from the checkpoint; one whose
    devices another claim holds is refused (:func:`~drakit.node_plugin.guard.find_conflicts`).
 3. **record** (per claim, one save for the batch): ``PrepareStarted``. The guard of each
    claim sees the claims recorded before it, so two claims of one call never get the
@@ -34,11 +37,14 @@ from drakit.node_plugin.claims import ClaimError, FetchedClaim, abandoned, descr
 from drakit.node_plugin.driver import PrepareResult
 from drakit.node_plugin.guard import GuardConflict, Inventory, find_conflicts
 from drakit.node_plugin.prepare.backend_calls import backend_prepare
+from drakit.node_plugin.prepare.bounded import UnprepareAttempts
 from drakit.node_plugin.prepare.draft import Draft, claim_entry
 from drakit.node_plugin.prepare.output import AfterCommit, ClaimOutput
 from drakit.node_plugin.prepare.run import PrepareRun, log_done_after_reply
+from drakit.node_plugin.prepare.tombstones import UnprepareTombstones
 from drakit.node_plugin.prepare.undo import ClaimUndo
 from drakit.plugin.backend import Backend, PoolDescription
+from drakit.plugin.claims import ClaimRef
 from drakit.telemetry.logs import StructuredLogger
 
 
@@ -66,12 +72,19 @@ class PrepareStages:
         backend: Backend,
         checkpoint: Checkpoint,
         outputs: Sequence[ClaimOutput],
+        *,
+        tombstones: UnprepareTombstones | None = None,
+        attempts: UnprepareAttempts | None = None,
     ) -> None:
+        """``tombstones``: the claims unprepared while a prepare was in flight, shared with
+        the unprepare stages; ``attempts``: the backend unprepares, bounded in time (see
+        :mod:`~drakit.node_plugin.prepare.bounded`)."""
         self.driver = driver
         self.backend = backend
         self.checkpoint = checkpoint
         self.outputs = tuple(outputs)
-        self.undo = ClaimUndo(backend, checkpoint, outputs)
+        self.tombstones = UnprepareTombstones() if tombstones is None else tombstones
+        self.undo = ClaimUndo(backend, checkpoint, outputs, attempts)
         self._inventory: tuple[tuple[PoolDescription, ...], Inventory] | None = None
 
     def run(self, fetched: Sequence[FetchedClaim], run: PrepareRun) -> list[Attempt]:
@@ -122,9 +135,16 @@ class PrepareStages:
 
     def guard(self, claim: FetchedClaim, inventory: Inventory, run: PrepareRun) -> bool:
         """Stage 2: True when ``claim`` is to be prepared; otherwise its answer is in
-        ``run`` (abandoned, prepared already, or refused). Changes nothing on the node."""
+        ``run`` (abandoned, unprepared since the call began, prepared already, or refused).
+        Changes nothing on the node."""
         if not run.call.is_active():
             run.failed(claim.ref, claim.obj, abandoned(claim.ref))
+            return False
+        if self.tombstones.unprepared_since(claim.ref.uid, run.began):
+            run.failed(claim.ref, claim.obj, _unprepared_meanwhile(claim.ref))
+            return False
+        if self.undo.attempts.pending(claim.ref.uid):
+            run.failed(claim.ref, claim.obj, _being_unprepared(claim.ref))
             return False
         entry = self.checkpoint.get(claim.ref.uid)
         if entry is not None and entry.completed and self._in_place(entry, run.log):
@@ -256,6 +276,26 @@ def _refuse(claim: FetchedClaim, conflicts: Sequence[GuardConflict], run: Prepar
         + "; ".join(c.public for c in conflicts),
     )
     run.failed(claim.ref, claim.obj, error)
+
+
+def _unprepared_meanwhile(ref: ClaimRef) -> ClaimError:
+    """The error of a claim unprepared after this prepare call began (see
+    :mod:`~drakit.node_plugin.prepare.tombstones`)."""
+    return ClaimError(
+        "ClaimUnpreparedMeanwhile",
+        f"ResourceClaim {ref.namespace}/{ref.name}: not prepared, a NodeUnprepareResources "
+        "call unprepared it after this prepare call began; a new prepare call prepares it",
+    )
+
+
+def _being_unprepared(ref: ClaimRef) -> ClaimError:
+    """The error of a claim whose backend unprepare outlived its call's wait and has not
+    been collected by a later unprepare yet."""
+    return ClaimError(
+        "ClaimBeingUnprepared",
+        f"ResourceClaim {ref.namespace}/{ref.name}: not prepared, the backend is still "
+        "unpreparing it (its NodeUnprepareResources timed out); unprepare it first",
+    )
 
 
 def _not_recorded(exc: OSError) -> ClaimError:

@@ -5,9 +5,14 @@
 2. **guard** (per claim): a claim whose caller has gone is abandoned.
 3. **forget** (per claim): the backend lets go of the claim, every output forgets it, its
    entry is dropped (:meth:`~drakit.node_plugin.prepare.undo.ClaimUndo.forget`). A claim
-   left ``PrepareStarted`` by a crash is rolled back the same way.
-4. **commit** (one flushed save for the batch), then, outside the lock, the outputs' work
-   for after the commit (removing status entries from the claim).
+   left ``PrepareStarted`` by a crash is rolled back the same way. The call waits for the
+   backend at most ``--unprepare-timeout`` for all its claims together
+   (:mod:`~drakit.node_plugin.prepare.bounded`): a claim whose backend call outlives it
+   keeps its entry and its answer is the timeout error.
+4. **commit** (one flushed save for the batch); every claim unprepared leaves a tombstone
+   for the prepares in flight (:mod:`~drakit.node_plugin.prepare.tombstones`); then,
+   outside the lock, the outputs' work for after the commit (removing status entries from
+   the claim).
 
 Everything is in the checkpoint: the backend gets the claim as it was prepared
 (namespace and name from the checkpoint, the kubelet's where the entry has none).
@@ -15,6 +20,7 @@ Everything is in the checkpoint: the backend gets the claim as it was prepared
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -22,6 +28,7 @@ from drakit.node_plugin.checkpoint import STARTED, Checkpoint, ClaimEntry
 from drakit.node_plugin.claims import abandoned, describe
 from drakit.node_plugin.prepare.output import AfterCommit
 from drakit.node_plugin.prepare.run import UnprepareRun, log_done_after_reply
+from drakit.node_plugin.prepare.tombstones import UnprepareTombstones
 from drakit.node_plugin.prepare.undo import ClaimUndo
 from drakit.plugin.claims import ClaimRef
 
@@ -37,31 +44,51 @@ class Forgotten:
 class UnprepareStages:
     """Stages 2-4 over one checkpoint and one undo; use under the lock."""
 
-    def __init__(self, checkpoint: Checkpoint, undo: ClaimUndo) -> None:
+    def __init__(
+        self,
+        checkpoint: Checkpoint,
+        undo: ClaimUndo,
+        tombstones: UnprepareTombstones | None = None,
+    ) -> None:
+        """``tombstones``: where each claim unprepared is told, before the lock is released,
+        to the prepares in flight (shared with the prepare stages)."""
         self.checkpoint = checkpoint
         self.undo = undo
+        self.tombstones = UnprepareTombstones() if tombstones is None else tombstones
 
     def run(self, refs: Sequence[ClaimRef], run: UnprepareRun) -> list[Forgotten]:
         """Every claim's answer into ``run``; returns the claims whose removal was saved,
         their work for after the commit still to do (outside the lock)."""
         forgotten = []
-        for ref in refs:
+        attempts = self.undo.attempts
+        until = time.monotonic() + attempts.timeout
+        if run.call.deadline is not None:
+            until = min(until, run.call.deadline)
+        # Claims whose backend unprepare is still running from an earlier call go last: a
+        # stuck one must not spend the wait the call's other claims need.
+        for ref in sorted(refs, key=lambda r: attempts.running(r.uid)):
             if not run.call.is_active():
                 run.results[ref.uid] = str(abandoned(ref))
                 continue
-            done = self.forget(ref, run)
+            done = self.forget(ref, run, until)
             if done is not None:
                 forgotten.append(done)
-        return self.commit(forgotten, run)
+        saved = self.commit(forgotten, run)
+        self.tombstones.unprepared(ref.uid for ref in refs if run.results.get(ref.uid) == "")
+        return saved
 
-    def forget(self, ref: ClaimRef, run: UnprepareRun) -> Forgotten | None:
-        """Stage 3 for one claim; never raises. Returns the claim when its entry was
-        dropped, None when it had none or its undo failed (then its error is its answer)."""
+    def forget(self, ref: ClaimRef, run: UnprepareRun, until: float) -> Forgotten | None:
+        """Stage 3 for one claim, its backend call waited for until ``until``
+        (:func:`time.monotonic`); never raises. Returns the claim when its entry was
+        dropped, None when it had none or its undo failed or timed out (then its error is
+        its answer, and its entry stays)."""
         entry = self.checkpoint.get(ref.uid)
         try:
             if entry is not None and entry.state == STARTED:
                 run.log.info("Rolling back a prepare interrupted earlier", claim_uid=ref.uid)
-            error, later = self.undo.forget(_as_prepared(ref, entry), entry, run.call, run.log)
+            error, later = self.undo.forget(
+                _as_prepared(ref, entry), entry, run.call, run.log, until
+            )
         except Exception as exc:
             run.log.exception("Unprepare of a claim failed", claim_uid=ref.uid)
             error, later = f"cannot update the node's state: {describe(exc)}", []

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ from drakit.kubeapi.resources import Resource
 from drakit.kubeapi.retry import Backoff
 from drakit.telemetry.logs import get_logger
 
-__all__ = ["NodeIdentity", "read_node", "wait_for_node"]
+__all__ = ["NodeIdentity", "node_identity", "read_node", "wait_for_node"]
 
 _log = get_logger(__name__)
 
@@ -26,6 +27,8 @@ class NodeIdentity:
 
     name: str
     uid: str
+    #: The Node's ``status.declaredFeatures`` (what its kubelet supports, 1.35 on).
+    declared_features: frozenset[str] = frozenset()
 
     @property
     def owner_reference(self) -> dict[str, Any]:
@@ -38,6 +41,16 @@ class NodeIdentity:
         }
 
 
+def node_identity(name: str, node: Mapping[str, Any]) -> NodeIdentity:
+    """The identity of the Node object ``node`` (its declared features: strings only)."""
+    uid = str((node.get("metadata") or {}).get("uid") or "")
+    status = node.get("status")
+    declared = status.get("declaredFeatures") if isinstance(status, Mapping) else None
+    listed = declared if isinstance(declared, list) else ()
+    features = frozenset(f for f in listed if isinstance(f, str))
+    return NodeIdentity(name=name, uid=uid, declared_features=features)
+
+
 def read_node(nodes: Resource, name: str) -> NodeIdentity:
     """The Node's current identity; raises NotFound (with a clear message) if it is gone."""
     try:
@@ -48,7 +61,7 @@ def read_node(nodes: Resource, name: str) -> NodeIdentity:
             code=err.code,
             reason=err.reason,
         ) from err
-    return NodeIdentity(name=name, uid=str((node.get("metadata") or {}).get("uid") or ""))
+    return node_identity(name, node)
 
 
 def wait_for_node(
@@ -86,8 +99,8 @@ def wait_for_node(
                 retry_in_seconds=round(delay, 2),
             )
         else:
-            uid = str((node.get("metadata") or {}).get("uid") or "")
-            _log.info("Found Node object", node=name, uid=uid)
-            return NodeIdentity(name=name, uid=uid)
+            identity = node_identity(name, node)
+            _log.info("Found Node object", node=name, uid=identity.uid)
+            return identity
         stop.wait(delay)
     return None

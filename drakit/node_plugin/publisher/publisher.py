@@ -72,6 +72,11 @@ __all__ = ["DroppedFieldsError", "PoolDescriptionLike", "PoolSource", "Publisher
 
 _log = get_logger(__name__)
 
+#: The Node's declared feature (``status.declaredFeatures``) of KEP-5945, and what a pool
+#: whose devices need no node preparation skips.
+OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
+SKIP_NODE_PREPARATION = ("NodePrepareResources", "NodeUnprepareResources")
+
 #: Queue key that means "ask the backend again" (a pool name is never empty).
 _RESCAN = ""
 DEFAULT_REPAIR_DELAY = 0.5
@@ -322,6 +327,18 @@ class Publisher:
 
     # -- events --------------------------------------------------------------------------------
 
+    def _skippable_node_operations(self) -> tuple[str, ...]:
+        """``spec.skipNodeOperations`` for a pool whose devices need no node preparation:
+        both operations where the cluster keeps the field and this Node's kubelet declares
+        the feature (the scheduler allocates such devices only there), else none (the
+        kubelet then prepares them as any other)."""
+        fields, node = self.slice_fields, self.node
+        if fields is not None and not fields.skip_node_operations:
+            return ()
+        if node is None or OPTIONAL_NODE_OPERATIONS not in node.declared_features:
+            return ()
+        return SKIP_NODE_PREPARATION
+
     def _on_backend_change(self) -> None:
         self._queue.add(_RESCAN)
 
@@ -360,7 +377,10 @@ class Publisher:
             trimmed = trim_pool(devices, self.slice_fields)
             self._report_withheld(p.name, trimmed.withheld)
             counters = tuple(p.shared_counters) if trimmed.counters else ()
-            fresh[p.name] = PoolState(p.name, trimmed.devices, counters)
+            # Read as an optional attribute: a PoolDescriptionLike need not have it.
+            prepared = getattr(p, "needs_node_preparation", True) is not False
+            skip = () if prepared else self._skippable_node_operations()
+            fresh[p.name] = PoolState(p.name, trimmed.devices, counters, skip)
         with self._lock:
             old = self._desired
             self._desired = fresh

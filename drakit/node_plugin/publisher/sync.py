@@ -72,6 +72,8 @@ class PoolState:
     name: str
     devices: tuple[Device, ...] = ()
     shared_counters: tuple[CounterSet, ...] = ()
+    #: ``spec.skipNodeOperations`` of every slice of the pool (KEP-5945).
+    skip_node_operations: tuple[str, ...] = ()
 
     @property
     def per_device_node_selection(self) -> bool:
@@ -164,6 +166,8 @@ class PoolSyncer:
         # (pool, index) -> (content drakit laid out, content the apiserver stored instead).
         self._accepted: dict[tuple[str, int], tuple[SliceContent, SliceContent]] = {}
         self._decoded: dict[str, dict[tuple[str, str], _Existing]] = {}
+        # Pools whose spec.skipNodeOperations the apiserver dropped: not sent again.
+        self._skip_dropped: set[str] = set()
 
     def sync(
         self, pool: str, desired: PoolState | None, existing: Sequence[KubeObject]
@@ -238,6 +242,7 @@ class PoolSyncer:
         """Drop what was learnt about dropped fields of ``pool`` (its description changed)."""
         for key in [k for k in self._accepted if k[0] == pool]:
             del self._accepted[key]
+        self._skip_dropped.discard(pool)
 
     # -- desired state -------------------------------------------------------------------------
 
@@ -267,6 +272,9 @@ class PoolSyncer:
             per_device_node_selection=True if per_device else None,
             devices=devices,
             shared_counters=content.shared_counters,
+            skip_node_operations=(
+                () if pool in self._skip_dropped else desired.skip_node_operations
+            ),
         )
 
     def _validate(
@@ -356,6 +364,10 @@ class PoolSyncer:
             stored = ResourceSlice.from_dict(stored_obj).spec
         except ModelError:
             return
+        if sent.skip_node_operations and not stored.skip_node_operations:
+            # Not sent again (each write would be dropped and undone by the next sync).
+            self._skip_dropped.add(pool)
+            result.dropped.append(DroppedFields(pool, index, sent.to_dict(), stored.to_dict()))
         # Server defaults (a taint's timeAdded) are not losses: take them over first.
         sent_content = _with_taint_times(
             SliceContent(sent.devices, sent.shared_counters), _devices_by_name_of(stored.devices)

@@ -154,6 +154,9 @@ def test_socket_path_that_cannot_fit_is_rejected(
         ("--metrics-address", ":99999", "HOST:PORT"),
         ("--health-resend-interval", "45", "(0, 30]"),
         ("--health-resend-interval", "soon", "(0, 30]"),
+        ("--unprepare-timeout", "0", "--unprepare-timeout '0' must be seconds in (0, 40]"),
+        ("--unprepare-timeout", "45", "(0, 40]"),
+        ("--unprepare-timeout", "nan", "(0, 40]"),
         ("--backend", "my backend", "module:Class"),
         ("--backend-config", "/nonexistent/config.yaml", "not a readable file"),
         ("--kubeconfig", "/nonexistent/kubeconfig", "not a readable file"),
@@ -229,6 +232,7 @@ def test_help_lists_every_flag_with_its_environment_variable(
         ("--backend-config", "BACKEND_CONFIG"),
         ("--pod-uid", "POD_UID"),
         ("--metrics-address", "METRICS_ADDRESS"),
+        ("--unprepare-timeout", "UNPREPARE_TIMEOUT"),
     ]:
         assert flag in text and f"env {env}]" in text
     assert "/var/lib/kubelet/plugins_registry" in text
@@ -242,3 +246,13 @@ def test_kube_api_qps_zero_means_no_limit_like_the_controller(
         ["node-plugin", "--driver-name", "gpu.example.com", "--node-name", "n1", *dirs]
     )
     assert build_config(args).kube_api_qps == 0.0
+
+
+def test_unprepare_timeout_defaults_below_the_kubelets_call_timeout_and_is_read_from_env(
+    monkeypatch: pytest.MonkeyPatch, dirs: list[str]
+) -> None:
+    command = ["node-plugin", "--driver-name", "gpu.example.com", "--node-name", "n1", *dirs]
+    default = build_config(build_parser().parse_args(command)).unprepare_timeout_seconds
+    assert 0 < default < 45  # the kubelet's defaultClientCallTimeout
+    monkeypatch.setenv("UNPREPARE_TIMEOUT", "2.5")
+    assert build_config(build_parser().parse_args(command)).unprepare_timeout_seconds == 2.5

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
+from drakit.backends.example import ExampleBackend
 from drakit.cli import build_parser
 from drakit.cli import node_plugin as cmd_node_plugin
+from drakit.node_plugin.embedded import plugin_config
 from drakit.plugin import PluginOptions, PluginOptionsError
 from drakit.plugin.options import ENVIRONMENT
 
@@ -26,6 +28,7 @@ CLI_FLAG = {
     "pod_uid": "pod_uid",
     "metrics_address": "metrics_address",
     "health_resend_seconds": "health_resend_interval",
+    "unprepare_timeout_seconds": "unprepare_timeout",
 }
 # The client limits are read from the environment only, by name (drakit.cli.node_plugin).
 CLI_ENVIRONMENT_ONLY = {
@@ -82,6 +85,7 @@ def test_from_env_reads_every_variable_and_given_options_win() -> None:
         "POD_UID": "uid-1",
         "METRICS_ADDRESS": ":9400",
         "HEALTH_RESEND_INTERVAL": "15",
+        "UNPREPARE_TIMEOUT": "2.5",
         "KUBE_API_QPS": "5.5",
         "KUBE_API_BURST": "7",
     }
@@ -96,6 +100,7 @@ def test_from_env_reads_every_variable_and_given_options_win() -> None:
         pod_uid="uid-1",
         metrics_address=":9400",
         health_resend_seconds=15.0,
+        unprepare_timeout_seconds=2.5,
         kube_api_qps=5.5,
         kube_api_burst=7,
     )
@@ -133,6 +138,8 @@ def test_a_malformed_number_in_the_environment_names_the_variable() -> None:
         ({"metrics_address": "9400"}, r"metrics_address \(\$METRICS_ADDRESS\) '9400'"),
         ({"health_resend_seconds": 31}, r"health_resend_seconds .* must be seconds in \(0, 30\]"),
         ({"health_resend_seconds": float("nan")}, r"health_resend_seconds"),
+        ({"unprepare_timeout_seconds": 0}, r"unprepare_timeout_seconds .* \(0, 40\]"),
+        ({"unprepare_timeout_seconds": 41}, r"unprepare_timeout_seconds .* \(0, 40\]"),
         ({"kube_api_qps": -1}, r"kube_api_qps .* at least 0"),
         ({"kube_api_burst": 0}, r"kube_api_burst .* at least 1"),
         ({"kube_api_burst": True}, r"kube_api_burst .* whole number"),
@@ -158,3 +165,14 @@ def test_the_backend_context_carries_the_driver_the_node_and_the_backends_own_co
     assert dict(context.config) == {"slots": 4}
     assert context.config_path == Path("/etc/npu.yaml")
     assert dict(options.backend_context().config) == {}
+
+
+def test_every_option_that_is_a_plugin_setting_reaches_the_plugins_configuration() -> None:
+    """An option the embedding program sets is the one its plugin runs with (the command's
+    flag and the option are one setting)."""
+    options = PluginOptions(
+        "gpu.example.com", "node-a", health_resend_seconds=15.0, unprepare_timeout_seconds=2.5
+    )
+    config = plugin_config(options, object.__new__(ExampleBackend))
+    for option in set(ENVIRONMENT) - {"kubeconfig"}:
+        assert getattr(config, option) == getattr(options, option), option
