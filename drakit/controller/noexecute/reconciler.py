@@ -17,7 +17,6 @@ every moment:
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,10 +34,11 @@ from drakit.kubeapi.errors import (
     TooManyRequests,
     Unauthorized,
 )
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["Outcome", "Reconciler", "RuleWriter"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: Errors that say the request was refused before anything was written.
 _NOT_APPLIED = (BadRequest, Unauthorized, Forbidden, NotFound, Invalid, TooManyRequests, Gone)
@@ -137,9 +137,7 @@ class Reconciler:
             try:
                 exists = self.writer.exists(rule_name(self.driver, ref))
             except Exception as err:
-                logger.info("Cannot check a DeviceTaintRule yet",
-                            extra={"driver": self.driver, "pool": ref[0], "device": ref[1],
-                                   "error": str(err)})  # fmt: skip
+                _log(logger.info, "Cannot check a DeviceTaintRule yet", self.driver, ref, err)
                 continue
             self._unverified.discard(ref)
             if not exists:
@@ -157,12 +155,17 @@ class Reconciler:
             return True
         except _NOT_APPLIED as err:
             del self._pending[ref]
-            logger.warning("DeviceTaintRule refused", extra=_log(self.driver, ref, err))
+            _log(logger.warning, "DeviceTaintRule refused", self.driver, ref, err)
             return False
         except Exception as err:
             self._unverified.add(ref)
-            logger.warning("DeviceTaintRule create failed; checking it before deciding again",
-                           extra=_log(self.driver, ref, err))  # fmt: skip
+            _log(
+                logger.warning,
+                "DeviceTaintRule create failed; checking it before deciding again",
+                self.driver,
+                ref,
+                err,
+            )
             return False
         return True
 
@@ -172,7 +175,7 @@ class Reconciler:
         except NotFound:
             pass
         except Exception as err:
-            logger.warning("DeviceTaintRule delete failed", extra=_log(self.driver, ref, err))
+            _log(logger.warning, "DeviceTaintRule delete failed", self.driver, ref, err)
             return False
         if ref in observed:
             self._deleting.add(ref)  # counts until the watch shows it gone
@@ -182,5 +185,8 @@ class Reconciler:
         return True
 
 
-def _log(driver: str, ref: DeviceRef, err: BaseException) -> dict[str, str]:
-    return {"driver": driver, "pool": ref[0], "device": ref[1], "error": str(err)}
+def _log(
+    emit: Callable[..., None], msg: str, driver: str, ref: DeviceRef, err: BaseException
+) -> None:
+    """One line about a rule write: the driver, the device and the error as fields."""
+    emit(msg, driver=driver, pool=ref[0], device=ref[1], error=str(err))

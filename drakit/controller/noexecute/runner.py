@@ -18,7 +18,6 @@ controller logs that once (docs/health.md, "Kubernetes 1.35 and 1.36").
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -34,10 +33,11 @@ from drakit.kubeapi.informer import EventHandlers, Informer
 from drakit.kubeapi.objects import KubeObject
 from drakit.kubeapi.resources import Resource, ResourceType
 from drakit.kubeapi.workqueue import WorkQueue
+from drakit.telemetry.logs import get_logger
 
 __all__ = ["RULE_VERSIONS", "NoExecuteBudget", "rule_type"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: resource.k8s.io versions that may serve DeviceTaintRule, newest first.
 RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
@@ -167,8 +167,12 @@ class NoExecuteBudget:
         )
         informer.start()
         self.informer = informer
-        logger.info("NoExecute budget started", extra={"version": self.version,
-                    "per_node": self.budget.per_node, "percent": self.budget.percent})  # fmt: skip
+        logger.info(
+            "NoExecute budget started",
+            version=self.version,
+            per_node=self.budget.per_node,
+            percent=self.budget.percent,
+        )
         return True
 
     def _reconciler(self, driver: str) -> Reconciler:
@@ -211,15 +215,22 @@ def _drivers(slices: Iterable[KubeObject], rules: Iterable[KubeObject]) -> set[s
 
 def _log(driver: str, outcome: Outcome) -> None:
     for request in outcome.granted:
-        logger.info("NoExecute granted", extra={"driver": driver, "node": request.node,
-                    "pool": request.device[0], "device": request.device[1]})  # fmt: skip
+        logger.info(
+            "NoExecute granted",
+            driver=driver,
+            node=request.node,
+            pool=request.device[0],
+            device=request.device[1],
+        )
     for pool, device in outcome.released:
-        logger.info("NoExecute released", extra={"driver": driver, "pool": pool,
-                    "device": device})  # fmt: skip
+        logger.info("NoExecute released", driver=driver, pool=pool, device=device)
     for request in outcome.newly_waiting:
         logger.warning(
             "NoExecute request waits: the eviction budget is used up",
-            extra={"driver": driver, "node": request.node, "pool": request.device[0],
-                   "device": request.device[1], "cap": outcome.plan.cap,
-                   "held": outcome.plan.held},
-        )  # fmt: skip
+            driver=driver,
+            node=request.node,
+            pool=request.device[0],
+            device=request.device[1],
+            cap=outcome.plan.cap,
+            held=outcome.plan.held,
+        )
