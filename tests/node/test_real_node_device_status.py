@@ -112,9 +112,17 @@ def stack(
     with make_stack(node_assets, work, controllers="*") as s:
         s.install(RELEASE, s.chart_values(nodePlugin={"deviceStatus": True}))
         _run_status_backend(s)
+        # Every plugin pod, terminating ones included, runs the status backend: the one
+        # that ran the example backend is gone, and the kubelet has no other instance of
+        # the driver left to call (a pod made while the old one still stops may have its
+        # prepare sent there and wait out the kubelet's back-off).
         s.eventually_or_logs(
-            lambda: any(_runs_status_backend(p) for p in s.plugin_pods(RELEASE)),
-            "a ready plugin pod running the status backend",
+            lambda: (
+                (pods := s.all_plugin_pods(RELEASE))
+                and len(pods) == 1
+                and _runs_status_backend(pods[0])
+            ),
+            "one ready plugin pod, running the status backend",
             RELEASE,
         )
         eventually(s.node_slices, f"ResourceSlices of {s.node.name}")
@@ -171,9 +179,12 @@ def test_the_plugin_writes_the_device_status_of_a_claim_on_the_real_node(
         stored = stack.claims.get("gpu", namespace)
         return list((stored.get("status") or {}).get("devices") or ())
 
-    (entry,) = stack.eventually_or_logs(
-        status_devices, f"status.devices of {namespace}/gpu written by the plugin", RELEASE
-    )
+    try:
+        (entry,) = stack.eventually_or_logs(
+            status_devices, f"status.devices of {namespace}/gpu written by the plugin", RELEASE
+        )
+    except AssertionError as err:
+        raise AssertionError(f"{err}\nevents in {namespace}:\n{stack.events(namespace)}") from None
     claim = stack.claims.get("gpu", namespace)
     (result,) = claim["status"]["allocation"]["devices"]["results"]
     assert (entry["driver"], entry["pool"], entry["device"]) == (
