@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import NodeAssets
-from node_rig import DRIVER, RELEASE_NAMESPACE, Helm, RealNodeStack, eventually
+from node_rig import DRIVER, RELEASE_NAMESPACE, Helm, RealNodeStack, eventually, merge_values
 
 from drakit.demo.real_node import IMAGE_REPOSITORY, import_images
 from drakit.kubeapi.client import load_client
@@ -50,7 +50,7 @@ class ClusterStack(RealNodeStack):
             },
             "logging": {"format": "text", "level": "info"},
         }
-        return _merge(values, overrides)
+        return merge_values(values, overrides)
 
     def slices_of(self, node: str, driver: str = DRIVER) -> list[KubeObject]:
         return [
@@ -116,16 +116,6 @@ def make_cluster(
         finally:
             stack.uninstall_all()
             client.close()
-
-
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 class Recorder:

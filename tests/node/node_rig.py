@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from contextlib import suppress
@@ -247,7 +248,7 @@ class RealNodeStack:
                 "metrics": {"port": _free_port(), "host": LOOPBACK},
             },
         }
-        return _merge(values, overrides)
+        return merge_values(values, overrides)
 
     def install(
         self, release: str, values: dict[str, Any], namespace: str = RELEASE_NAMESPACE
@@ -365,11 +366,49 @@ def _free_port() -> int:
     return free_port()
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def merge_values(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` merged in, nested mappings key by key (chart values)."""
     out = dict(base)
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
+            out[key] = merge_values(out[key], value)
         else:
             out[key] = value
     return out
+
+
+def run_drakit(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m drakit ARGS`` from the repository, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "drakit", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def template_pod(name: str, template: str, **spec: Any) -> dict[str, Any]:
+    """A pod whose container ``main`` uses the claim made from ``template`` and prints the
+    GPU_* environment it sees, then ``ready``; ``spec`` adds pod spec fields."""
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox:1.36",
+                    "command": [
+                        "sh",
+                        "-c",
+                        "env | grep '^GPU_' | sort; echo ready; exec sleep 86400",
+                    ],
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+            **spec,
+        },
+    }

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from cluster_rig import ClusterStack, Recorder, make_cluster
 from conftest import NodeAssets
-from node_rig import DRIVER, RELEASE_NAMESPACE, ROOT, eventually, load_example
+from node_rig import DRIVER, RELEASE_NAMESPACE, ROOT, eventually, load_example, template_pod
 
 from drakit.controller.noexecute.rules import BUDGET_LABEL, NODE_ANNOTATION
 from drakit.controller.noexecute.runner import rule_type
@@ -101,26 +101,7 @@ def _create_template(stack: ClusterStack, namespace: str, name: str = "one-gpu")
 
 
 def _pod_on(name: str, node: str, template: str = "one-gpu") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "busybox:1.36",
-                    "command": [
-                        "sh",
-                        "-c",
-                        "env | grep '^GPU_' | sort; echo ready; exec sleep 86400",
-                    ],
-                    "resources": {"claims": [{"name": "gpu"}]},
-                }
-            ],
-        },
-    }
+    return template_pod(name, template, nodeSelector={"kubernetes.io/hostname": node})
 
 
 def _claim_of(stack: ClusterStack, namespace: str, pod: str) -> dict[str, Any]:

@@ -8,14 +8,12 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import NodeAssets
-from node_rig import ROOT, eventually
+from node_rig import eventually, run_drakit
 
 from drakit.kubeapi.client import load_client
 from drakit.kubeapi.resources import NAMESPACES, PODS, Resource, ResourceType
@@ -28,17 +26,6 @@ pytestmark = pytest.mark.node
 BUSYBOX = "localhost/drakit/busybox:local"
 SERVICES = ResourceType("", "v1", "services", "Service", namespaced=True)
 NAMESPACE = "net"
-
-
-def drakit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "drakit", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def _pod(name: str, node: str, script: str, labels: dict[str, str] | None = None) -> Any:
@@ -62,7 +49,7 @@ def test_a_pod_on_node_1_reaches_a_service_on_node_3_and_down_restores_the_machi
     cache = str(cache_dir())
     before = snapshot(cache)
     folder = tmp_path / "cluster"
-    up = drakit("local-node", "up", str(folder), "--nodes", "3")
+    up = run_drakit("local-node", "up", str(folder), "--nodes", "3")
     try:
         assert up.returncode == 0, up.stderr
         assert "drakit-node-1, drakit-node-2, drakit-node-3 are Ready" in up.stdout
@@ -85,7 +72,7 @@ def test_a_pod_on_node_1_reaches_a_service_on_node_3_and_down_restores_the_machi
         pid_file = folder / "launcher.pid"
         if pid_file.exists():
             os.kill(int(pid_file.read_text()), signal.SIGKILL)  # a killed run, swept by down
-        down = drakit("local-node", "down", str(folder))
+        down = run_drakit("local-node", "down", str(folder))
     assert down.returncode == 0, down.stderr
     _assert_restored(before, snapshot(cache))
 

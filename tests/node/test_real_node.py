@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import NodeAssets, make_stack
-from node_rig import DRIVER, RealNodeStack, eventually, load_example
+from node_rig import DRIVER, RealNodeStack, eventually, load_example, template_pod
 
 from drakit.kubeapi.errors import NotFound
 from drakit.kubeapi.resources import RESOURCE_CLAIM_TEMPLATES
@@ -104,29 +104,6 @@ def plugin_restart_count(pod: dict[str, Any]) -> int:
     return int(
         next(s["restartCount"] for s in pod["status"]["containerStatuses"] if s["name"] == "plugin")
     )
-
-
-def template_pod(name: str, template: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "busybox:1.36",
-                    "command": [
-                        "sh",
-                        "-c",
-                        "env | grep '^GPU_' | sort; echo ready; exec sleep 86400",
-                    ],
-                    "resources": {"claims": [{"name": "gpu"}]},
-                }
-            ],
-            **spec,
-        },
-    }
 
 
 def create_template(stack: RealNodeStack, namespace: str, name: str = "one-gpu") -> None:

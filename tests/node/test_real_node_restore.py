@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import NodeAssets
-from node_rig import ROOT, eventually
+from node_rig import eventually, run_drakit
 
 from drakit.kubeapi.client import load_client
 from drakit.kubeapi.resources import NAMESPACES, PODS, Resource
@@ -22,17 +20,6 @@ from drakit.localcluster.assets import cache_dir
 from drakit.localcluster.hoststate import MachineSnapshot, snapshot
 
 pytestmark = pytest.mark.node
-
-
-def drakit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "drakit", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def test_down_after_a_sigkilled_launcher_restores_the_machine(
@@ -46,7 +33,7 @@ def test_down_after_a_sigkilled_launcher_restores_the_machine(
     )
     with LocalCluster(config):
         node_dir = tmp_path / "node"
-        up = drakit(
+        up = run_drakit(
             "local-node",
             "up",
             str(node_dir),
@@ -90,7 +77,7 @@ def test_down_after_a_sigkilled_launcher_restores_the_machine(
         client.close()
         launcher = int((node_dir / "launcher.pid").read_text())
         os.kill(launcher, signal.SIGKILL)
-        down = drakit("local-node", "down", str(node_dir))
+        down = run_drakit("local-node", "down", str(node_dir))
         assert down.returncode == 0, down.stderr
 
     after = snapshot(cache)
