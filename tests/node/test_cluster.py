@@ -428,6 +428,13 @@ def test_a_node_cut_off_past_the_grace_period_goes_not_ready_and_returns_without
     finally:
         stack.group.reconnect(b)
     eventually(lambda: _node_ready(stack, node_b), f"{node_b} Ready again", timeout=180)
+    # The node itself (its kubelet, its host-network pods) reaches ClusterIPs again: the
+    # Service route came back with the link.
+    route = subprocess.run(
+        ["nsenter", f"--net={b.netns}", "--", "ip", "route", "get", "10.0.0.1"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert route.returncode == 0 and "dev eth0" in route.stdout, route.stderr
     stack.eventually_or_logs(
         lambda: node_b in _running_plugins(stack), f"the plugin on {node_b}", RELEASE
     )

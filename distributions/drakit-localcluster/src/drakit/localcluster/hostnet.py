@@ -125,11 +125,7 @@ def create_node_netns(
     ip("link", "set", "lo", "up", netns=file)
     ip("addr", "add", f"{node.ip}/{NODE_NETWORK.prefixlen}", "dev", "eth0", netns=file)
     ip("link", "set", "eth0", "up", netns=file)
-    for other in others:
-        ip("route", "add", str(other.pod_subnet), "via", str(other.ip), netns=file)
-    # ClusterIPs from the node itself (its host-network pods, the kubelet): without a route
-    # the connect fails before kube-proxy's DNAT can rewrite the address.
-    ip("route", "add", str(SERVICE_NETWORK), "dev", "eth0", "scope", "link", netns=file)
+    set_node_routes(file, others)
     # The node routes its pods' traffic: the namespace's own setting, gone with it.
     _run([*in_netns(file), "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
 
@@ -159,6 +155,16 @@ def create_node_mntns(file: Path, folders: dict[str, Path]) -> None:
 
 def _write_sysctl(name: str, value: str) -> None:
     Path("/proc/sys", name).write_text(value)
+
+
+def set_node_routes(file: Path, others: Sequence[NodeAddress]) -> None:
+    """Give the node in the namespace bound to ``file`` its routes on ``eth0`` (idempotent:
+    the kernel drops them when the link goes down, and a reconnect sets them again)."""
+    for other in others:
+        ip("route", "replace", str(other.pod_subnet), "via", str(other.ip), netns=file)
+    # ClusterIPs from the node itself (its host-network pods, the kubelet): without a route
+    # the connect fails before kube-proxy's DNAT can rewrite the address.
+    ip("route", "replace", str(SERVICE_NETWORK), "dev", "eth0", "scope", "link", netns=file)
 
 
 def set_link(name: str, up: bool, netns: Path | None = None) -> None:

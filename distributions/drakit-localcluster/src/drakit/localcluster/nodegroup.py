@@ -26,7 +26,12 @@ from pathlib import Path
 
 from drakit.localcluster import hoststate
 from drakit.localcluster.cluster import ClusterConfig, LocalCluster
-from drakit.localcluster.hostnet import create_bridge, host_addresses_and_routes, ip, set_link
+from drakit.localcluster.hostnet import (
+    create_bridge,
+    host_addresses_and_routes,
+    set_link,
+    set_node_routes,
+)
 from drakit.localcluster.netplan import (
     HOST_ADDRESS,
     check_unused,
@@ -177,8 +182,5 @@ class NodeGroup(StartedByWith):
     def reconnect(self, node: LocalNode) -> None:
         """Undo :meth:`cut`: ``eth0`` up again, with the routes it had (idempotent)."""
         set_link("eth0", True, netns=node.netns)
-        network = node.config.network
-        if network is None:
-            return
-        for other in network.others:
-            ip("route", "replace", str(other.pod_subnet), "via", str(other.ip), netns=node.netns)
+        if node.config.network is not None and node.netns is not None:
+            set_node_routes(node.netns, node.config.network.others)
